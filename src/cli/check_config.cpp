@@ -1,0 +1,18 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+
+namespace outbox::cli {
+
+Command addCheckConfig(CLI::App& app) {
+  auto* cmd = app.add_subcommand("check-config", "Validate the config and print the effective config, secrets masked");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("--config", *path, "TOML config file")->required();
+  return [path]() {
+    Config config = loadOrExit(*path);
+    std::fputs(renderMasked(config).c_str(), stdout);
+    return kExitOk;
+  };
+}
+
+}  // namespace outbox::cli

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "config/config.h"
+
+namespace outbox::cli {
+
+// Exit codes of every command.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+// Thrown by commands to leave with an exit code after printing `message` to stderr.
+struct Exit {
+  int code;
+  std::string message;
+};
+
+// Loads the config or throws Exit{2} naming the key and the reason.
+Config loadOrExit(const std::string& path);
+const SourceConfig& sourceOrExit(const Config& config, const std::string& name);
+void setupLogging(const std::string& level);
+
+// Each subcommand registers its options and returns the function that runs it.
+using Command = std::function<int()>;
+Command addRun(CLI::App& app);
+Command addMigrate(CLI::App& app);
+Command addCheckConfig(CLI::App& app);
+Command addEpoch(CLI::App& app);
+Command addQuarantine(CLI::App& app);
+
+}  // namespace outbox::cli

@@ -1,0 +1,49 @@
+// outbox-bridge: transactional-outbox tables to JetStream streams. See README.md.
+
+#include <cstdio>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/cli.h"
+#include "outbox_version.h"
+
+int main(int argc, char** argv) {
+  using namespace outbox::cli;
+  CLI::App app{"outbox-bridge: publishes transactional-outbox tables in MySQL/MariaDB to NATS JetStream streams,\n"
+               "with dense versions, exactly once."};
+  app.set_version_flag("--version", std::string("outbox-bridge ") + OUTBOX_BRIDGE_VERSION);
+  app.require_subcommand(1);
+  std::map<CLI::App*, Command> commands;
+  auto add = [&](Command (*registrar)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    Command run = registrar(app);
+    commands[app.get_subcommands({})[before]] = std::move(run);
+  };
+  add(&addRun);
+  add(&addMigrate);
+  add(&addCheckConfig);
+  add(&addEpoch);
+  add(&addQuarantine);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  try {
+    for (auto& [sub, run] : commands) {
+      if (sub->parsed()) return run();
+    }
+  } catch (const Exit& e) {
+    if (!e.message.empty()) std::fprintf(stderr, "outbox-bridge: %s\n", e.message.c_str());
+    return e.code;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,119 @@
+#include <csignal>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/cli.h"
+#include "common/backoff.h"
+#include "common/stop_token.h"
+#include "db/connection.h"
+#include "metrics/source_metrics.h"
+#include "nats/jetstream.h"
+#include "outbox_version.h"
+#include "relay/jetstream_publisher.h"
+#include "relay/mysql_store.h"
+#include "relay/relay.h"
+
+namespace outbox::cli {
+
+namespace {
+
+// Blocks SIGTERM/SIGINT in every thread and turns them into a stop request on a thread of its own.
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(StopSignal& stop) : stop_(stop) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (sig == SIGTERM || sig == SIGINT) {
+        spdlog::info("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      }
+      stop_.request();
+    });
+  }
+  ~SignalWatcher() {
+    if (!stop_.stopped()) stop_.request();
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+
+ private:
+  StopSignal& stop_;
+  sigset_t set_;
+  std::thread thread_;
+};
+
+std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSignal& stop) {
+  nats::ConnectOptions options{config.url, config.user, config.password, config.token, config.connectTimeout};
+  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+  while (!stop.stopped()) {
+    auto conn = nats::Connection::connect(options);
+    if (conn.isOk()) return std::move(conn).value();
+    auto delay = backoff.next();
+    spdlog::warn("nats-server at {} not reachable ({}); retrying in {} ms", config.url, conn.status().message(),
+                 delay.count());
+    stop.waitFor(delay);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Command addRun(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run the service: one relay per source");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("--config", *path, "TOML config file")->required();
+  return [path]() {
+    Config config = loadOrExit(*path);
+    setupLogging(config.logLevel);
+    db::initLibrary();
+    StopSignal stop;
+    SignalWatcher signals(stop);
+    spdlog::info("outbox-bridge {} starting: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, config.sources.size(),
+                 config.nats.url);
+
+    auto natsConnection = connectNats(config.nats, stop);
+    if (!natsConnection) return kExitOk;
+
+    struct SourceRuntime {
+      std::unique_ptr<MysqlOutboxStore> store;
+      std::unique_ptr<JetStreamPublisher> publisher;
+      std::unique_ptr<SourceMetrics> metrics;
+      std::unique_ptr<Relay> relay;
+    };
+    std::vector<SourceRuntime> runtimes;
+    for (const auto& source : config.sources) {
+      SourceRuntime rt;
+      rt.store = std::make_unique<MysqlOutboxStore>(source);
+      rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
+      // A stream with foreign subjects is an operator's mistake: refuse to start at all.
+      if (Status s = rt.publisher->prepare(); s.isPermanent()) {
+        throw Exit{kExitFailure, fmt::format("source {}: {}", source.name, s.message())};
+      }
+      rt.metrics = std::make_unique<SourceMetrics>();
+      Relay::Options options;
+      options.maxInFlight = config.nats.maxPending;
+      options.ackTimeout = config.nats.ackTimeout;
+      rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.publisher, stop, *rt.metrics, options);
+      spdlog::info("[{}] {} -> stream {} ({}.>)", source.name, source.dsn.masked(), source.stream, source.subjectPrefix);
+      runtimes.push_back(std::move(rt));
+    }
+    std::vector<std::thread> threads;
+    for (auto& rt : runtimes) threads.emplace_back([&rt] { rt.relay->run(); });
+    for (auto& t : threads) t.join();
+    runtimes.clear();
+    natsConnection.reset();
+    nats::shutdownLibrary();
+    spdlog::info("outbox-bridge stopped");
+    return kExitOk;
+  };
+}
+
+}  // namespace outbox::cli

@@ -1,0 +1,482 @@
+#include "config/config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+extern char** environ;
+
+namespace outbox {
+
+namespace {
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+std::string trimNewline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+std::string readSecretFile(const std::string& key, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(key, fmt::format("cannot read file '{}'", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return trimNewline(buffer.str());
+}
+
+int64_t parseInteger(const std::string& key, const std::string& text) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw ConfigError(key, fmt::format("expected an integer, got '{}'", text));
+  }
+  return value;
+}
+
+// Reads the keys of one TOML table, letting environment variables override them, and remembers
+// which keys it read so that finish() can reject the rest as unknown.
+class Section {
+ public:
+  Section(const toml::table* table, std::string keyPrefix, std::string envPrefix,
+          const Environment& env)
+      : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env) {}
+
+  std::string keyName(const std::string& key) const { return keyPrefix_ + key; }
+
+  std::optional<std::string> str(const std::string& key) {
+    read_.insert(key);
+    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) return it->second;
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (node == nullptr) return std::nullopt;
+    if (auto v = node->value<std::string>(); v && node->is_string()) return *v;
+    throw ConfigError(keyName(key), "expected a string");
+  }
+
+  std::optional<int64_t> integer(const std::string& key) {
+    read_.insert(key);
+    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) {
+      return parseInteger(keyName(key), it->second);
+    }
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_integer()) throw ConfigError(keyName(key), "expected an integer");
+    return node->value<int64_t>();
+  }
+
+  std::optional<Duration> duration(const std::string& key) {
+    auto text = str(key);
+    if (!text) return std::nullopt;
+    return parseDuration(keyName(key), *text);
+  }
+
+  // A secret given inline, in `<key>_file`, or by environment; never both inline and file.
+  std::optional<std::string> secret(const std::string& key) {
+    auto inlineValue = str(key);
+    auto file = str(key + "_file");
+    if (inlineValue && file) {
+      throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
+    }
+    if (file) return readSecretFile(keyName(key + "_file"), *file);
+    return inlineValue;
+  }
+
+  void finish() const {
+    if (table_ == nullptr) return;
+    for (const auto& [k, v] : *table_) {
+      std::string name(k.str());
+      if (!read_.count(name)) throw ConfigError(keyName(name), "unknown key");
+    }
+  }
+
+ private:
+  const toml::table* table_;
+  std::string keyPrefix_;
+  std::string envPrefix_;
+  const Environment& env_;
+  std::set<std::string> read_;
+};
+
+const toml::table* subTable(const toml::table& root, const std::string& key) {
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table()) throw ConfigError(key, "expected a table [" + key + "]");
+  return node->as_table();
+}
+
+int positiveInt(const std::string& key, int64_t value, int64_t max) {
+  if (value < 1 || value > max) {
+    throw ConfigError(key, fmt::format("must be between 1 and {}, got {}", max, value));
+  }
+  return static_cast<int>(value);
+}
+
+bool isStreamName(const std::string& name) {
+  if (name.empty() || name.size() > 255) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return c > 32 && c < 127 && c != '.' && c != '*' && c != '>' && c != '/' && c != '\\';
+  });
+}
+
+bool isSubject(const std::string& subject) {
+  if (subject.empty()) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = subject.find('.', start);
+    std::string token = subject.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!isSubjectToken(token)) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
+SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env) {
+  SourceConfig s;
+  // The name decides the environment prefix, so it is read from TOML first.
+  Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env);
+  auto name = nameOnly.str("name");
+  if (!name) throw ConfigError(fmt::format("source[{}].name", index), "is required");
+  if (!isSqlIdentifier(*name)) {
+    throw ConfigError(fmt::format("source[{}].name", index),
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", *name));
+  }
+  s.name = *name;
+  Section sec(&table, fmt::format("source.{}.", s.name),
+              "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env);
+  sec.str("name");
+
+  auto dsn = sec.str("dsn");
+  if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
+  s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
+  if (auto password = sec.secret("password")) s.dsn.password = *password;
+
+  auto table_name = sec.str("outbox_table");
+  s.outboxTable = table_name.value_or(s.name + "_control_outbox");
+  if (!isSqlIdentifier(s.outboxTable)) {
+    throw ConfigError(sec.keyName("outbox_table"),
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", s.outboxTable));
+  }
+  s.snapshotQuery = sec.str("snapshot_query").value_or("");
+  s.stream = sec.str("stream").value_or("CONTROL_" + upper(s.name));
+  if (!isStreamName(s.stream)) {
+    throw ConfigError(sec.keyName("stream"),
+                      fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', '>', '/')", s.stream));
+  }
+  s.subjectPrefix = sec.str("subject_prefix").value_or("control." + s.name);
+  if (!isSubject(s.subjectPrefix)) {
+    throw ConfigError(sec.keyName("subject_prefix"),
+                      fmt::format("'{}' is not a valid subject without wildcards", s.subjectPrefix));
+  }
+  if (auto v = sec.integer("batch_size")) s.batchSize = positiveInt(sec.keyName("batch_size"), *v, 100000);
+  if (auto v = sec.duration("poll_interval")) {
+    if (v->count() < 1) throw ConfigError(sec.keyName("poll_interval"), "must be at least 1ms");
+    s.pollInterval = *v;
+  }
+  s.snapshotKey = sec.str("snapshot_key").value_or("");
+  s.snapshotPath = sec.str("snapshot_path").value_or("");
+  if (!s.snapshotPath.empty() && s.snapshotPath.front() != '/') {
+    throw ConfigError(sec.keyName("snapshot_path"), "must start with '/'");
+  }
+  if (auto v = sec.str("on_poison")) {
+    if (*v == "halt") {
+      s.onPoison = OnPoison::kHalt;
+    } else if (*v == "quarantine") {
+      s.onPoison = OnPoison::kQuarantine;
+    } else {
+      throw ConfigError(sec.keyName("on_poison"), fmt::format("must be \"halt\" or \"quarantine\", got \"{}\"", *v));
+    }
+  }
+  if (auto v = sec.duration("duplicate_window")) {
+    if (v->count() < 1000) throw ConfigError(sec.keyName("duplicate_window"), "must be at least 1s");
+    s.duplicateWindow = *v;
+  }
+  if (auto v = sec.integer("replicas")) s.replicas = positiveInt(sec.keyName("replicas"), *v, 5);
+  if (auto v = sec.duration("max_age")) s.maxAge = *v;
+  sec.finish();
+  return s;
+}
+
+}  // namespace
+
+Duration parseDuration(const std::string& key, const std::string& text) {
+  if (text == "0") return Duration(0);
+  static const std::regex part(R"((\d+)(ms|s|m|h|d))");
+  if (text.empty()) throw ConfigError(key, "empty duration");
+  int64_t total = 0;
+  auto begin = std::sregex_iterator(text.begin(), text.end(), part);
+  size_t consumed = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    if (static_cast<size_t>(it->position()) != consumed) break;
+    consumed += it->length();
+    int64_t n = parseInteger(key, (*it)[1].str());
+    std::string unit = (*it)[2].str();
+    int64_t scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : unit == "h" ? 3'600'000 : 86'400'000;
+    total += n * scale;
+  }
+  if (consumed != text.size()) {
+    throw ConfigError(key, fmt::format("'{}' is not a duration (use e.g. 250ms, 30s, 2m, 1h)", text));
+  }
+  return Duration(total);
+}
+
+std::string formatDuration(Duration d) {
+  int64_t ms = d.count();
+  if (ms == 0) return "0";
+  if (ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
+  if (ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+namespace {
+
+std::string percentDecode(const std::string& key, const std::string& in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size() || !std::isxdigit(static_cast<unsigned char>(in[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
+      throw ConfigError(key, "bad %-escape in the user or password");
+    }
+    out.push_back(static_cast<char>(std::stoi(in.substr(i + 1, 2), nullptr, 16)));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+Dsn Dsn::parse(const std::string& key, const std::string& text) {
+  const std::string scheme = "mysql://";
+  const char* form = "expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?socket=PATH]";
+  if (text.rfind(scheme, 0) != 0) throw ConfigError(key, std::string("must start with mysql:// (") + form + ")");
+  std::string rest = text.substr(scheme.size());
+  size_t at = rest.rfind('@', rest.find('/'));
+  if (at == std::string::npos) throw ConfigError(key, std::string("no USER@ (") + form + ")");
+  Dsn dsn;
+  std::string userinfo = rest.substr(0, at);
+  rest = rest.substr(at + 1);
+  size_t colon = userinfo.find(':');
+  dsn.user = percentDecode(key, userinfo.substr(0, colon));
+  if (colon != std::string::npos) dsn.password = percentDecode(key, userinfo.substr(colon + 1));
+  if (dsn.user.empty()) throw ConfigError(key, "the user is empty");
+
+  size_t slash = rest.find('/');
+  if (slash == std::string::npos) throw ConfigError(key, std::string("no /DATABASE (") + form + ")");
+  std::string hostport = rest.substr(0, slash);
+  std::string pathquery = rest.substr(slash + 1);
+  size_t portColon = hostport.rfind(':');
+  dsn.host = hostport.substr(0, portColon);
+  if (portColon != std::string::npos) {
+    std::string port = hostport.substr(portColon + 1);
+    int64_t p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
+      throw ConfigError(key, fmt::format("bad port '{}'", port));
+    }
+    dsn.port = static_cast<unsigned>(p);
+  }
+  if (dsn.host.empty()) throw ConfigError(key, "the host is empty");
+
+  size_t q = pathquery.find('?');
+  dsn.database = pathquery.substr(0, q);
+  if (!isSqlIdentifier(dsn.database)) {
+    throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", dsn.database));
+  }
+  if (q != std::string::npos) {
+    std::string query = pathquery.substr(q + 1);
+    std::stringstream parts(query);
+    std::string item;
+    while (std::getline(parts, item, '&')) {
+      size_t eq = item.find('=');
+      std::string name = item.substr(0, eq);
+      std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (name == "socket" && !value.empty()) {
+        dsn.socket = percentDecode(key, value);
+      } else {
+        throw ConfigError(key, fmt::format("unknown DSN parameter '{}' (only socket=PATH)", name));
+      }
+    }
+  }
+  return dsn;
+}
+
+std::string Dsn::masked() const {
+  std::string out = "mysql://" + user;
+  if (!password.empty()) out += ":****";
+  out += "@" + host + ":" + std::to_string(port) + "/" + database;
+  if (!socket.empty()) out += "?socket=" + socket;
+  return out;
+}
+
+bool isSqlIdentifier(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  auto c0 = static_cast<unsigned char>(name[0]);
+  if (!(std::isalpha(c0) || c0 == '_') || c0 > 127) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return c < 128 && (std::isalnum(c) || c == '_');
+  });
+}
+
+bool isSubjectToken(const std::string& token) {
+  if (token.empty()) return false;
+  return std::all_of(token.begin(), token.end(), [](unsigned char c) {
+    return c > 32 && c != 127 && c != '.' && c != '*' && c != '>';
+  });
+}
+
+const SourceConfig* Config::findSource(const std::string& name) const {
+  for (const auto& s : sources) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+Environment processEnvironment() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = entry.substr(0, eq);
+    if (name.rfind("OUTBOX_BRIDGE_", 0) == 0) env[name] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+Config parseConfig(const std::string& tomlText, const Environment& env, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(tomlText, origin);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(origin, fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
+                                          e.description()));
+  }
+  Config config;
+  for (const auto& [k, v] : root) {
+    std::string key(k.str());
+    if (key != "nats" && key != "http" && key != "lease" && key != "log" && key != "source") {
+      throw ConfigError(key, "unknown key (expected [nats], [http], [lease], [log] or [[source]])");
+    }
+  }
+
+  Section nats(subTable(root, "nats"), "nats.", "OUTBOX_BRIDGE_NATS_", env);
+  if (auto v = nats.str("url")) config.nats.url = *v;
+  if (config.nats.url.rfind("nats://", 0) != 0 && config.nats.url.rfind("tls://", 0) != 0) {
+    throw ConfigError("nats.url", fmt::format("'{}' must start with nats:// or tls://", config.nats.url));
+  }
+  if (auto v = nats.str("user")) config.nats.user = *v;
+  if (auto v = nats.secret("password")) config.nats.password = *v;
+  if (auto v = nats.secret("token")) config.nats.token = *v;
+  if (auto v = nats.duration("connect_timeout")) config.nats.connectTimeout = *v;
+  if (auto v = nats.duration("ack_timeout")) {
+    if (v->count() < 100) throw ConfigError("nats.ack_timeout", "must be at least 100ms");
+    config.nats.ackTimeout = *v;
+  }
+  if (auto v = nats.integer("max_pending")) config.nats.maxPending = positiveInt("nats.max_pending", *v, 1'000'000);
+  nats.finish();
+
+  Section http(subTable(root, "http"), "http.", "OUTBOX_BRIDGE_HTTP_", env);
+  if (auto v = http.str("listen")) config.http.listen = *v;
+  if (config.http.listen.find(':') == std::string::npos) {
+    throw ConfigError("http.listen", fmt::format("'{}' must be HOST:PORT", config.http.listen));
+  }
+  if (auto v = http.secret("admin_token")) config.http.adminToken = *v;
+  http.finish();
+
+  Section lease(subTable(root, "lease"), "lease.", "OUTBOX_BRIDGE_LEASE_", env);
+  if (auto v = lease.duration("ttl")) config.lease.ttl = *v;
+  if (auto v = lease.duration("heartbeat")) config.lease.heartbeat = *v;
+  if (config.lease.heartbeat.count() < 100) throw ConfigError("lease.heartbeat", "must be at least 100ms");
+  if (config.lease.ttl <= config.lease.heartbeat * 2) {
+    throw ConfigError("lease.ttl", fmt::format("must be more than twice lease.heartbeat ({})",
+                                               formatDuration(config.lease.heartbeat)));
+  }
+  lease.finish();
+
+  Section log(subTable(root, "log"), "log.", "OUTBOX_BRIDGE_LOG_", env);
+  if (auto v = log.str("level")) config.logLevel = *v;
+  static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
+  if (!levels.count(config.logLevel)) {
+    throw ConfigError("log.level", fmt::format("'{}' is not one of trace, debug, info, warn, error, off", config.logLevel));
+  }
+  log.finish();
+
+  if (const toml::node* sources = root.get("source")) {
+    const toml::array* list = sources->as_array();
+    if (list == nullptr) throw ConfigError("source", "expected [[source]] tables");
+    for (size_t i = 0; i < list->size(); ++i) {
+      const toml::table* t = (*list)[i].as_table();
+      if (t == nullptr) throw ConfigError(fmt::format("source[{}]", i), "expected a table");
+      SourceConfig s = parseSource(*t, i, env);
+      if (config.findSource(s.name)) throw ConfigError("source." + s.name, "defined twice");
+      for (const auto& other : config.sources) {
+        if (other.stream == s.stream) {
+          throw ConfigError("source." + s.name + ".stream", "stream '" + s.stream + "' is used by source " + other.name);
+        }
+      }
+      config.sources.push_back(std::move(s));
+    }
+  }
+  if (config.sources.empty()) throw ConfigError("source", "at least one [[source]] is required");
+  return config;
+}
+
+Config loadConfig(const std::string& path, const Environment& env) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("--config", fmt::format("cannot read '{}'", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parseConfig(buffer.str(), env, path);
+}
+
+namespace {
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+std::string mask(const std::string& secret) { return secret.empty() ? "\"\"" : "\"****\""; }
+}  // namespace
+
+std::string renderMasked(const Config& c) {
+  std::string out;
+  out += fmt::format("[log]\nlevel = {}\n\n", quoted(c.logLevel));
+  out += fmt::format("[nats]\nurl = {}\nuser = {}\npassword = {}\ntoken = {}\n", quoted(c.nats.url),
+                     quoted(c.nats.user), mask(c.nats.password), mask(c.nats.token));
+  out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",
+                     quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.ackTimeout)),
+                     c.nats.maxPending);
+  out += fmt::format("[http]\nlisten = {}\nadmin_token = {}\n\n", quoted(c.http.listen), mask(c.http.adminToken));
+  out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
+                     quoted(formatDuration(c.lease.heartbeat)));
+  for (const auto& s : c.sources) {
+    out += fmt::format("\n[[source]]\nname = {}\ndsn = {}\noutbox_table = {}\nsnapshot_query = {}\n", quoted(s.name),
+                       quoted(s.dsn.masked()), quoted(s.outboxTable), quoted(s.snapshotQuery));
+    out += fmt::format("stream = {}\nsubject_prefix = {}\nbatch_size = {}\npoll_interval = {}\n", quoted(s.stream),
+                       quoted(s.subjectPrefix), s.batchSize, quoted(formatDuration(s.pollInterval)));
+    out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
+                       quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
+    out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
+                       s.replicas, quoted(formatDuration(s.maxAge)));
+  }
+  return out;
+}
+
+}  // namespace outbox

@@ -1,0 +1,112 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace outbox {
+
+// A configuration mistake: which key, and why. Thrown only while loading config (start-up).
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string key, std::string reason)
+      : std::runtime_error(key + ": " + reason), key_(std::move(key)), reason_(std::move(reason)) {}
+  const std::string& key() const { return key_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string key_;
+  std::string reason_;
+};
+
+using Duration = std::chrono::milliseconds;
+
+// "250ms", "30s", "2m", "1h", "1h30m", "7d"; a bare "0" is zero. Throws ConfigError(key, ...).
+Duration parseDuration(const std::string& key, const std::string& text);
+std::string formatDuration(Duration d);
+
+// mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?socket=PATH], with %XX escapes in USER and PASSWORD.
+struct Dsn {
+  std::string user;
+  std::string password;  // secret: never logged; see masked()
+  std::string host;
+  unsigned port = 3306;
+  std::string database;
+  std::string socket;
+
+  static Dsn parse(const std::string& key, const std::string& text);
+  // The DSN with the password replaced by "****" (or absent when there is none).
+  std::string masked() const;
+};
+
+// `^[A-Za-z_][A-Za-z0-9_]{0,63}$`: the only names that may be spliced into SQL.
+bool isSqlIdentifier(const std::string& name);
+// A NATS subject token: non-empty, no '.', '*', '>', whitespace or control characters.
+bool isSubjectToken(const std::string& token);
+
+enum class OnPoison { kHalt, kQuarantine };
+
+struct SourceConfig {
+  std::string name;
+  Dsn dsn;
+  std::string outboxTable;
+  std::string snapshotQuery;
+  std::string stream;
+  std::string subjectPrefix;
+  int batchSize = 1000;
+  Duration pollInterval{250};
+  std::string snapshotKey;   // empty: the first column of snapshot_query
+  std::string snapshotPath;  // empty: no alias route
+  OnPoison onPoison = OnPoison::kHalt;
+  Duration duplicateWindow{120'000};
+  int replicas = 1;
+  Duration maxAge{0};  // 0: keep forever
+};
+
+struct NatsConfig {
+  std::string url = "nats://127.0.0.1:4222";
+  std::string user;
+  std::string password;  // secret
+  std::string token;     // secret
+  Duration connectTimeout{5000};
+  Duration ackTimeout{5000};  // a publish not acked by then counts as failed and is reconciled
+  int maxPending = 4096;      // async publishes in flight per source
+};
+
+struct HttpConfig {
+  std::string listen = "127.0.0.1:8080";
+  std::string adminToken;  // secret; empty disables the admin API
+};
+
+struct LeaseConfig {
+  Duration ttl{30'000};
+  Duration heartbeat{10'000};
+};
+
+struct Config {
+  NatsConfig nats;
+  HttpConfig http;
+  LeaseConfig lease;
+  std::string logLevel = "info";
+  std::vector<SourceConfig> sources;
+
+  const SourceConfig* findSource(const std::string& name) const;
+};
+
+using Environment = std::map<std::string, std::string>;
+Environment processEnvironment();
+
+// Parses TOML text and applies environment overrides (OUTBOX_BRIDGE_NATS_URL,
+// OUTBOX_BRIDGE_SOURCE_<NAME>_<KEY>, ...). Unknown keys, bad values and missing required keys throw
+// ConfigError naming the key. `*_file` keys are read relative to the working directory.
+Config parseConfig(const std::string& tomlText, const Environment& env, const std::string& origin);
+Config loadConfig(const std::string& path, const Environment& env);
+
+// The effective config as TOML, secrets replaced by "****".
+std::string renderMasked(const Config& config);
+
+}  // namespace outbox

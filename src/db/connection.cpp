@@ -1,0 +1,180 @@
+#include "db/connection.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+#include <mysql.h>
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "config/config.h"
+
+namespace outbox::db {
+
+void initLibrary() { mysql_library_init(0, nullptr, nullptr); }
+
+Status fromMysql(MYSQL* mysql, std::string_view what) {
+  unsigned code = mysql_errno(mysql);
+  std::string message = fmt::format("{}: mysql error {}: {}", what, code, mysql_error(mysql));
+  switch (code) {
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_SERVER_LOST_EXTENDED:
+    case ER_LOCK_WAIT_TIMEOUT:
+    case ER_LOCK_DEADLOCK:
+    case ER_SERVER_SHUTDOWN:
+    case ER_CONNECTION_KILLED:
+    case ER_QUERY_INTERRUPTED:
+    case ER_CON_COUNT_ERROR:
+    case ER_TOO_MANY_USER_CONNECTIONS:
+    case 0:
+      return Status::transient(std::move(message));
+    default:
+      return Status::permanent(std::move(message));
+  }
+}
+
+ConnectParams paramsFrom(const Dsn& dsn) {
+  ConnectParams p;
+  p.host = dsn.host;
+  p.port = dsn.port;
+  p.user = dsn.user;
+  p.password = dsn.password;
+  p.database = dsn.database;
+  p.socket = dsn.socket;
+  return p;
+}
+
+void Rows::ResDeleter::operator()(MYSQL_RES* r) const { mysql_free_result(r); }
+
+Rows::Rows(MYSQL_RES* res) : res_(res) {
+  unsigned n = mysql_num_fields(res);
+  MYSQL_FIELD* fields = mysql_fetch_fields(res);
+  columns_.reserve(n);
+  for (unsigned i = 0; i < n; ++i) {
+    ColumnKind kind = ColumnKind::kText;
+    switch (fields[i].type) {
+      case MYSQL_TYPE_TINY:
+      case MYSQL_TYPE_SHORT:
+      case MYSQL_TYPE_LONG:
+      case MYSQL_TYPE_INT24:
+      case MYSQL_TYPE_LONGLONG:
+      case MYSQL_TYPE_DECIMAL:
+      case MYSQL_TYPE_NEWDECIMAL:
+      case MYSQL_TYPE_FLOAT:
+      case MYSQL_TYPE_DOUBLE:
+        kind = ColumnKind::kNumber;
+        break;
+      default:
+        break;
+    }
+    columns_.push_back({std::string(fields[i].name, fields[i].name_length), kind});
+  }
+}
+
+bool Rows::next() {
+  if (!res_) return false;
+  row_ = mysql_fetch_row(res_.get());
+  if (row_ == nullptr) return false;
+  lengths_ = mysql_fetch_lengths(res_.get());
+  return true;
+}
+
+std::string_view Rows::text(size_t i) const {
+  if (row_[i] == nullptr) return {};
+  return {row_[i], lengths_[i]};
+}
+
+std::optional<std::string_view> Rows::optText(size_t i) const {
+  if (row_[i] == nullptr) return std::nullopt;
+  return std::string_view(row_[i], lengths_[i]);
+}
+
+uint64_t Rows::u64(size_t i) const {
+  uint64_t v = 0;
+  if (row_[i] != nullptr) std::from_chars(row_[i], row_[i] + lengths_[i], v);
+  return v;
+}
+
+uint64_t Rows::rowCount() const { return res_ ? mysql_num_rows(res_.get()) : 0; }
+
+Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
+  mysql_thread_init();
+  MYSQL* mysql = mysql_init(nullptr);
+  if (mysql == nullptr) return Status::fatal("mysql_init: out of memory");
+  std::unique_ptr<Connection> conn(new Connection(mysql));
+  unsigned connectTimeout = static_cast<unsigned>(p.connectTimeout.count());
+  unsigned readTimeout = static_cast<unsigned>(p.readTimeout.count());
+  mysql_options(mysql, MYSQL_OPT_CONNECT_TIMEOUT, &connectTimeout);
+  mysql_options(mysql, MYSQL_OPT_READ_TIMEOUT, &readTimeout);
+  mysql_options(mysql, MYSQL_OPT_WRITE_TIMEOUT, &readTimeout);
+  mysql_options(mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+  unsigned protocol = p.socket.empty() ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
+  mysql_options(mysql, MYSQL_OPT_PROTOCOL, &protocol);
+  if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), p.database.c_str(), p.port,
+                         p.socket.empty() ? nullptr : p.socket.c_str(), 0) == nullptr) {
+    Status s = fromMysql(mysql, fmt::format("connect to {}:{}/{}", p.host, p.port, p.database));
+    // A refused login or an unknown database will not fix itself quickly, but the operator may
+    // fix it while we wait: the caller retries with backoff either way.
+    return Status::transient(s.message());
+  }
+  return conn;
+}
+
+Connection::~Connection() { mysql_close(mysql_); }
+
+Status Connection::lastError(std::string_view what) { return fromMysql(mysql_, what); }
+
+Status Connection::exec(std::string_view sql) {
+  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
+  // Statements that return rows by surprise: drain them so the connection stays usable.
+  if (MYSQL_RES* res = mysql_store_result(mysql_)) mysql_free_result(res);
+  return Status::ok();
+}
+
+Result<uint64_t> Connection::execCount(std::string_view sql) {
+  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
+  return static_cast<uint64_t>(mysql_affected_rows(mysql_));
+}
+
+Result<Rows> Connection::query(std::string_view sql) {
+  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
+  MYSQL_RES* res = mysql_store_result(mysql_);
+  if (res == nullptr) {
+    if (mysql_errno(mysql_) != 0) return fromMysql(mysql_, "read result");
+    return Status::permanent("query returned no result set");
+  }
+  return Rows(res);
+}
+
+Result<Rows> Connection::queryStreamed(std::string_view sql) {
+  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
+  MYSQL_RES* res = mysql_use_result(mysql_);
+  if (res == nullptr) {
+    if (mysql_errno(mysql_) != 0) return fromMysql(mysql_, "read result");
+    return Status::permanent("query returned no result set");
+  }
+  return Rows(res);
+}
+
+Result<std::optional<uint64_t>> Connection::queryU64(std::string_view sql) {
+  auto rows = query(sql);
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next() || rows->isNull(0)) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(rows->u64(0));
+}
+
+void Connection::rollback() { mysql_real_query(mysql_, "ROLLBACK", 8); }
+
+std::string Connection::quote(std::string_view text) {
+  std::string out(text.size() * 2 + 3, '\0');
+  out[0] = '\'';
+  unsigned long n = mysql_real_escape_string(mysql_, out.data() + 1, text.data(), text.size());
+  out.resize(n + 1);
+  out.push_back('\'');
+  return out;
+}
+
+}  // namespace outbox::db

@@ -1,0 +1,111 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+
+typedef struct st_mysql MYSQL;
+typedef struct st_mysql_res MYSQL_RES;
+
+namespace outbox::db {
+
+struct ConnectParams {
+  std::string host = "127.0.0.1";
+  unsigned port = 3306;
+  std::string user;
+  std::string password;  // secret: never logged
+  std::string database;
+  std::string socket;
+  std::chrono::seconds connectTimeout{5};
+  std::chrono::seconds readTimeout{30};
+};
+
+// Converts the state of a MySQL handle after a failed call into a Status: lost connections,
+// lock wait timeouts and deadlocks are transient; everything else is permanent. The text keeps
+// the server's error number and message, which never contain credentials.
+Status fromMysql(MYSQL* mysql, std::string_view what);
+
+// Call once in main() before any thread opens a connection.
+void initLibrary();
+
+// A column type as the snapshot and the relay need to know it.
+enum class ColumnKind { kNumber, kText, kOther };
+
+struct Column {
+  std::string name;
+  ColumnKind kind;
+};
+
+// A buffered or streamed result set. Owns its MYSQL_RES; move-only.
+class Rows {
+ public:
+  Rows() = default;
+  explicit Rows(MYSQL_RES* res);
+  Rows(Rows&&) noexcept = default;
+  Rows& operator=(Rows&&) noexcept = default;
+
+  const std::vector<Column>& columns() const { return columns_; }
+  size_t columnCount() const { return columns_.size(); }
+  // Moves to the next row; false at the end (or on a read error in a streamed result: see the
+  // connection's error). Field views stay valid until the next call.
+  bool next();
+  bool isNull(size_t i) const { return row_[i] == nullptr; }
+  std::string_view text(size_t i) const;
+  std::optional<std::string_view> optText(size_t i) const;
+  uint64_t u64(size_t i) const;
+  uint64_t rowCount() const;
+
+ private:
+  struct ResDeleter {
+    void operator()(MYSQL_RES* r) const;
+  };
+  std::unique_ptr<MYSQL_RES, ResDeleter> res_;
+  std::vector<Column> columns_;
+  char** row_ = nullptr;
+  unsigned long* lengths_ = nullptr;
+};
+
+// One MySQL connection. Not thread-safe: one per thread. Every call returns a Status; after a
+// transient failure the connection is unusable and must be replaced.
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> open(const ConnectParams& params);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  Status exec(std::string_view sql);
+  // Runs a statement and returns how many rows it changed.
+  Result<uint64_t> execCount(std::string_view sql);
+  // Runs a query and buffers its whole result.
+  Result<Rows> query(std::string_view sql);
+  // Runs a query whose rows are read from the server as next() asks for them; the connection
+  // can run nothing else until the Rows is gone.
+  Result<Rows> queryStreamed(std::string_view sql);
+  // The first column of the first row as an integer, or nullopt for no row / NULL.
+  Result<std::optional<uint64_t>> queryU64(std::string_view sql);
+
+  Status begin() { return exec("START TRANSACTION"); }
+  Status commit() { return exec("COMMIT"); }
+  // Rolls back, ignoring failure (the connection may already be gone).
+  void rollback();
+
+  // 'text' with quotes and escapes, for splicing a value into SQL.
+  std::string quote(std::string_view text);
+  Status lastError(std::string_view what);
+
+ private:
+  explicit Connection(MYSQL* mysql) : mysql_(mysql) {}
+  MYSQL* mysql_;
+};
+
+ConnectParams paramsFrom(const Dsn& dsn);
+
+}  // namespace outbox::db

@@ -1,0 +1,80 @@
+#include "db/migrate.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "db/schema_files.h"
+
+namespace outbox::db {
+
+std::vector<std::string> splitStatements(const std::string& sql) {
+  std::vector<std::string> out;
+  std::string current;
+  std::istringstream in(sql);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string trimmed = line.substr(0, line.find_last_not_of(" \t\r") + 1);
+    if (trimmed.rfind("--", 0) == 0 || trimmed.find_first_not_of(" \t") == std::string::npos) continue;
+    current += line + "\n";
+    if (!trimmed.empty() && trimmed.back() == ';') {
+      current.erase(current.find_last_of(';'));
+      out.push_back(current);
+      current.clear();
+    }
+  }
+  if (current.find_first_not_of(" \t\n") != std::string::npos) out.push_back(current);
+  return out;
+}
+
+namespace {
+
+std::string substitute(std::string text, const std::string& table) {
+  const std::string marker = "{{outbox_table}}";
+  for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + table.size())) {
+    text.replace(pos, marker.size(), table);
+  }
+  return text;
+}
+
+Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target, std::vector<std::string>& applied) {
+  auto done = conn.queryU64(fmt::format("SELECT COUNT(*) FROM outbox_schema_migrations WHERE file = {} AND target = {}",
+                                        conn.quote(file.name), conn.quote(target)));
+  if (!done.isOk()) return done.status();
+  if (done->value_or(0) > 0) return Status::ok();
+  std::string sql = target.empty() ? std::string(file.sql) : substitute(file.sql, target);
+  for (const auto& statement : splitStatements(sql)) {
+    Status s = conn.exec(statement);
+    if (!s.isOk()) return Status::permanent(fmt::format("{} ({}): {}", file.name, target, s.message()));
+  }
+  OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("INSERT INTO outbox_schema_migrations (file, target) VALUES ({}, {})",
+                                               conn.quote(file.name), conn.quote(target))));
+  applied.push_back(target.empty() ? std::string(file.name) : fmt::format("{} ({})", file.name, target));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status migrate(Connection& conn, const std::vector<std::string>& outboxTables, const std::vector<std::string>& sources,
+               std::vector<std::string>& applied) {
+  OUTBOX_RETURN_IF_ERROR(conn.exec(
+      "CREATE TABLE IF NOT EXISTS outbox_schema_migrations ("
+      "file VARCHAR(255) NOT NULL, target VARCHAR(64) NOT NULL DEFAULT '', "
+      "applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (file, target)"
+      ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"));
+  for (const auto& file : schemaFiles()) {
+    if (std::string(file.scope) == "bridge") OUTBOX_RETURN_IF_ERROR(applyOnce(conn, file, "", applied));
+  }
+  for (const auto& table : outboxTables) {
+    for (const auto& file : schemaFiles()) {
+      if (std::string(file.scope) == "outbox") OUTBOX_RETURN_IF_ERROR(applyOnce(conn, file, table, applied));
+    }
+  }
+  for (const auto& source : sources) {
+    OUTBOX_RETURN_IF_ERROR(
+        conn.exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", conn.quote(source))));
+  }
+  return Status::ok();
+}
+
+}  // namespace outbox::db

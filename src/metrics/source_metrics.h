@@ -1,0 +1,37 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace outbox {
+
+// Counters and gauges of one source, written by its relay thread and read by the HTTP thread.
+// Every field is an atomic; no lock.
+struct SourceMetrics {
+  // Upper bounds (seconds) of the commit-to-ack latency histogram buckets; +Inf is implied.
+  static constexpr std::array<double, 12> kLatencyBuckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                          0.5,   1,    2.5,   5,    10,  30};
+
+  std::atomic<uint64_t> publishedRows{0};
+  std::atomic<uint64_t> errorsFenced{0};
+  std::atomic<uint64_t> errorsPublish{0};
+  std::atomic<uint64_t> errorsDatabase{0};
+  std::atomic<uint64_t> poisonRows{0};
+  std::atomic<uint64_t> publishedVersion{0};
+  std::atomic<uint64_t> assignedVersion{0};
+  std::atomic<uint64_t> epoch{0};
+  std::atomic<bool> halted{false};
+  std::atomic<bool> running{false};
+  std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
+  std::atomic<uint64_t> latencyCount{0};
+  std::atomic<uint64_t> latencySumMicros{0};
+
+  void observeLatency(double seconds);
+};
+
+// Appends the Prometheus text exposition of `m` for source `name` to `out`.
+void renderPrometheus(const std::string& name, const SourceMetrics& m, std::string& out);
+
+}  // namespace outbox

@@ -1,0 +1,246 @@
+#include "nats/jetstream.h"
+
+#include <nats/nats.h>
+
+#include <fmt/format.h>
+
+#include "common/c_deleter.h"
+
+namespace outbox::nats {
+
+namespace {
+
+using OptionsPtr = CHandle<natsOptions, &natsOptions_Destroy>;
+using MsgPtr = CHandle<natsMsg, &natsMsg_Destroy>;
+using StreamInfoPtr = CHandle<jsStreamInfo, &jsStreamInfo_Destroy>;
+
+constexpr int64_t kNanosPerMilli = 1'000'000;
+
+}  // namespace
+
+Status fromNats(int status, int jsErrCode, std::string_view what) {
+  const char* last = nats_GetLastError(nullptr);
+  std::string message = fmt::format("{}: nats status {} ({})", what, status,
+                                    natsStatus_GetText(static_cast<natsStatus>(status)));
+  if (jsErrCode != 0) message += fmt::format(", jetstream error {}", jsErrCode);
+  if (last != nullptr && *last != '\0') message += fmt::format(": {}", last);
+  switch (static_cast<natsStatus>(status)) {
+    case NATS_OK:
+      return Status::ok();
+    case NATS_TIMEOUT:
+    case NATS_CONNECTION_CLOSED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_NO_SERVER:
+    case NATS_STALE_CONNECTION:
+    case NATS_NO_RESPONDERS:
+    case NATS_IO_ERROR:
+    case NATS_NOT_YET_CONNECTED:
+    case NATS_INSUFFICIENT_BUFFER:
+    case NATS_SLOW_CONSUMER:
+      return Status::transient(std::move(message));
+    default:
+      // JetStream API errors (e.g. "JetStream not enabled" right after a restart) clear up
+      // when the server has recovered; only callers know when one is permanent.
+      return Status::transient(std::move(message));
+  }
+}
+
+void shutdownLibrary() { nats_CloseAndWait(2000); }
+
+Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o) {
+  natsOptions* raw = nullptr;
+  if (natsStatus s = natsOptions_Create(&raw); s != NATS_OK) return fromNats(s, 0, "nats options");
+  OptionsPtr options(raw);
+  natsStatus s = natsOptions_SetURL(raw, o.url.c_str());
+  if (s == NATS_OK) s = natsOptions_SetName(raw, o.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetTimeout(raw, o.connectTimeout.count());
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(raw, 64 * 1024 * 1024);
+  if (s == NATS_OK && !o.user.empty()) s = natsOptions_SetUserInfo(raw, o.user.c_str(), o.password.c_str());
+  if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(raw, o.token.c_str());
+  if (s != NATS_OK) return fromNats(s, 0, "nats options");
+  natsConnection* nc = nullptr;
+  s = natsConnection_Connect(&nc, raw);
+  if (s != NATS_OK) return fromNats(s, 0, "connect to nats-server");
+  return std::unique_ptr<Connection>(new Connection(nc));
+}
+
+Connection::~Connection() {
+  natsConnection_Close(nc_);
+  natsConnection_Destroy(nc_);
+}
+
+int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_); }
+
+bool Connection::isConnected() const { return natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED; }
+
+Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std::chrono::milliseconds ackTimeout,
+                                                     int maxPending) {
+  std::unique_ptr<JetStream> js(new JetStream());
+  js->ackTimeout_ = ackTimeout;
+  jsOptions options;
+  jsOptions_Init(&options);
+  options.Wait = ackTimeout.count();
+  options.PublishAsync.MaxPending = maxPending;
+  options.PublishAsync.AckHandler = &JetStream::onAck;
+  options.PublishAsync.AckHandlerClosure = js.get();
+  options.PublishAsync.StallWait = ackTimeout.count();
+  natsStatus s = natsConnection_JetStream(&js->js_, connection.raw(), &options);
+  if (s != NATS_OK) return fromNats(s, 0, "jetstream context");
+  return js;
+}
+
+JetStream::~JetStream() {
+  if (js_ != nullptr) {
+    abandonPending();
+    jsCtx_Destroy(js_);
+  }
+}
+
+void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+  // Runs on a nats.c thread: copy what the relay needs, queue it, never block.
+  auto* self = static_cast<JetStream*>(closure);
+  AckEvent event;
+  const char* id = nullptr;
+  if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) event.msgId = id;
+  if (pa != nullptr) {
+    event.ok = true;
+    event.seq = pa->Sequence;
+    event.duplicate = pa->Duplicate;
+  } else if (pae != nullptr) {
+    event.wrongLastSeq = pae->ErrCode == JSStreamWrongLastSequenceErr;
+    event.error = fmt::format("nats status {} ({}), jetstream error {}: {}", static_cast<int>(pae->Err),
+                              natsStatus_GetText(pae->Err), static_cast<int>(pae->ErrCode),
+                              pae->ErrText != nullptr ? pae->ErrText : "");
+  }
+  natsMsg_Destroy(msg);
+  {
+    std::lock_guard lock(self->mu_);
+    self->acks_.push_back(std::move(event));
+  }
+  self->cv_.notify_one();
+}
+
+Status JetStream::ensureStream(const StreamSettings& settings) {
+  jsStreamInfo* rawInfo = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_, settings.name.c_str(), nullptr, &code);
+  StreamInfoPtr info(rawInfo);
+  if (s == NATS_OK) {
+    const jsStreamConfig* cfg = info->Config;
+    bool matches = cfg != nullptr && cfg->SubjectsLen == 1 && settings.subject == cfg->Subjects[0];
+    if (!matches) {
+      std::string have;
+      for (int i = 0; cfg != nullptr && i < cfg->SubjectsLen; ++i) have += (i ? ", " : "") + std::string(cfg->Subjects[i]);
+      return Status::permanent(fmt::format("stream {} exists with subjects [{}], but this source needs [{}]; "
+                                           "refusing to publish into it",
+                                           settings.name, have, settings.subject));
+    }
+    return Status::ok();
+  }
+  if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + settings.name);
+
+  jsStreamConfig cfg;
+  jsStreamConfig_Init(&cfg);
+  const char* subjects[] = {settings.subject.c_str()};
+  cfg.Name = settings.name.c_str();
+  cfg.Subjects = subjects;
+  cfg.SubjectsLen = 1;
+  cfg.Storage = js_FileStorage;
+  cfg.Replicas = settings.replicas;
+  cfg.Duplicates = settings.duplicateWindow.count() * kNanosPerMilli;
+  cfg.MaxAge = settings.maxAge.count() * kNanosPerMilli;
+  cfg.AllowDirect = true;
+  rawInfo = nullptr;
+  s = js_AddStream(&rawInfo, js_, &cfg, nullptr, &code);
+  StreamInfoPtr created(rawInfo);
+  if (s != NATS_OK) return fromNats(s, code, "create stream " + settings.name);
+  return Status::ok();
+}
+
+Result<StreamState> JetStream::streamState(const std::string& stream) {
+  jsStreamInfo* rawInfo = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_, stream.c_str(), nullptr, &code);
+  StreamInfoPtr info(rawInfo);
+  if (s != NATS_OK) return fromNats(s, code, "stream info " + stream);
+  return StreamState{info->State.FirstSeq, info->State.LastSeq, info->State.Msgs};
+}
+
+Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
+  natsMsg* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetMsg(&raw, js_, stream.c_str(), seq, nullptr, &code);
+  MsgPtr msg(raw);
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
+  if (s != NATS_OK) return fromNats(s, code, fmt::format("get message {} from {}", seq, stream));
+  StoredMessage out;
+  out.seq = natsMsg_GetSequence(raw);
+  out.subject = natsMsg_GetSubject(raw);
+  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
+  const char** keys = nullptr;
+  int count = 0;
+  if (natsMsgHeader_Keys(raw, &keys, &count) == NATS_OK) {
+    for (int i = 0; i < count; ++i) {
+      const char* value = nullptr;
+      if (natsMsgHeader_Get(raw, keys[i], &value) == NATS_OK && value != nullptr) out.headers[keys[i]] = value;
+    }
+    free(keys);
+  }
+  return std::optional<StoredMessage>(std::move(out));
+}
+
+Status JetStream::deleteStream(const std::string& stream) {
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_DeleteStream(js_, stream.c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return Status::ok();
+  return s == NATS_OK ? Status::ok() : fromNats(s, code, "delete stream " + stream);
+}
+
+Status JetStream::deleteMessage(const std::string& stream, uint64_t seq) {
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_DeleteMsg(js_, stream.c_str(), seq, nullptr, &code);
+  return s == NATS_OK ? Status::ok() : fromNats(s, code, fmt::format("delete message {} from {}", seq, stream));
+}
+
+Status JetStream::publishAsync(const OutgoingMessage& message) {
+  natsMsg* raw = nullptr;
+  natsStatus s = natsMsg_Create(&raw, message.subject.c_str(), nullptr, message.data.data(),
+                                static_cast<int>(message.data.size()));
+  if (s != NATS_OK) return fromNats(s, 0, "create message");
+  MsgPtr msg(raw);
+  for (const auto& [key, value] : message.headers) {
+    s = natsMsgHeader_Set(raw, key, value.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, "set header");
+  }
+  jsPubOptions options;
+  jsPubOptions_Init(&options);
+  options.MaxWait = ackTimeout_.count();
+  natsMsg* owned = msg.release();
+  s = js_PublishMsgAsync(js_, &owned, &options);
+  // On success nats.c took the message and cleared `owned`; on failure it is still ours.
+  natsMsg_Destroy(owned);
+  if (s != NATS_OK) return fromNats(s, 0, "publish");
+  return Status::ok();
+}
+
+void JetStream::takeAcks(std::vector<AckEvent>& out) {
+  std::lock_guard lock(mu_);
+  while (!acks_.empty()) {
+    out.push_back(std::move(acks_.front()));
+    acks_.pop_front();
+  }
+}
+
+void JetStream::waitForAcks(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !acks_.empty(); });
+}
+
+void JetStream::abandonPending() {
+  natsMsgList pending{};
+  if (js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) natsMsgList_Destroy(&pending);
+}
+
+}  // namespace outbox::nats

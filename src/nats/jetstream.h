@@ -1,0 +1,140 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+// The only headers in the project that name nats.c types are this one and jetstream.cpp.
+typedef struct __natsConnection natsConnection;
+typedef struct __jsCtx jsCtx;
+typedef struct __natsMsg natsMsg;
+struct jsPubAck;
+struct jsPubAckErr;
+
+namespace outbox::nats {
+
+struct ConnectOptions {
+  std::string url;
+  std::string user;
+  std::string password;  // secret
+  std::string token;     // secret
+  std::chrono::milliseconds connectTimeout{5000};
+  std::string name = "outbox-bridge";
+};
+
+// Converts a nats.c status (and the JetStream error code where there is one) into a Status,
+// keeping both codes in the text. Timeouts, lost connections and "no responders" (no stream, or
+// JetStream not ready) are transient.
+Status fromNats(int natsStatus, int jsErrCode, std::string_view what);
+
+// Call once at exit, after every Connection is gone.
+void shutdownLibrary();
+
+// One connection to nats-server that reconnects by itself forever. Thread-safe (nats.c is).
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
+  ~Connection();  // drains nothing: callers finish their publishes first
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  natsConnection* raw() const { return nc_; }
+  int64_t maxPayload() const;
+  bool isConnected() const;
+
+ private:
+  explicit Connection(natsConnection* nc) : nc_(nc) {}
+  natsConnection* nc_;
+};
+
+struct StreamSettings {
+  std::string name;
+  std::string subject;  // e.g. "control.account.>"
+  std::chrono::milliseconds duplicateWindow{120'000};
+  int replicas = 1;
+  std::chrono::milliseconds maxAge{0};
+};
+
+// A message read back from a stream.
+struct StoredMessage {
+  uint64_t seq = 0;
+  std::string subject;
+  std::string data;
+  std::map<std::string, std::string> headers;
+};
+
+struct StreamState {
+  uint64_t firstSeq = 0;
+  uint64_t lastSeq = 0;
+  uint64_t messages = 0;
+};
+
+// A message to publish: subject, body and headers (Nats-Msg-Id among them).
+struct OutgoingMessage {
+  std::string subject;
+  std::string_view data;
+  std::vector<std::pair<const char*, std::string>> headers;
+};
+
+// The server's answer to one asynchronous publish, handed from the library's thread to the
+// publishing thread.
+struct AckEvent {
+  std::string msgId;          // the Nats-Msg-Id header of the message
+  uint64_t seq = 0;           // valid when ok
+  bool ok = false;
+  bool duplicate = false;     // the server had this Nats-Msg-Id already
+  bool wrongLastSeq = false;  // the fence rejected it
+  std::string error;          // set when !ok
+};
+
+// A JetStream context with its own asynchronous-publish acknowledgement queue. One per source.
+// publishAsync(), takeAcks() and waitForAcks() are for one thread (the source's relay thread);
+// the ack handler that fills the queue runs on a nats.c thread. `connection` must outlive it.
+class JetStream {
+ public:
+  static Result<std::unique_ptr<JetStream>> create(Connection& connection, std::chrono::milliseconds ackTimeout,
+                                                   int maxPending);
+  ~JetStream();
+  JetStream(const JetStream&) = delete;
+  JetStream& operator=(const JetStream&) = delete;
+
+  // Creates the stream if it is missing; an existing stream whose subjects differ from
+  // settings.subject is refused with a permanent Status.
+  Status ensureStream(const StreamSettings& settings);
+  Result<StreamState> streamState(const std::string& stream);
+  // nullopt when no message has that sequence (deleted, expired, or never written).
+  Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
+  Status deleteStream(const std::string& stream);
+  Status deleteMessage(const std::string& stream, uint64_t seq);
+
+  // Hands the message to nats.c; its AckEvent arrives later through takeAcks(). A failure here
+  // means the message was not sent and no AckEvent will come for it.
+  Status publishAsync(const OutgoingMessage& message);
+  // Moves every ack received so far into `out`.
+  void takeAcks(std::vector<AckEvent>& out);
+  // Waits until an ack is queued or `timeout` passes.
+  void waitForAcks(std::chrono::milliseconds timeout);
+  // Forgets every publish still waiting for its ack: no AckEvent will come for them.
+  void abandonPending();
+
+ private:
+  JetStream() = default;
+  static void onAck(jsCtx* js, natsMsg* msg, ::jsPubAck* pa, ::jsPubAckErr* pae, void* closure);
+
+  jsCtx* js_ = nullptr;
+  std::chrono::milliseconds ackTimeout_{5000};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<AckEvent> acks_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace outbox::nats

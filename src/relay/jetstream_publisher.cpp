@@ -1,0 +1,122 @@
+#include "relay/jetstream_publisher.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "relay/poison.h"
+
+namespace outbox {
+
+namespace {
+
+std::optional<uint64_t> parseU64(const std::string& text) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// Walking back over deleted messages to find the newest stored one stops after this many.
+constexpr int kMaxTipProbe = 10'000;
+
+}  // namespace
+
+nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
+                                uint64_t expectedLastSeq) {
+  nats::OutgoingMessage m;
+  m.subject = source.subjectPrefix + "." + row.entityType;
+  if (row.payload) m.data = *row.payload;
+  m.headers = {
+      {"Nats-Msg-Id", fmt::format("{}:{}", source.name, row.version)},
+      {"Nats-Expected-Last-Sequence", std::to_string(expectedLastSeq)},
+      {"Outbox-Source", source.name},
+      {"Outbox-Epoch", std::to_string(epoch)},
+      {"Outbox-Version", std::to_string(row.version)},
+      {"Outbox-Entity-Type", row.entityType},
+      {"Outbox-Entity-Key", row.entityKey},
+      {"Outbox-Op", row.op},
+  };
+  return m;
+}
+
+JetStreamPublisher::JetStreamPublisher(const SourceConfig& source, const NatsConfig& nats,
+                                       nats::Connection& connection)
+    : source_(source), nats_(nats), connection_(connection) {}
+
+Status JetStreamPublisher::prepare() {
+  if (!js_) {
+    auto js = nats::JetStream::create(connection_, nats_.ackTimeout, nats_.maxPending + 16);
+    if (!js.isOk()) return js.status();
+    js_ = std::move(js).value();
+  }
+  nats::StreamSettings settings;
+  settings.name = source_.stream;
+  settings.subject = source_.subjectPrefix + ".>";
+  settings.duplicateWindow = source_.duplicateWindow;
+  settings.replicas = source_.replicas;
+  settings.maxAge = source_.maxAge;
+  return js_->ensureStream(settings);
+}
+
+Result<StreamTip> JetStreamPublisher::tip() {
+  auto state = js_->streamState(source_.stream);
+  if (!state.isOk()) return state.status();
+  StreamTip tip;
+  tip.lastSeq = state->lastSeq;
+  if (state->messages == 0) return tip;
+  uint64_t floor = std::max<uint64_t>(state->firstSeq, 1);
+  int probes = 0;
+  for (uint64_t seq = state->lastSeq; seq >= floor && probes < kMaxTipProbe; --seq, ++probes) {
+    auto msg = js_->getMessage(source_.stream, seq);
+    if (!msg.isOk()) return msg.status();
+    if (!msg->has_value()) continue;  // deleted: look further back
+    const auto& headers = (*msg)->headers;
+    auto version = headers.count("Outbox-Version") ? parseU64(headers.at("Outbox-Version")) : std::nullopt;
+    auto epoch = headers.count("Outbox-Epoch") ? parseU64(headers.at("Outbox-Epoch")) : std::nullopt;
+    if (!version || !epoch) {
+      return Status::permanent(fmt::format(
+          "stream {} holds a message at sequence {} that the bridge did not write (no Outbox-Version/Outbox-Epoch); "
+          "the stream must have only this bridge as writer",
+          source_.stream, seq));
+    }
+    tip.version = *version;
+    tip.epoch = *epoch;
+    tip.seq = seq;
+    return tip;
+  }
+  return tip;
+}
+
+Status JetStreamPublisher::publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) {
+  return js_->publishAsync(toMessage(source_, row, epoch, expectedLastSeq));
+}
+
+void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {
+  scratch_.clear();
+  js_->takeAcks(scratch_);
+  const size_t prefix = source_.name.size() + 1;
+  for (auto& event : scratch_) {
+    VersionAck ack;
+    auto version = event.msgId.size() > prefix ? parseU64(event.msgId.substr(prefix)) : std::nullopt;
+    if (!version) continue;  // not ours: cannot happen, the context publishes only our messages
+    ack.version = *version;
+    ack.seq = event.seq;
+    ack.ok = event.ok;
+    ack.fenced = event.wrongLastSeq;
+    ack.error = std::move(event.error);
+    out.push_back(std::move(ack));
+  }
+}
+
+void JetStreamPublisher::waitForAcks(std::chrono::milliseconds timeout) { js_->waitForAcks(timeout); }
+
+void JetStreamPublisher::abandon() {
+  if (js_) js_->abandonPending();
+}
+
+std::optional<std::string> JetStreamPublisher::poisonReason(const OutboxRow& row) {
+  return findPoison(source_, row, static_cast<size_t>(connection_.maxPayload()));
+}
+
+}  // namespace outbox

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "nats/jetstream.h"
+#include "relay/ports.h"
+
+namespace outbox {
+
+// The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4.
+nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
+                                uint64_t expectedLastSeq);
+
+// Publisher over a shared nats::Connection (which must outlive it), with its own JetStream
+// context. Single-threaded apart from the ack queue inside nats::JetStream.
+class JetStreamPublisher final : public Publisher {
+ public:
+  JetStreamPublisher(const SourceConfig& source, const NatsConfig& nats, nats::Connection& connection);
+
+  Status prepare() override;
+  Result<StreamTip> tip() override;
+  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) override;
+  void takeAcks(std::vector<VersionAck>& out) override;
+  void waitForAcks(std::chrono::milliseconds timeout) override;
+  void abandon() override;
+  std::optional<std::string> poisonReason(const OutboxRow& row) override;
+
+ private:
+  const SourceConfig& source_;
+  const NatsConfig& nats_;
+  nats::Connection& connection_;
+  std::unique_ptr<nats::JetStream> js_;
+  std::vector<nats::AckEvent> scratch_;
+};
+
+}  // namespace outbox

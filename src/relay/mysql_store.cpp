@@ -1,0 +1,220 @@
+#include "relay/mysql_store.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace outbox {
+
+namespace {
+constexpr const char* kRowColumns =
+    "id, entity_type, entity_key, op, payload, CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS UNSIGNED), version";
+}
+
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source)
+    : source_(source), table_("`" + source.outboxTable + "`") {}
+
+Status MysqlOutboxStore::connect() {
+  conn_.reset();
+  auto opened = db::Connection::open(db::paramsFrom(source_.dsn));
+  if (!opened.isOk()) return opened.status();
+  conn_ = std::move(opened).value();
+  sourceLiteral_ = conn_->quote(source_.name);
+  Status s = conn_->exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
+  if (!s.isOk()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::ensureConnected() {
+  if (conn_) return Status::ok();
+  return connect();
+}
+
+template <typename Fn>
+Status MysqlOutboxStore::inTransaction(Fn&& fn) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->begin();
+  if (s.isOk()) s = fn();
+  if (s.isOk()) s = conn_->commit();
+  if (!s.isOk()) {
+    conn_->rollback();
+    if (s.isTransient()) conn_.reset();
+  }
+  return s;
+}
+
+Result<SourceState> MysqlOutboxStore::loadState() {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  auto rows = conn_->query(fmt::format(
+      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason "
+      "FROM outbox_source_state WHERE source = {}",
+      sourceLiteral_));
+  if (!rows.isOk()) {
+    if (rows.status().isTransient()) conn_.reset();
+    return rows.status();
+  }
+  if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
+  SourceState state;
+  state.epoch = rows->u64(0);
+  state.assignedThrough = rows->u64(1);
+  state.publishedThrough = rows->u64(2);
+  state.publishedStreamSeq = rows->u64(3);
+  state.haltedReason = std::string(rows->text(4));
+  return state;
+}
+
+Result<std::vector<OutboxRow>> MysqlOutboxStore::readRows(const std::string& sql) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  auto rows = conn_->query(sql);
+  if (!rows.isOk()) {
+    if (rows.status().isTransient()) conn_.reset();
+    return rows.status();
+  }
+  std::vector<OutboxRow> out;
+  out.reserve(rows->rowCount());
+  while (rows->next()) {
+    OutboxRow r;
+    r.id = rows->u64(0);
+    r.entityType = std::string(rows->text(1));
+    r.entityKey = std::string(rows->text(2));
+    r.op = std::string(rows->text(3));
+    if (auto payload = rows->optText(4)) r.payload = std::string(*payload);
+    r.createdAtMicros = static_cast<int64_t>(rows->u64(5));
+    r.version = rows->u64(6);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::vector<OutboxRow>> MysqlOutboxStore::readPending(int limit) {
+  // FORCE INDEX: without it the optimizer may walk the primary key past every assigned row.
+  return readRows(fmt::format(
+      "SELECT {} FROM {} FORCE INDEX (idx_pending) WHERE version IS NULL AND NOT EXISTS "
+      "(SELECT 1 FROM outbox_quarantine q WHERE q.source = {} AND q.outbox_id = {}.id) "
+      "ORDER BY version, id LIMIT {}",
+      kRowColumns, table_, sourceLiteral_, table_, limit));
+}
+
+Result<std::vector<OutboxRow>> MysqlOutboxStore::readAssigned(uint64_t fromVersion, uint64_t throughVersion,
+                                                              int limit) {
+  return readRows(fmt::format("SELECT {} FROM {} WHERE version BETWEEN {} AND {} ORDER BY version LIMIT {}",
+                              kRowColumns, table_, fromVersion, throughVersion, limit));
+}
+
+Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) {
+  if (rows.empty()) return Status::ok();
+  std::string ids;
+  ids.reserve(rows.size() * 12);
+  for (const auto& r : rows) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(r.id);
+  }
+  Status s = inTransaction([&]() -> Status {
+    auto claimed = conn_->execCount(fmt::format(
+        "UPDATE outbox_source_state SET assigned_through = assigned_through + {} "
+        "WHERE source = {} AND assigned_through = {} AND halted_reason IS NULL",
+        rows.size(), sourceLiteral_, expectedAssignedThrough));
+    if (!claimed.isOk()) return claimed.status();
+    if (*claimed != 1) {
+      return Status::transient("assigned_through moved under us (another bridge?) or the source was halted");
+    }
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("SET @outbox_version := {}", expectedAssignedThrough)));
+    // One statement for the whole batch: versions follow id order.
+    auto assigned = conn_->execCount(fmt::format(
+        "UPDATE {} SET version = (@outbox_version := @outbox_version + 1) "
+        "WHERE id IN ({}) AND version IS NULL ORDER BY id",
+        table_, ids));
+    if (!assigned.isOk()) return assigned.status();
+    if (*assigned != rows.size()) {
+      return Status::transient(fmt::format("expected to assign {} rows, assigned {}", rows.size(), *assigned));
+    }
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  uint64_t v = expectedAssignedThrough;
+  for (auto& r : rows) r.version = ++v;
+  return Status::ok();
+}
+
+Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->exec(fmt::format(
+      "UPDATE outbox_source_state SET published_through = {}, published_stream_seq = {} "
+      "WHERE source = {} AND published_through < {}",
+      version, seq, sourceLiteral_, version));
+  if (s.isTransient()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->exec(
+      fmt::format("UPDATE outbox_source_state SET published_through = {}, published_stream_seq = {} WHERE source = {}",
+                  version, seq, sourceLiteral_));
+  if (s.isTransient()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::halt(const std::string& reason) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->exec(fmt::format("UPDATE outbox_source_state SET halted_reason = {} WHERE source = {}",
+                                     conn_->quote(reason.substr(0, 1000)), sourceLiteral_));
+  if (s.isTransient()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::clearHalt() {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->exec(fmt::format("UPDATE outbox_source_state SET halted_reason = NULL WHERE source = {}",
+                                     sourceLiteral_));
+  if (s.isTransient()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
+  return inTransaction([&]() -> Status {
+    auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE id = {} FOR UPDATE", table_, outboxId));
+    if (!version.isOk()) return version.status();
+    if (version->has_value()) {
+      return Status::permanent(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
+                                           outboxId, **version));
+    }
+    return conn_->exec(fmt::format(
+        "INSERT INTO outbox_quarantine (source, outbox_id, reason) VALUES ({}, {}, {}) "
+        "ON DUPLICATE KEY UPDATE reason = VALUES(reason)",
+        sourceLiteral_, outboxId, conn_->quote(reason.substr(0, 1000))));
+  });
+}
+
+Result<SourceState> MysqlOutboxStore::epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq,
+                                                const std::string& reason) {
+  SourceState result;
+  Status s = inTransaction([&]() -> Status {
+    auto rows = conn_->query(fmt::format(
+        "SELECT epoch, assigned_through, published_through FROM outbox_source_state WHERE source = {} FOR UPDATE",
+        sourceLiteral_));
+    if (!rows.isOk()) return rows.status();
+    if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
+    uint64_t epoch = rows->u64(0), assigned = rows->u64(1), published = rows->u64(2);
+    auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", table_));
+    if (!maxInTable.isOk()) return maxInTable.status();
+    uint64_t highest = std::max<uint64_t>({highestStreamVersion, maxInTable->value_or(0), assigned, published});
+    // Assigned but never confirmed in the stream: publish again under fresh versions.
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
+        "UPDATE {} SET version = NULL WHERE version > {} ORDER BY version", table_, std::min(published, highestStreamVersion))));
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
+        "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
+        "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",
+        epoch + 1, highest, highest, streamLastSeq, sourceLiteral_)));
+    (void)reason;
+    result.epoch = epoch + 1;
+    result.assignedThrough = highest;
+    result.publishedThrough = highest;
+    result.publishedStreamSeq = streamLastSeq;
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return result;
+}
+
+}  // namespace outbox

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "db/connection.h"
+#include "relay/ports.h"
+
+namespace outbox {
+
+// OutboxStore over one MySQL/MariaDB connection. Not thread-safe.
+class MysqlOutboxStore final : public OutboxStore {
+ public:
+  explicit MysqlOutboxStore(const SourceConfig& source);
+
+  Status connect() override;
+  Result<SourceState> loadState() override;
+  Result<std::vector<OutboxRow>> readPending(int limit) override;
+  Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
+  Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) override;
+  Status markPublished(uint64_t version, uint64_t seq) override;
+  Status setPublished(uint64_t version, uint64_t seq) override;
+  Status halt(const std::string& reason) override;
+  Status clearHalt() override;
+  Status quarantine(uint64_t outboxId, const std::string& reason) override;
+
+  // `outbox-bridge epoch bump`: in one transaction, epoch + 1, assigned and published through
+  // the highest version ever seen (in the stream or the table), versions of rows assigned but
+  // not published cleared so they are published again under new versions, halt cleared.
+  // Returns the new state.
+  Result<SourceState> epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq, const std::string& reason);
+
+  db::Connection& connection() { return *conn_; }
+
+ private:
+  Status ensureConnected();
+  Result<std::vector<OutboxRow>> readRows(const std::string& sql);
+  // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
+  template <typename Fn>
+  Status inTransaction(Fn&& fn);
+
+  const SourceConfig& source_;
+  std::string table_;        // quoted identifier
+  std::string sourceLiteral_;
+  std::unique_ptr<db::Connection> conn_;
+};
+
+}  // namespace outbox

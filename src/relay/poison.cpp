@@ -1,0 +1,39 @@
+#include "relay/poison.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "relay/jetstream_publisher.h"
+
+namespace outbox {
+
+std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRow& row, size_t maxPayload) {
+  if (!isSubjectToken(row.entityType)) {
+    return fmt::format("entity_type '{}' is not a valid NATS subject token", row.entityType);
+  }
+  if (row.op != "upsert" && row.op != "delete") {
+    return fmt::format("op '{}' is neither 'upsert' nor 'delete'", row.op);
+  }
+  if (row.entityKey.find_first_of("\r\n") != std::string::npos) {
+    return "entity_key contains a line break, which cannot travel in a header";
+  }
+  if (row.op == "upsert" && !row.payload) return "an upsert with a NULL payload";
+  if (row.payload) {
+    thread_local simdjson::dom::parser parser;
+    simdjson::padded_string padded(*row.payload);
+    if (auto error = parser.parse(padded).error(); error != simdjson::SUCCESS) {
+      return fmt::format("payload is not valid JSON ({})", simdjson::error_message(error));
+    }
+  }
+  OutboxRow sized = row;
+  sized.version = UINT64_MAX;
+  auto message = toMessage(source, sized, UINT64_MAX, UINT64_MAX);
+  size_t bytes = message.data.size() + 12;  // "NATS/1.0\r\n" + final "\r\n"
+  for (const auto& [key, value] : message.headers) bytes += std::char_traits<char>::length(key) + value.size() + 4;
+  if (maxPayload > 0 && bytes > maxPayload) {
+    return fmt::format("message of {} bytes is over the server's max_payload of {} bytes", bytes, maxPayload);
+  }
+  return std::nullopt;
+}
+
+}  // namespace outbox

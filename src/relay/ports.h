@@ -1,0 +1,94 @@
+#pragma once
+
+// The seams of the relay: what it needs from the database and from JetStream. The real
+// implementations are MysqlOutboxStore and JetStreamPublisher; unit tests use fakes.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace outbox {
+
+struct OutboxRow {
+  uint64_t id = 0;
+  std::string entityType;
+  std::string entityKey;
+  std::string op;
+  std::optional<std::string> payload;
+  int64_t createdAtMicros = 0;  // the database clock, microseconds since the epoch
+  uint64_t version = 0;         // 0 until assigned
+};
+
+// One row of outbox_source_state.
+struct SourceState {
+  uint64_t epoch = 1;
+  uint64_t assignedThrough = 0;
+  uint64_t publishedThrough = 0;
+  uint64_t publishedStreamSeq = 0;
+  std::string haltedReason;  // empty: not halted
+};
+
+// The stream's last message, as reconcile needs it.
+struct StreamTip {
+  uint64_t lastSeq = 0;              // the stream's last sequence (0: never written)
+  std::optional<uint64_t> version;   // Outbox-Version of the newest stored message; nullopt: none stored
+  uint64_t epoch = 0;                // its Outbox-Epoch
+  uint64_t seq = 0;                  // its sequence
+};
+
+// The server's answer to the publish of one version.
+struct VersionAck {
+  uint64_t version = 0;
+  uint64_t seq = 0;
+  bool ok = false;
+  bool fenced = false;  // Nats-Expected-Last-Sequence did not match: reconcile
+  std::string error;
+};
+
+// The source's tables. Single-threaded: the source's relay thread owns it.
+class OutboxStore {
+ public:
+  virtual ~OutboxStore() = default;
+  // (Re)connects; creates the source's state row if it is missing.
+  virtual Status connect() = 0;
+  virtual Result<SourceState> loadState() = 0;
+  // Up to `limit` rows with no version and not quarantined, in id order (a consistent read).
+  virtual Result<std::vector<OutboxRow>> readPending(int limit) = 0;
+  // Rows with versions from `fromVersion` up to `throughVersion`, in version order.
+  virtual Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) = 0;
+  // One transaction: gives `rows` (in id order) versions expectedAssignedThrough+1..., and moves
+  // assigned_through, provided it is still `expectedAssignedThrough` and the source is not halted.
+  // Sets each row's version on success.
+  virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) = 0;
+  // Moves published_through/published_stream_seq forward (never back).
+  virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
+  // Sets published_through/published_stream_seq to what the stream holds (reconcile).
+  virtual Status setPublished(uint64_t version, uint64_t seq) = 0;
+  virtual Status halt(const std::string& reason) = 0;
+  virtual Status clearHalt() = 0;
+  virtual Status quarantine(uint64_t outboxId, const std::string& reason) = 0;
+};
+
+// The source's stream. Single-threaded like the store, except that acks arrive from elsewhere.
+class Publisher {
+ public:
+  virtual ~Publisher() = default;
+  // (Re)connects and creates the stream if it is missing. A stream with other subjects is a
+  // permanent error.
+  virtual Status prepare() = 0;
+  virtual Result<StreamTip> tip() = 0;
+  // Sends `row` fenced on `expectedLastSeq`; its VersionAck arrives through takeAcks().
+  virtual Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) = 0;
+  virtual void takeAcks(std::vector<VersionAck>& out) = 0;
+  virtual void waitForAcks(std::chrono::milliseconds timeout) = 0;
+  // Forgets every publish still in flight; no ack will come for them.
+  virtual void abandon() = 0;
+  // Why this row cannot be published as is, or nullopt when it can.
+  virtual std::optional<std::string> poisonReason(const OutboxRow& row) = 0;
+};
+
+}  // namespace outbox

@@ -1,0 +1,344 @@
+#include "relay/relay.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/backoff.h"
+
+namespace outbox {
+
+namespace {
+
+constexpr const char* kPoisonPrefix = "poison row";
+
+int64_t wallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Relay::Relay(const SourceConfig& source, OutboxStore& store, Publisher& publisher, StopSignal& stop,
+             SourceMetrics& metrics, Options options)
+    : source_(source), store_(store), publisher_(publisher), stop_(stop), metrics_(metrics), options_(options) {
+  options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
+}
+
+void Relay::run() {
+  Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(10'000));
+  std::string lastProblem;
+  while (!stop_.stopped()) {
+    progressed_ = false;
+    Status s = session();
+    metrics_.running = false;
+    settle(stop_.stopped() ? std::min(options_.ackTimeout, std::chrono::milliseconds(2000)) : options_.ackTimeout);
+    publisher_.abandon();
+    if (stop_.stopped()) break;
+    if (progressed_) backoff.reset();
+    if (s.isPermanent()) {
+      metrics_.halted = true;
+      if (s.message() != lastProblem) spdlog::error("[{}] halted: {}", source_.name, s.message());
+      lastProblem = s.message();
+      stop_.waitFor(options_.haltRecheck);
+      continue;
+    }
+    metrics_.halted = false;
+    auto delay = backoff.next();
+    if (s.message() != lastProblem || backoff.attempts() <= 1) {
+      spdlog::warn("[{}] {}; retrying in {} ms", source_.name, s.message(), delay.count());
+    }
+    lastProblem = s.message();
+    stop_.waitFor(delay);
+  }
+  spdlog::info("[{}] relay stopped at published version {}", source_.name, tracker_.contiguousVersion());
+}
+
+Status Relay::session() {
+  OUTBOX_RETURN_IF_ERROR(store_.connect());
+  OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
+  OUTBOX_RETURN_IF_ERROR(reconcile());
+  metrics_.running = true;
+  metrics_.halted = false;
+  nextPoll_ = lastMark_ = lastAck_ = clock_.now();
+  const auto batch = static_cast<size_t>(source_.batchSize);
+  while (!stop_.stopped()) {
+    OUTBOX_RETURN_IF_ERROR(processAcks());
+    auto now = clock_.now();
+    bool room = outstanding_ + batch <= static_cast<size_t>(options_.maxInFlight);
+    if (room && now >= nextPoll_) {
+      size_t count = 0;
+      OUTBOX_RETURN_IF_ERROR(fill(count));
+      // A full batch means more is waiting: read again at once. Otherwise sleep a poll interval.
+      nextPoll_ = count == batch ? now : now + source_.pollInterval;
+      if (count == batch) continue;
+    }
+    now = clock_.now();
+    if (outstanding_ > 0) {
+      if (now - lastAck_ > options_.ackTimeout + std::chrono::milliseconds(500)) {
+        metrics_.errorsPublish++;
+        return Status::transient(fmt::format("no ack from the stream for {} ms with {} publishes in flight",
+                                              options_.ackTimeout.count(), outstanding_));
+      }
+      auto wait = room ? std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now)
+                       : std::chrono::milliseconds(50);
+      publisher_.waitForAcks(std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(50)));
+    } else {
+      OUTBOX_RETURN_IF_ERROR(mark(true));
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now);
+      if (wait.count() > 0) stop_.waitFor(wait);
+    }
+  }
+  return Status::ok();
+}
+
+Status Relay::reconcile() {
+  auto loaded = store_.loadState();
+  if (!loaded.isOk()) return loaded.status();
+  state_ = *loaded;
+  metrics_.epoch = state_.epoch;
+  metrics_.assignedVersion = state_.assignedThrough;
+  metrics_.publishedVersion = state_.publishedThrough;
+  if (!state_.haltedReason.empty()) {
+    if (state_.haltedReason.rfind(kPoisonPrefix, 0) != 0) return Status::permanent(state_.haltedReason);
+    OUTBOX_RETURN_IF_ERROR(recheckPoisonHalt());
+  }
+
+  auto tipResult = publisher_.tip();
+  if (!tipResult.isOk()) return tipResult.status();
+  const StreamTip tip = *tipResult;
+  uint64_t streamVersion = 0;
+  uint64_t streamVersionSeq = 0;
+
+  if (tip.version && tip.epoch > state_.epoch) {
+    return haltWith(fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
+                                "restored from a backup? run 'outbox-bridge epoch bump'",
+                                tip.epoch, state_.epoch));
+  }
+  if (tip.version && tip.epoch == state_.epoch) {
+    streamVersion = *tip.version;
+    streamVersionSeq = tip.seq;
+    if (streamVersion > state_.assignedThrough) {
+      return haltWith(fmt::format("the stream is ahead of the database: version {} is in stream {} but "
+                                  "assigned_through is {} (the database was restored from a backup?); publishing "
+                                  "nothing until 'outbox-bridge epoch bump'",
+                                  streamVersion, source_.stream, state_.assignedThrough));
+    }
+  } else if (tip.lastSeq == state_.publishedStreamSeq) {
+    // Nothing of this epoch in the stream yet (or it all expired by max_age): trust the marks.
+    streamVersion = state_.publishedThrough;
+    streamVersionSeq = state_.publishedStreamSeq;
+  } else if (state_.epoch == 1) {
+    // The stream lost messages (deleted, recreated, or lost on a crash): publish again from the table.
+    streamVersion = 0;
+    streamVersionSeq = 0;
+  } else {
+    return haltWith(fmt::format("stream {} lost messages of epoch {} (last sequence {}, expected {}); run "
+                                "'outbox-bridge epoch bump' so consumers re-bootstrap",
+                                source_.stream, state_.epoch, tip.lastSeq, state_.publishedStreamSeq));
+  }
+
+  if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
+    if (streamVersion > state_.publishedThrough) {
+      spdlog::info("[{}] reconcile: the stream holds versions through {} (marked {}): advancing the marks",
+                   source_.name, streamVersion, state_.publishedThrough);
+    } else if (streamVersion < state_.publishedThrough) {
+      spdlog::warn("[{}] reconcile: stream {} holds versions only through {} but {} were published: "
+                   "publishing {}..{} again from the outbox table",
+                   source_.name, source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1,
+                   state_.assignedThrough);
+    }
+    OUTBOX_RETURN_IF_ERROR(store_.setPublished(streamVersion, streamVersionSeq));
+    state_.publishedThrough = streamVersion;
+    state_.publishedStreamSeq = streamVersionSeq;
+  }
+  tracker_.reset(streamVersion, streamVersionSeq);
+  nextVersion_ = streamVersion + 1;
+  expectedSeq_ = tip.lastSeq;
+  outstanding_ = 0;
+  sentAt_.clear();
+  metrics_.publishedVersion = streamVersion;
+  spdlog::info("[{}] in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}",
+               source_.name, source_.stream, state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
+  return Status::ok();
+}
+
+Status Relay::recheckPoisonHalt() {
+  auto rows = store_.readPending(1);
+  if (!rows.isOk()) return rows.status();
+  if (!rows->empty()) {
+    if (auto reason = publisher_.poisonReason(rows->front())) return Status::permanent(state_.haltedReason);
+  }
+  spdlog::info("[{}] the poison row was fixed or quarantined: resuming", source_.name);
+  OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
+  state_.haltedReason.clear();
+  return Status::ok();
+}
+
+Status Relay::haltWith(const std::string& reason) {
+  metrics_.halted = true;
+  OUTBOX_RETURN_IF_ERROR(store_.halt(reason));
+  return Status::permanent(reason);
+}
+
+Status Relay::fill(size_t& count) {
+  count = 0;
+  const int batch = source_.batchSize;
+  if (nextVersion_ <= state_.assignedThrough) {
+    // Assigned earlier but not in the stream: publish these before assigning anything new.
+    auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, batch);
+    if (!rows.isOk()) {
+      metrics_.errorsDatabase++;
+      return rows.status();
+    }
+    for (size_t i = 0; i < rows->size(); ++i) {
+      if ((*rows)[i].version != nextVersion_ + i) {
+        return haltWith(fmt::format("version {} is missing from {} (pruned?), so the stream cannot be repaired; run "
+                                    "'outbox-bridge epoch bump'",
+                                    nextVersion_ + i, source_.outboxTable));
+      }
+    }
+    if (rows->empty()) {
+      return haltWith(fmt::format("version {} is missing from {} (pruned?), so the stream cannot be repaired; run "
+                                  "'outbox-bridge epoch bump'",
+                                  nextVersion_, source_.outboxTable));
+    }
+    count = rows->size();
+    // A partial read of the tail is not the end of the work: ask for a full-batch re-poll.
+    if (nextVersion_ + count - 1 < state_.assignedThrough) count = static_cast<size_t>(batch);
+    return publishRows(*rows);
+  }
+
+  auto pending = store_.readPending(batch);
+  if (!pending.isOk()) {
+    metrics_.errorsDatabase++;
+    return pending.status();
+  }
+  std::vector<OutboxRow>& rows = *pending;
+  count = rows.size();
+  if (rows.empty()) return Status::ok();
+
+  std::optional<std::pair<uint64_t, std::string>> poison;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (auto reason = publisher_.poisonReason(rows[i])) {
+      poison.emplace(rows[i].id, *reason);
+      rows.resize(i);
+      break;
+    }
+  }
+  if (!rows.empty()) {
+    Status assigned = store_.assign(rows, state_.assignedThrough);
+    if (!assigned.isOk()) {
+      metrics_.errorsDatabase++;
+      return assigned;
+    }
+    state_.assignedThrough += rows.size();
+    metrics_.assignedVersion = state_.assignedThrough;
+    OUTBOX_RETURN_IF_ERROR(publishRows(rows));
+  }
+  if (poison) {
+    metrics_.poisonRows++;
+    std::string reason = fmt::format("{} id={}: {}", kPoisonPrefix, poison->first, poison->second);
+    if (source_.onPoison == OnPoison::kQuarantine) {
+      spdlog::warn("[{}] quarantining {}", source_.name, reason);
+      OUTBOX_RETURN_IF_ERROR(store_.quarantine(poison->first, reason));
+      count = static_cast<size_t>(batch);  // look again at once
+      return Status::ok();
+    }
+    spdlog::error("[{}] {}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", source_.name, reason,
+                  source_.name, poison->first);
+    return haltWith(reason);
+  }
+  return Status::ok();
+}
+
+Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
+  for (const auto& row : rows) {
+    Status s = publisher_.publish(row, state_.epoch, expectedSeq_);
+    if (!s.isOk()) {
+      metrics_.errorsPublish++;
+      return s;
+    }
+    if (outstanding_ == 0) lastAck_ = clock_.now();
+    ++expectedSeq_;
+    ++nextVersion_;
+    ++outstanding_;
+    sentAt_.emplace_back(row.version, row.createdAtMicros);
+  }
+  return Status::ok();
+}
+
+Status Relay::processAcks() {
+  acks_.clear();
+  publisher_.takeAcks(acks_);
+  std::string failure;
+  for (const auto& ack : acks_) {
+    if (outstanding_ > 0) --outstanding_;
+    lastAck_ = clock_.now();
+    if (ack.ok) {
+      tracker_.ack(ack.version, ack.seq);
+    } else if (failure.empty()) {
+      (ack.fenced ? metrics_.errorsFenced : metrics_.errorsPublish)++;
+      failure = fmt::format("publish of version {} failed ({}){}", ack.version, ack.error,
+                            ack.fenced ? ": another writer, or the stream changed; reconciling" : "");
+    }
+  }
+  if (!acks_.empty()) {
+    int64_t now = wallMicros();
+    uint64_t published = 0;
+    while (!sentAt_.empty() && sentAt_.front().first <= tracker_.contiguousVersion()) {
+      metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - sentAt_.front().second)) / 1e6);
+      sentAt_.pop_front();
+      ++published;
+    }
+    metrics_.publishedRows += published;
+    if (published > 0) progressed_ = true;
+  }
+  OUTBOX_RETURN_IF_ERROR(mark(!failure.empty()));
+  if (!failure.empty()) return Status::transient(failure);
+  return Status::ok();
+}
+
+Status Relay::mark(bool force) {
+  uint64_t version = tracker_.contiguousVersion();
+  if (version <= state_.publishedThrough) return Status::ok();
+  auto now = clock_.now();
+  bool due = force || outstanding_ == 0 || now - lastMark_ >= options_.markInterval ||
+             version - state_.publishedThrough >= static_cast<uint64_t>(source_.batchSize);
+  if (!due) return Status::ok();
+  Status s = store_.markPublished(version, tracker_.contiguousSeq());
+  if (!s.isOk()) {
+    metrics_.errorsDatabase++;
+    return s;
+  }
+  state_.publishedThrough = version;
+  state_.publishedStreamSeq = tracker_.contiguousSeq();
+  metrics_.publishedVersion = version;
+  lastMark_ = now;
+  return Status::ok();
+}
+
+void Relay::settle(std::chrono::milliseconds limit) {
+  auto deadline = clock_.now() + limit;
+  while (outstanding_ > 0 && clock_.now() < deadline) {
+    publisher_.waitForAcks(std::chrono::milliseconds(20));
+    acks_.clear();
+    publisher_.takeAcks(acks_);
+    for (const auto& ack : acks_) {
+      if (outstanding_ > 0) --outstanding_;
+      if (ack.ok) tracker_.ack(ack.version, ack.seq);
+    }
+  }
+  outstanding_ = 0;
+  sentAt_.clear();
+  if (tracker_.contiguousVersion() > state_.publishedThrough) {
+    Status s = store_.markPublished(tracker_.contiguousVersion(), tracker_.contiguousSeq());
+    if (s.isOk()) {
+      state_.publishedThrough = tracker_.contiguousVersion();
+      metrics_.publishedVersion = state_.publishedThrough;
+    }
+  }
+}
+
+}  // namespace outbox

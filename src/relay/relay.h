@@ -1,0 +1,78 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/stop_token.h"
+#include "config/config.h"
+#include "metrics/source_metrics.h"
+#include "relay/ack_tracker.h"
+#include "relay/ports.h"
+
+namespace outbox {
+
+// The relay of one source (ARCHITECTURE.md sections 1-4, 7): read pending rows, assign them
+// versions, publish them fenced and pipelined, mark what the stream holds; reconcile with the
+// stream on start and after every failure. One thread per source runs run(); the store and the
+// publisher belong to that thread. `source`, `store`, `publisher`, `stop` and `metrics` must
+// outlive the Relay.
+class Relay {
+ public:
+  struct Options {
+    int maxInFlight = 4096;                          // versions sent and not yet acked
+    std::chrono::milliseconds ackTimeout{5000};      // no ack for this long: abandon and reconcile
+    std::chrono::milliseconds markInterval{100};     // longest delay before acks reach published_through
+    std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
+  };
+
+  Relay(const SourceConfig& source, OutboxStore& store, Publisher& publisher, StopSignal& stop,
+        SourceMetrics& metrics, Options options);
+
+  // Relays until stop is requested. Transient failures are retried with backoff; a halted source
+  // waits for an operator (epoch bump, or a poison row fixed or quarantined). Returns within
+  // about a second of stop, after waiting briefly for publishes in flight to be acked and marked.
+  void run();
+
+ private:
+  Status session();
+  Status reconcile();
+  Status recheckPoisonHalt();
+  // Reads the next rows (the assigned-but-unpublished tail first, else pending rows, which it
+  // assigns) and publishes them. Sets `count` to how many rows it read.
+  Status fill(size_t& count);
+  Status publishRows(const std::vector<OutboxRow>& rows);
+  // Applies the acks received so far; marks; returns the first publish failure, if any.
+  Status processAcks();
+  Status mark(bool force);
+  // After a failure: waits (bounded) for acks of what is in flight and marks them.
+  void settle(std::chrono::milliseconds limit);
+  Status haltWith(const std::string& reason);
+  size_t outstanding() const { return outstanding_; }
+
+  const SourceConfig& source_;
+  OutboxStore& store_;
+  Publisher& publisher_;
+  StopSignal& stop_;
+  SourceMetrics& metrics_;
+  Options options_;
+  SteadyClock clock_;
+
+  SourceState state_;
+  uint64_t nextVersion_ = 1;   // the next version to publish
+  uint64_t expectedSeq_ = 0;   // the stream's last sequence once everything sent is stored
+  size_t outstanding_ = 0;     // publishes sent whose ack has not come
+  AckTracker tracker_;
+  std::deque<std::pair<uint64_t, int64_t>> sentAt_;  // (version, created_at micros) in flight
+  std::vector<VersionAck> acks_;
+  Clock::TimePoint lastAck_;
+  Clock::TimePoint nextPoll_;
+  Clock::TimePoint lastMark_;
+  bool progressed_ = false;
+};
+
+}  // namespace outbox

@@ -1,0 +1,187 @@
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "config/config.h"
+
+using namespace outbox;
+
+namespace {
+
+const char* kMinimal = R"(
+[[source]]
+name = "account"
+dsn = "mysql://bridge:s3cret@db.internal:3307/app"
+)";
+
+// The ConfigError's key, or "" when parsing succeeded.
+std::string errorKey(const std::string& toml, const Environment& env = {}) {
+  try {
+    parseConfig(toml, env, "test.toml");
+  } catch (const ConfigError& e) {
+    return e.key();
+  }
+  return "";
+}
+
+std::string errorText(const std::string& toml, const Environment& env = {}) {
+  try {
+    parseConfig(toml, env, "test.toml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(defaults_follow_the_contract) {
+  Config c = parseConfig(kMinimal, {}, "test.toml");
+  BOOST_REQUIRE_EQUAL(c.sources.size(), 1u);
+  const auto& s = c.sources[0];
+  BOOST_TEST(s.outboxTable == "account_control_outbox");
+  BOOST_TEST(s.stream == "CONTROL_ACCOUNT");
+  BOOST_TEST(s.subjectPrefix == "control.account");
+  BOOST_TEST(s.batchSize == 1000);
+  BOOST_TEST(s.pollInterval.count() == 250);
+  BOOST_TEST(s.duplicateWindow.count() == 120'000);
+  BOOST_TEST(s.replicas == 1);
+  BOOST_TEST(s.maxAge.count() == 0);
+  BOOST_TEST((s.onPoison == OnPoison::kHalt));
+  BOOST_TEST(c.http.listen == "127.0.0.1:8080");
+  BOOST_TEST(c.lease.ttl.count() == 30'000);
+  BOOST_TEST(c.lease.heartbeat.count() == 10'000);
+  BOOST_TEST(s.dsn.user == "bridge");
+  BOOST_TEST(s.dsn.password == "s3cret");
+  BOOST_TEST(s.dsn.host == "db.internal");
+  BOOST_TEST(s.dsn.port == 3307u);
+  BOOST_TEST(s.dsn.database == "app");
+}
+
+BOOST_AUTO_TEST_CASE(dsn_forms) {
+  Dsn d = Dsn::parse("k", "mysql://u@localhost/db?socket=/run/mysqld/mysqld.sock");
+  BOOST_TEST(d.user == "u");
+  BOOST_TEST(d.password.empty());
+  BOOST_TEST(d.port == 3306u);
+  BOOST_TEST(d.socket == "/run/mysqld/mysqld.sock");
+  Dsn e = Dsn::parse("k", "mysql://u%40x:p%3Aw%40d@h:1/db");
+  BOOST_TEST(e.user == "u@x");
+  BOOST_TEST(e.password == "p:w@d");
+  BOOST_TEST(e.masked() == "mysql://u@x:****@h:1/db");
+  BOOST_TEST(e.masked().find("p:w@d") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(dsn_errors_name_the_problem) {
+  auto reason = [](const std::string& dsn) {
+    try {
+      Dsn::parse("source.a.dsn", dsn);
+    } catch (const ConfigError& e) {
+      BOOST_TEST(e.key() == "source.a.dsn");
+      return e.reason();
+    }
+    return std::string();
+  };
+  BOOST_TEST(reason("postgres://u@h/db").find("must start with mysql://") != std::string::npos);
+  BOOST_TEST(reason("mysql://h/db").find("no USER@") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h").find("no /DATABASE") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h:99999/db").find("bad port") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h:x/db").find("bad port") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db;drop").find("database") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl=1").find("unknown DSN parameter 'ssl'") != std::string::npos);
+  BOOST_TEST(reason("mysql://u:%zz@h/db").find("%-escape") != std::string::npos);
+  BOOST_TEST(reason("mysql://@h/db").find("user is empty") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(identifiers) {
+  BOOST_TEST(isSqlIdentifier("account_control_outbox"));
+  BOOST_TEST(isSqlIdentifier("_x9"));
+  BOOST_TEST(isSqlIdentifier(std::string(64, 'a')));
+  BOOST_TEST(!isSqlIdentifier(std::string(65, 'a')));
+  BOOST_TEST(!isSqlIdentifier(""));
+  BOOST_TEST(!isSqlIdentifier("9abc"));
+  BOOST_TEST(!isSqlIdentifier("a-b"));
+  BOOST_TEST(!isSqlIdentifier("a`; DROP TABLE x; --"));
+  BOOST_TEST(!isSqlIdentifier("tablé"));
+  BOOST_TEST(isSubjectToken("account"));
+  BOOST_TEST(!isSubjectToken("a.b"));
+  BOOST_TEST(!isSubjectToken("a b"));
+  BOOST_TEST(!isSubjectToken("*"));
+  BOOST_TEST(!isSubjectToken(">"));
+  BOOST_TEST(!isSubjectToken(""));
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
+  BOOST_TEST(errorKey(std::string(kMinimal) + "outbox_table = \"x; drop\"\n") == "source.account.outbox_table");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "batch_size = 0\n") == "source.account.batch_size");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "batch_size = \"ten\"\n") == "source.account.batch_size");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "poll_interval = \"fast\"\n") == "source.account.poll_interval");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "on_poison = \"drop\"\n") == "source.account.on_poison");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "stream = \"a.b\"\n") == "source.account.stream");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "subject_prefix = \"a.*\"\n") == "source.account.subject_prefix");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "snapshot_path = \"nope\"\n") == "source.account.snapshot_path");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "colour = \"blue\"\n") == "source.account.colour");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nurl = \"http://x\"\n") == "nats.url");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nurls = \"nats://x\"\n") == "nats.urls");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[lease]\nttl = \"10s\"\nheartbeat = \"10s\"\n") == "lease.ttl");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[log]\nlevel = \"loud\"\n") == "log.level");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[extra]\n") == "extra");
+  BOOST_TEST(errorKey("[[source]]\ndsn = \"mysql://u@h/db\"\n") == "source[0].name");
+  BOOST_TEST(errorKey("[[source]]\nname = \"a b\"\ndsn = \"mysql://u@h/db\"\n") == "source[0].name");
+  BOOST_TEST(errorKey("[[source]]\nname = \"a\"\n") == "source.a.dsn");
+  BOOST_TEST(errorKey("") == "source");
+  BOOST_TEST(errorKey(std::string(kMinimal) + kMinimal) == "source.account");
+  BOOST_TEST(errorText("[[source]\n").find("TOML syntax error at line 1") != std::string::npos);
+  BOOST_TEST(errorText(std::string(kMinimal) + "batch_size = 0\n").find("between 1 and") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(environment_overrides_every_key) {
+  Environment env{{"OUTBOX_BRIDGE_NATS_URL", "nats://10.0.0.1:4222"},
+                  {"OUTBOX_BRIDGE_HTTP_LISTEN", "0.0.0.0:9000"},
+                  {"OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCH_SIZE", "50"},
+                  {"OUTBOX_BRIDGE_SOURCE_ACCOUNT_PASSWORD", "from-env"},
+                  {"OUTBOX_BRIDGE_SOURCE_ACCOUNT_POLL_INTERVAL", "1s"}};
+  Config c = parseConfig(kMinimal, env, "test.toml");
+  BOOST_TEST(c.nats.url == "nats://10.0.0.1:4222");
+  BOOST_TEST(c.http.listen == "0.0.0.0:9000");
+  BOOST_TEST(c.sources[0].batchSize == 50);
+  BOOST_TEST(c.sources[0].dsn.password == "from-env");
+  BOOST_TEST(c.sources[0].pollInterval.count() == 1000);
+  BOOST_TEST(errorKey(kMinimal, {{"OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCH_SIZE", "many"}}) == "source.account.batch_size");
+}
+
+BOOST_AUTO_TEST_CASE(secrets_from_files_and_masked_output) {
+  const char* path = "config_test_password.txt";
+  {
+    std::ofstream f(path);
+    f << "file-secret\n";
+  }
+  Config c = parseConfig(std::string(kMinimal) + "password_file = \"" + path + "\"\n[http]\nadmin_token = \"tok-123\"\n",
+                         {}, "test.toml");
+  std::remove(path);
+  BOOST_TEST(c.sources[0].dsn.password == "file-secret");
+  std::string shown = renderMasked(c);
+  BOOST_TEST(shown.find("file-secret") == std::string::npos);
+  BOOST_TEST(shown.find("s3cret") == std::string::npos);
+  BOOST_TEST(shown.find("tok-123") == std::string::npos);
+  BOOST_TEST(shown.find("mysql://bridge:****@db.internal:3307/app") != std::string::npos);
+  // The masked rendering is itself a valid config.
+  BOOST_CHECK_NO_THROW(parseConfig(shown, {}, "rendered.toml"));
+  BOOST_TEST(errorKey(std::string(kMinimal) + "password_file = \"/nonexistent/x\"\n") == "source.account.password_file");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "password = \"a\"\npassword_file = \"b\"\n") == "source.account.password");
+}
+
+BOOST_AUTO_TEST_CASE(durations) {
+  BOOST_TEST(parseDuration("k", "250ms").count() == 250);
+  BOOST_TEST(parseDuration("k", "30s").count() == 30'000);
+  BOOST_TEST(parseDuration("k", "2m").count() == 120'000);
+  BOOST_TEST(parseDuration("k", "1h30m").count() == 5'400'000);
+  BOOST_TEST(parseDuration("k", "0").count() == 0);
+  BOOST_CHECK_THROW(parseDuration("k", "10"), ConfigError);
+  BOOST_CHECK_THROW(parseDuration("k", "1x"), ConfigError);
+  BOOST_CHECK_THROW(parseDuration("k", "s"), ConfigError);
+  BOOST_CHECK_THROW(parseDuration("k", ""), ConfigError);
+  BOOST_TEST(formatDuration(std::chrono::milliseconds(120'000)) == "2m");
+  BOOST_TEST(formatDuration(std::chrono::milliseconds(250)) == "250ms");
+}
