@@ -13,6 +13,22 @@ namespace {
 using OptionsPtr = CHandle<natsOptions, &natsOptions_Destroy>;
 using MsgPtr = CHandle<natsMsg, &natsMsg_Destroy>;
 using StreamInfoPtr = CHandle<jsStreamInfo, &jsStreamInfo_Destroy>;
+using SubscriptionPtr = CHandle<natsSubscription, &natsSubscription_Destroy>;
+using MetaPtr = CHandle<jsMsgMetaData, &jsMsgMetaData_Destroy>;
+
+std::map<std::string, std::string> headersOf(natsMsg* msg) {
+  std::map<std::string, std::string> out;
+  const char** keys = nullptr;
+  int count = 0;
+  if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
+    for (int i = 0; i < count; ++i) {
+      const char* value = nullptr;
+      if (natsMsgHeader_Get(msg, keys[i], &value) == NATS_OK && value != nullptr) out[keys[i]] = value;
+    }
+    free(keys);
+  }
+  return out;
+}
 
 constexpr int64_t kNanosPerMilli = 1'000'000;
 
@@ -179,16 +195,46 @@ Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& st
   out.seq = natsMsg_GetSequence(raw);
   out.subject = natsMsg_GetSubject(raw);
   out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
-  const char** keys = nullptr;
-  int count = 0;
-  if (natsMsgHeader_Keys(raw, &keys, &count) == NATS_OK) {
-    for (int i = 0; i < count; ++i) {
-      const char* value = nullptr;
-      if (natsMsgHeader_Get(raw, keys[i], &value) == NATS_OK && value != nullptr) out.headers[keys[i]] = value;
-    }
-    free(keys);
-  }
+  out.headers = headersOf(raw);
   return std::optional<StoredMessage>(std::move(out));
+}
+
+Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& stream, const std::string& subject,
+                                                        uint64_t fromSeq, uint64_t throughSeq,
+                                                        std::chrono::milliseconds idleTimeout) {
+  std::vector<StoredMessage> out;
+  if (throughSeq < fromSeq) return out;
+  jsSubOptions options;
+  jsSubOptions_Init(&options);
+  options.Stream = stream.c_str();
+  options.Ordered = true;
+  options.Config.DeliverPolicy = js_DeliverByStartSequence;
+  options.Config.OptStartSeq = std::max<uint64_t>(fromSeq, 1);
+  natsSubscription* rawSub = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_SubscribeSync(&rawSub, js_, subject.c_str(), nullptr, &options, &code);
+  SubscriptionPtr sub(rawSub);
+  if (s != NATS_OK) return fromNats(s, code, "subscribe to " + stream);
+  out.reserve(throughSeq - fromSeq + 1);
+  while (true) {
+    natsMsg* rawMsg = nullptr;
+    s = natsSubscription_NextMsg(&rawMsg, rawSub, idleTimeout.count());
+    MsgPtr msg(rawMsg);
+    if (s != NATS_OK) return fromNats(s, 0, fmt::format("read {} at sequence {}", stream, out.empty() ? fromSeq : out.back().seq + 1));
+    jsMsgMetaData* rawMeta = nullptr;
+    if (natsMsg_GetMetaData(&rawMeta, rawMsg) != NATS_OK) continue;  // a heartbeat or status message
+    MetaPtr meta(rawMeta);
+    StoredMessage m;
+    m.seq = rawMeta->Sequence.Stream;
+    if (m.seq > throughSeq) break;
+    m.subject = natsMsg_GetSubject(rawMsg);
+    m.data.assign(natsMsg_GetData(rawMsg), static_cast<size_t>(natsMsg_GetDataLength(rawMsg)));
+    m.headers = headersOf(rawMsg);
+    out.push_back(std::move(m));
+    if (out.back().seq >= throughSeq) break;
+  }
+  natsSubscription_Unsubscribe(rawSub);
+  return out;
 }
 
 Status JetStream::deleteStream(const std::string& stream) {
@@ -218,6 +264,7 @@ Status JetStream::publishAsync(const OutgoingMessage& message) {
   jsPubOptions_Init(&options);
   options.MaxWait = ackTimeout_.count();
   natsMsg* owned = msg.release();
+  publishedAsync_ = true;
   s = js_PublishMsgAsync(js_, &owned, &options);
   // On success nats.c took the message and cleared `owned`; on failure it is still ours.
   natsMsg_Destroy(owned);
@@ -239,6 +286,7 @@ void JetStream::waitForAcks(std::chrono::milliseconds timeout) {
 }
 
 void JetStream::abandonPending() {
+  if (!publishedAsync_) return;
   natsMsgList pending{};
   if (js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) natsMsgList_Destroy(&pending);
 }

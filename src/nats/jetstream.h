@@ -113,6 +113,11 @@ class JetStream {
   Result<StreamState> streamState(const std::string& stream);
   // nullopt when no message has that sequence (deleted, expired, or never written).
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
+  // Every stored message from `fromSeq` through `throughSeq`, in order, read with an ordered
+  // consumer on `subject` (a filter within the stream). Deleted messages are simply absent.
+  // Fails when no new message arrives for `idleTimeout`.
+  Result<std::vector<StoredMessage>> readRange(const std::string& stream, const std::string& subject, uint64_t fromSeq,
+                                               uint64_t throughSeq, std::chrono::milliseconds idleTimeout);
   Status deleteStream(const std::string& stream);
   Status deleteMessage(const std::string& stream, uint64_t seq);
 
@@ -132,6 +137,7 @@ class JetStream {
 
   jsCtx* js_ = nullptr;
   std::chrono::milliseconds ackTimeout_{5000};
+  bool publishedAsync_ = false;  // nats.c 3.4 crashes on a pending-list request before any async publish
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AckEvent> acks_;  // GUARDED_BY(mu_)

@@ -1,0 +1,325 @@
+#include "harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace outbox::test {
+
+namespace {
+
+std::string requireEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    throw std::runtime_error(fmt::format(
+        "{} is not set: integration tests need the stack that tools/test starts (run tools/test)", name));
+  }
+  return v;
+}
+
+std::string randomSuffix() {
+  static std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
+  return fmt::format("{:x}", rng() & 0xffffffffffULL);
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
+std::string tempDir() {
+  const char* dir = std::getenv("OUTBOX_TEST_TMP");
+  std::string base = dir ? dir : "/tmp/outbox-tests";
+  std::system(("mkdir -p " + base).c_str());
+  return base;
+}
+
+}  // namespace
+
+const StackEnv& stack() {
+  static const StackEnv env = [] {
+    StackEnv e;
+    e.mysqlHost = requireEnv("OUTBOX_TEST_MYSQL_HOST");
+    e.mysqlPort = static_cast<unsigned>(std::stoul(requireEnv("OUTBOX_TEST_MYSQL_PORT")));
+    e.mysqlUser = requireEnv("OUTBOX_TEST_MYSQL_USER");
+    e.mysqlPassword = requireEnv("OUTBOX_TEST_MYSQL_PASSWORD");
+    e.natsUrl = requireEnv("OUTBOX_TEST_NATS_URL");
+    e.stackScript = requireEnv("OUTBOX_STACK");
+    e.bridgeBinary = requireEnv("OUTBOX_BRIDGE_BIN");
+    db::initLibrary();
+    return e;
+  }();
+  return env;
+}
+
+void stackCommand(const std::string& action, const std::string& service) {
+  std::string cmd = fmt::format("{} {} {} >/dev/null 2>&1", stack().stackScript, action, service);
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+}
+
+bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}_{}", purpose, randomSuffix())) {
+  auto admin = db::ConnectParams{};
+  admin.host = stack().mysqlHost;
+  admin.port = stack().mysqlPort;
+  admin.user = stack().mysqlUser;
+  admin.password = stack().mysqlPassword;
+  auto conn = db::Connection::open(admin);
+  if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
+  Status s = (*conn)->exec("CREATE DATABASE `" + name_ + "`");
+  if (!s.isOk()) throw std::runtime_error(s.message());
+}
+
+TestDatabase::~TestDatabase() {
+  conn_.reset();
+  auto params = db::ConnectParams{};
+  params.host = stack().mysqlHost;
+  params.port = stack().mysqlPort;
+  params.user = stack().mysqlUser;
+  params.password = stack().mysqlPassword;
+  auto conn = db::Connection::open(params);
+  if (conn.isOk()) (void)(*conn)->exec("DROP DATABASE IF EXISTS `" + name_ + "`");
+}
+
+std::string TestDatabase::dsn() const {
+  return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, stack().mysqlPort, name_);
+}
+
+std::unique_ptr<db::Connection> TestDatabase::connect() const {
+  db::ConnectParams p;
+  p.host = stack().mysqlHost;
+  p.port = stack().mysqlPort;
+  p.user = stack().mysqlUser;
+  p.password = stack().mysqlPassword;
+  p.database = name_;
+  auto conn = db::Connection::open(p);
+  if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
+  return std::move(conn).value();
+}
+
+db::Connection& TestDatabase::sql() {
+  // Reconnect when the server was restarted under the test.
+  if (conn_) {
+    auto ping = conn_->queryU64("SELECT 1");
+    if (!ping.isOk()) conn_.reset();
+  }
+  if (!conn_) conn_ = connect();
+  return *conn_;
+}
+
+uint64_t TestDatabase::scalar(const std::string& query) {
+  auto v = sql().queryU64(query);
+  if (!v.isOk()) throw std::runtime_error(v.status().message());
+  return v->value_or(0);
+}
+
+SourceState TestDatabase::state(const std::string& source) {
+  auto rows = sql().query(fmt::format(
+      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason FROM "
+      "outbox_source_state WHERE source = '{}'",
+      source));
+  if (!rows.isOk()) throw std::runtime_error(rows.status().message());
+  SourceState s;
+  if (!rows->next()) return s;
+  s.epoch = rows->u64(0);
+  s.assignedThrough = rows->u64(1);
+  s.publishedThrough = rows->u64(2);
+  s.publishedStreamSeq = rows->u64(3);
+  s.haltedReason = std::string(rows->text(4));
+  return s;
+}
+
+std::string SourceSpec::stream() const {
+  auto it = extra.find("stream");
+  if (it != extra.end()) return it->second.substr(1, it->second.size() - 2);
+  std::string up;
+  for (char c : name) up.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  return "CONTROL_" + up;
+}
+
+std::string writeConfig(const std::vector<SourceSpec>& sources, const std::string& extraToml) {
+  std::string path = fmt::format("{}/config-{}.toml", tempDir(), randomSuffix());
+  std::ofstream out(path);
+  out << fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\n\n", stack().natsUrl);
+  out << "[log]\nlevel = \"debug\"\n\n" << extraToml << "\n";
+  for (const auto& s : sources) {
+    out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"{}\"\npassword = \"{}\"\n", s.name, s.database->dsn(),
+                       stack().mysqlPassword);
+    if (!s.extra.count("poll_interval")) out << "poll_interval = \"20ms\"\n";
+    for (const auto& [k, v] : s.extra) out << k << " = " << v << "\n";
+    out << "\n";
+  }
+  return path;
+}
+
+CommandResult runBridge(const std::vector<std::string>& args) {
+  std::string base = fmt::format("{}/cmd-{}", tempDir(), randomSuffix());
+  std::string cmd = stack().bridgeBinary;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += fmt::format(" >{}.out 2>{}.err", base, base);
+  int raw = std::system(cmd.c_str());
+  CommandResult r;
+  r.exitCode = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = readFile(base + ".out");
+  r.err = readFile(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+void migrate(const std::string& configPath) {
+  auto r = runBridge({"migrate", "--config", configPath});
+  if (r.exitCode != 0) throw std::runtime_error("migrate failed: " + r.err);
+}
+
+BridgeProcess::BridgeProcess(std::string configPath)
+    : configPath_(std::move(configPath)), logPath_(fmt::format("{}/bridge-{}.log", tempDir(), randomSuffix())) {}
+
+BridgeProcess::~BridgeProcess() {
+  if (pid_ > 0) kill();
+}
+
+void BridgeProcess::start() {
+  if (pid_ > 0) throw std::runtime_error("bridge already running");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = open(logPath_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(stack().bridgeBinary.c_str(), stack().bridgeBinary.c_str(), "run", "--config", configPath_.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_ = pid;
+}
+
+int BridgeProcess::stop(std::chrono::milliseconds* took) {
+  if (pid_ <= 0) return -1;
+  auto begin = std::chrono::steady_clock::now();
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  bool exited = waitUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(20));
+  if (!exited) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+  }
+  if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+  pid_ = -1;
+  return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void BridgeProcess::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+bool BridgeProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+std::string BridgeProcess::log() const { return readFile(logPath_); }
+
+void insertRows(db::Connection& conn, const std::string& table, int count, int first, const std::string& entityType,
+                size_t padBytes) {
+  const std::string pad(padBytes, 'x');
+  Status s = conn.begin();
+  const int chunk = 500;
+  for (int i = 0; i < count && s.isOk(); i += chunk) {
+    std::string sql = fmt::format("INSERT INTO `{}` (entity_type, entity_key, op, payload) VALUES ", table);
+    for (int j = i; j < std::min(count, i + chunk); ++j) {
+      if (j > i) sql += ',';
+      sql += fmt::format("('{}', '{}', 'upsert', '{{\"n\":{},\"pad\":\"{}\"}}')", entityType, first + j, first + j, pad);
+    }
+    s = conn.exec(sql);
+  }
+  if (s.isOk()) s = conn.commit();
+  if (!s.isOk()) throw std::runtime_error("insert rows: " + s.message());
+}
+
+StreamReader::StreamReader() {
+  nats::ConnectOptions o;
+  o.url = stack().natsUrl;
+  o.name = "outbox-tests";
+  auto c = nats::Connection::connect(o);
+  if (!c.isOk()) throw std::runtime_error("nats-server is not reachable: " + c.status().message());
+  conn_ = std::move(c).value();
+  auto js = nats::JetStream::create(*conn_, std::chrono::milliseconds(5000), 1024);
+  if (!js.isOk()) throw std::runtime_error(js.status().message());
+  js_ = std::move(js).value();
+}
+
+nats::StreamState StreamReader::state(const std::string& stream) {
+  auto s = js_->streamState(stream);
+  if (!s.isOk()) throw std::runtime_error(s.status().message());
+  return *s;
+}
+
+bool StreamReader::exists(const std::string& stream) { return js_->streamState(stream).isOk(); }
+
+std::vector<nats::StoredMessage> StreamReader::readAll(const std::string& stream, const std::string& subjectPrefix) {
+  auto st = state(stream);
+  if (st.messages == 0) return {};
+  auto r = js_->readRange(stream, subjectPrefix + ".>", st.firstSeq, st.lastSeq, std::chrono::milliseconds(5000));
+  if (!r.isOk()) throw std::runtime_error(r.status().message());
+  return std::move(r).value();
+}
+
+uint64_t headerU64(const nats::StoredMessage& m, const std::string& key) {
+  auto it = m.headers.find(key);
+  if (it == m.headers.end()) return 0;
+  return std::stoull(it->second);
+}
+
+std::string checkDenseOnce(const std::vector<nats::StoredMessage>& messages, const std::string& source,
+                           uint64_t expectedCount, uint64_t firstVersion) {
+  if (messages.size() != expectedCount) {
+    return fmt::format("stream holds {} messages, expected {}", messages.size(), expectedCount);
+  }
+  uint64_t lastSeq = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    uint64_t version = headerU64(m, "Outbox-Version");
+    uint64_t want = firstVersion + i;
+    if (version != want) return fmt::format("message {} (seq {}) has version {}, expected {}", i, m.seq, version, want);
+    if (m.seq <= lastSeq) return fmt::format("sequence {} after {}", m.seq, lastSeq);
+    lastSeq = m.seq;
+    auto id = m.headers.count("Nats-Msg-Id") ? m.headers.at("Nats-Msg-Id") : "";
+    if (id != fmt::format("{}:{}", source, version)) return fmt::format("seq {}: Nats-Msg-Id '{}'", m.seq, id);
+    if (!m.headers.count("Outbox-Source") || m.headers.at("Outbox-Source") != source) {
+      return fmt::format("seq {}: Outbox-Source missing or wrong", m.seq);
+    }
+  }
+  return "";
+}
+
+}  // namespace outbox::test

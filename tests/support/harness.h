@@ -1,0 +1,129 @@
+#pragma once
+
+// What integration and fault tests share: the stack's address (from the environment tools/test
+// exports), a fresh database per test, the bridge as a child process, producers, and reading a
+// stream back. Every helper fails the test (throws) when a service is missing: nothing skips.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "db/connection.h"
+#include "nats/jetstream.h"
+#include "relay/ports.h"
+
+namespace outbox::test {
+
+struct StackEnv {
+  std::string mysqlHost;
+  unsigned mysqlPort = 0;
+  std::string mysqlUser;
+  std::string mysqlPassword;
+  std::string natsUrl;
+  std::string stackScript;  // tools/stack, to restart services
+  std::string bridgeBinary;
+};
+
+// Reads OUTBOX_TEST_* and OUTBOX_BRIDGE_BIN; throws naming what is missing.
+const StackEnv& stack();
+
+// Runs `tools/stack ACTION SERVICE` (restart, stop, start, kill); throws on failure.
+void stackCommand(const std::string& action, const std::string& service);
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
+bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+// A uniquely named database, created on construction and dropped on destruction.
+class TestDatabase {
+ public:
+  explicit TestDatabase(const std::string& purpose);
+  ~TestDatabase();
+  const std::string& name() const { return name_; }
+  std::string dsn() const;  // without password; the password goes through the environment
+  std::unique_ptr<db::Connection> connect() const;
+  // A shared connection for quick queries from the test thread.
+  db::Connection& sql();
+  uint64_t scalar(const std::string& query);
+  SourceState state(const std::string& source);
+
+ private:
+  std::string name_;
+  std::unique_ptr<db::Connection> conn_;
+};
+
+// One [[source]] of a generated config.
+struct SourceSpec {
+  std::string name;
+  const TestDatabase* database = nullptr;
+  std::map<std::string, std::string> extra;  // key -> TOML value literal, e.g. {"batch_size", "500"}
+  std::string stream() const;
+  std::string outboxTable() const { return name + "_control_outbox"; }
+};
+
+// Writes a config for `sources` (unique streams per test) and returns its path.
+std::string writeConfig(const std::vector<SourceSpec>& sources, const std::string& extraToml = "");
+
+// Runs `outbox-bridge migrate` for the config; throws on failure.
+void migrate(const std::string& configPath);
+
+// Runs the bridge binary with arguments; returns the exit code, stdout and stderr.
+struct CommandResult {
+  int exitCode = -1;
+  std::string out;
+  std::string err;
+};
+CommandResult runBridge(const std::vector<std::string>& args);
+
+// `outbox-bridge run` as a child process, its log in a file.
+class BridgeProcess {
+ public:
+  explicit BridgeProcess(std::string configPath);
+  ~BridgeProcess();  // SIGKILL if still running
+  void start();
+  // SIGTERM; returns the exit code and the time the exit took.
+  int stop(std::chrono::milliseconds* took = nullptr);
+  void kill();  // SIGKILL, reaped
+  bool running();
+  std::string log() const;
+
+ private:
+  std::string configPath_;
+  std::string logPath_;
+  pid_t pid_ = -1;
+};
+
+// Inserts `count` outbox rows in one transaction; payload {"n": <first+i>, "pad": "..."}.
+void insertRows(db::Connection& conn, const std::string& table, int count, int first = 0,
+                const std::string& entityType = "item", size_t padBytes = 0);
+
+// The whole stream, read back.
+class StreamReader {
+ public:
+  StreamReader();
+  nats::JetStream& js() { return *js_; }
+  nats::StreamState state(const std::string& stream);
+  std::vector<nats::StoredMessage> readAll(const std::string& stream, const std::string& subjectPrefix);
+  bool exists(const std::string& stream);
+
+ private:
+  std::unique_ptr<nats::Connection> conn_;
+  std::unique_ptr<nats::JetStream> js_;
+};
+
+// Checks the invariants of a stream's messages: versions 1..expectedCount (or from firstVersion)
+// each exactly once, in increasing order with increasing sequences, headers consistent. Returns
+// a description of the first violation, or "" when all hold.
+std::string checkDenseOnce(const std::vector<nats::StoredMessage>& messages, const std::string& source,
+                           uint64_t expectedCount, uint64_t firstVersion = 1);
+
+uint64_t headerU64(const nats::StoredMessage& m, const std::string& key);
+
+}  // namespace outbox::test
