@@ -1,0 +1,212 @@
+#define BOOST_TEST_MODULE fault_recovery
+#include <boost/test/unit_test.hpp>
+
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string uniqueName(const std::string& prefix, const TestDatabase& db) {
+  return prefix + db.name().substr(db.name().size() - 6);
+}
+
+std::vector<nats::StoredMessage> readStream(const SourceSpec& source) {
+  StreamReader reader;
+  return reader.readAll(source.stream(), "control." + source.name);
+}
+
+bool publishedThrough(TestDatabase& db, const SourceSpec& source, uint64_t version) {
+  return db.state(source.name).publishedThrough == version;
+}
+
+}  // namespace
+
+// The stream deleted under a running bridge: it is recreated and refilled from the outbox rows.
+BOOST_AUTO_TEST_CASE(a_deleted_stream_is_recreated_and_republished_from_the_table) {
+  TestDatabase database("del");
+  SourceSpec source{uniqueName("del", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  insertRows(database.sql(), source.outboxTable(), 1000);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE(waitUntil([&] { return publishedThrough(database, source, 1000); }, 20s));
+  StreamReader reader;
+  BOOST_REQUIRE(reader.js().deleteStream(source.stream()).isOk());
+  insertRows(database.sql(), source.outboxTable(), 500, 1000);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          return publishedThrough(database, source, 1500) && reader.exists(source.stream()) &&
+                                 reader.state(source.stream()).messages == 1500;
+                        }, 30s),
+                        bridge.log());
+  auto messages = readStream(source);
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, source.name, 1500), "");
+  BOOST_TEST(database.state(source.name).publishedStreamSeq == 1500u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The database restored from a backup taken before the stream's tip: the bridge halts with the
+// reason and publishes nothing; `epoch bump` recovers, and no version is ever reused.
+BOOST_AUTO_TEST_CASE(a_restored_database_halts_until_epoch_bump_and_versions_are_not_reused) {
+  TestDatabase database("restore");
+  SourceSpec source{uniqueName("rst", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  auto& sql = database.sql();
+  BridgeProcess bridge(config);
+  insertRows(sql, table, 50, 0);
+  bridge.start();
+  BOOST_REQUIRE(waitUntil([&] { return publishedThrough(database, source, 50); }, 20s));
+  BOOST_REQUIRE(bridge.stop() == 0);
+  // The backup.
+  BOOST_REQUIRE(sql.exec("CREATE TABLE backup_outbox AS SELECT * FROM " + table).isOk());
+  BOOST_REQUIRE(sql.exec("CREATE TABLE backup_state AS SELECT * FROM outbox_source_state").isOk());
+  insertRows(sql, table, 50, 50);
+  bridge.start();
+  BOOST_REQUIRE(waitUntil([&] { return publishedThrough(database, source, 100); }, 20s));
+  BOOST_REQUIRE(bridge.stop() == 0);
+  // The restore: rows 51..100 and their versions are gone from the database, not from the stream.
+  BOOST_REQUIRE(sql.exec("DELETE FROM " + table).isOk());
+  BOOST_REQUIRE(sql.exec("INSERT INTO " + table + " SELECT * FROM backup_outbox").isOk());
+  BOOST_REQUIRE(sql.exec("DELETE FROM outbox_source_state").isOk());
+  BOOST_REQUIRE(sql.exec("INSERT INTO outbox_source_state SELECT * FROM backup_state").isOk());
+  // Writes after the restore.
+  insertRows(sql, table, 30, 1000);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s), bridge.log());
+  std::string reason = database.state(source.name).haltedReason;
+  BOOST_TEST(reason.find("ahead of the database") != std::string::npos, reason);
+  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(readStream(source).size() == 100u);  // published nothing while halted
+
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "restored backup"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  BOOST_TEST(bump.out.find("epoch 2") != std::string::npos, bump.out);
+  auto state = database.state(source.name);
+  BOOST_TEST(state.epoch == 2u);
+  BOOST_TEST(state.haltedReason.empty());
+  BOOST_TEST(state.assignedThrough >= 100u);
+  // The running bridge notices the bump and publishes the 30 new rows above version 100.
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 130); }, 20s), bridge.log());
+  auto messages = readStream(source);
+  BOOST_REQUIRE_EQUAL(messages.size(), 130u);
+  std::set<uint64_t> versions;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    uint64_t v = headerU64(messages[i], "Outbox-Version");
+    BOOST_REQUIRE_MESSAGE(versions.insert(v).second, fmt::format("version {} reused", v));
+    BOOST_TEST(headerU64(messages[i], "Outbox-Epoch") == (i < 100 ? 1u : 2u));
+    if (i >= 100) BOOST_TEST(v == 101 + (i - 100));  // dense again within the new epoch
+  }
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Poison rows of every kind halt only their source, with the row id; quarantine lets it go on
+// with no hole; on_poison = "quarantine" does that by itself.
+BOOST_AUTO_TEST_CASE(a_poison_row_halts_only_its_source_until_quarantined) {
+  TestDatabase database("poison");
+  SourceSpec healthy{uniqueName("ok", database), &database, {}};
+  SourceSpec poisoned{uniqueName("bad", database), &database, {}};
+  std::string config = writeConfig({healthy, poisoned});
+  migrate(config);
+  auto& sql = database.sql();
+  insertRows(sql, poisoned.outboxTable(), 3, 0);
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                     "('bad.type', 'x', 'upsert', '{{}}')",
+                                     poisoned.outboxTable()))
+                    .isOk());
+  uint64_t poisonId = database.scalar("SELECT LAST_INSERT_ID()");
+  insertRows(sql, poisoned.outboxTable(), 2, 3);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(poisoned.name).haltedReason.empty(); }, 20s),
+                        bridge.log());
+  std::string reason = database.state(poisoned.name).haltedReason;
+  BOOST_TEST(reason.find(fmt::format("id={}", poisonId)) != std::string::npos, reason);
+  BOOST_TEST(reason.find("subject token") != std::string::npos, reason);
+  BOOST_TEST(database.state(poisoned.name).publishedThrough == 3u);  // the rows before it went out
+  BOOST_TEST(bridge.log().find(fmt::format("id={}", poisonId)) != std::string::npos);
+  // The other source goes on.
+  insertRows(sql, healthy.outboxTable(), 200);
+  BOOST_REQUIRE(waitUntil([&] { return publishedThrough(database, healthy, 200); }, 20s));
+  BOOST_TEST(database.state(healthy.name).haltedReason.empty());
+  BOOST_TEST(database.state(poisoned.name).publishedThrough == 3u);
+
+  auto q = runBridge({"quarantine", "--config", config, "--source", poisoned.name, "--id", std::to_string(poisonId),
+                      "--reason", "bad entity type"});
+  BOOST_REQUIRE_MESSAGE(q.exitCode == 0, q.err);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, poisoned, 5); }, 20s), bridge.log());
+  auto messages = readStream(poisoned);
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, poisoned.name, 5), "");
+  BOOST_TEST(database.scalar(fmt::format("SELECT version IS NULL FROM {} WHERE id = {}", poisoned.outboxTable(), poisonId)) == 1u);
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_quarantine") == 1u);
+  // A published row cannot be quarantined.
+  auto late = runBridge({"quarantine", "--config", config, "--source", poisoned.name, "--id", "1", "--reason", "x"});
+  BOOST_TEST(late.exitCode == 1);
+  BOOST_TEST(late.err.find("already has version") != std::string::npos, late.err);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_fixed_poison_row_resumes_its_source) {
+  TestDatabase database("fix");
+  SourceSpec source{uniqueName("fix", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  auto& sql = database.sql();
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                     "('item', 'k', 'replace', '{{}}')", source.outboxTable())).isOk());
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s), bridge.log());
+  BOOST_TEST(database.state(source.name).haltedReason.find("op 'replace'") != std::string::npos);
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE {} SET op = 'upsert'", source.outboxTable())).isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 1); }, 20s), bridge.log());
+  BOOST_TEST(database.state(source.name).haltedReason.empty());
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(on_poison_quarantine_sets_each_kind_aside_without_a_hole) {
+  TestDatabase database("autoq");
+  SourceSpec source{uniqueName("aq", database), &database, {{"on_poison", "\"quarantine\""}}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  auto& sql = database.sql();
+  const std::string table = source.outboxTable();
+  // An older table without JSON validation lets invalid JSON in.
+  BOOST_REQUIRE(sql.exec(fmt::format("ALTER TABLE {} MODIFY payload LONGTEXT NULL", table)).isOk());
+  auto insert = [&](const std::string& type, const std::string& op, const std::string& payloadSql) {
+    BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('{}', 'k', '{}', {})",
+                                       table, type, op, payloadSql)).isOk());
+    return database.scalar("SELECT LAST_INSERT_ID()");
+  };
+  insert("item", "upsert", "'{\"n\": 1}'");
+  std::set<uint64_t> poison;
+  poison.insert(insert("item", "upsert", "'{not json'"));
+  insert("item", "upsert", "'{\"n\": 2}'");
+  poison.insert(insert("item", "upsert", "CONCAT('{\"big\": \"', REPEAT('x', 1100000), '\"}')"));  // over max_payload
+  poison.insert(insert("it em", "upsert", "'{}'"));
+  poison.insert(insert("item", "upsert", "NULL"));
+  insert("item", "delete", "NULL");
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 3); }, 20s), bridge.log());
+  BOOST_TEST(database.state(source.name).haltedReason.empty());
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_quarantine") == poison.size());
+  for (uint64_t id : poison) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_quarantine WHERE outbox_id = {}", id)) == 1u);
+  }
+  auto messages = readStream(source);
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, source.name, 3), "");
+  BOOST_TEST(database.scalar(fmt::format("SELECT reason LIKE '%max_payload%' FROM outbox_quarantine WHERE outbox_id = {}",
+                                         *std::next(poison.begin()))) == 1u);
+  BOOST_TEST(bridge.stop() == 0);
+}
