@@ -1,0 +1,128 @@
+#define BOOST_TEST_MODULE cli
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string writeText(const std::string& name, const std::string& text) {
+  std::string path = "/tmp/outbox-tests/" + name;
+  std::system("mkdir -p /tmp/outbox-tests");
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kGood = R"(
+[nats]
+url = "nats://127.0.0.1:4222"
+token = "nats-token-secret"
+
+[[source]]
+name = "account"
+dsn = "mysql://bridge:dsn-password-secret@127.0.0.1:3306/app"
+)";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bad_config_exits_2_naming_the_key_and_the_reason) {
+  struct Case {
+    std::string toml;
+    std::string expected;
+  };
+  std::vector<Case> cases{
+      {std::string(kGood) + "colour = \"blue\"\n", "config error: source.account.colour: unknown key"},
+      {std::string(kGood) + "outbox_table = \"x; DROP TABLE y\"\n", "config error: source.account.outbox_table: 'x; DROP TABLE y' must match"},
+      {std::string(kGood) + "batch_size = -5\n", "config error: source.account.batch_size: must be between 1 and 100000, got -5"},
+      {std::string(kGood) + "poll_interval = \"soon\"\n", "config error: source.account.poll_interval: 'soon' is not a duration"},
+      {"[[source]]\nname = \"a\"\ndsn = \"mysql://u@h:70000/db\"\n", "config error: source.a.dsn: bad port '70000'"},
+      {"[nats]\nurl = 5\n[[source]]\nname = \"a\"\ndsn = \"mysql://u@h/db\"\n", "config error: nats.url: expected a string"},
+      {"[[source]\n", "TOML syntax error at line 1"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto path = writeText(fmt::format("bad-{}.toml", i), cases[i].toml);
+    auto r = runBridge({"check-config", "--config", path});
+    BOOST_TEST(r.exitCode == 2, cases[i].expected);
+    BOOST_TEST(r.err.find(cases[i].expected) != std::string::npos, r.err);
+    auto run = runBridge({"run", "--config", path});
+    BOOST_TEST(run.exitCode == 2);
+  }
+  auto missing = runBridge({"run", "--config", "/nonexistent/outbox.toml"});
+  BOOST_TEST(missing.exitCode == 2);
+  BOOST_TEST(missing.err.find("cannot read '/nonexistent/outbox.toml'") != std::string::npos, missing.err);
+}
+
+BOOST_AUTO_TEST_CASE(environment_overrides_are_validated_like_the_file) {
+  auto path = writeText("env.toml", kGood);
+  setenv("OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCH_SIZE", "lots", 1);
+  auto r = runBridge({"check-config", "--config", path});
+  unsetenv("OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCH_SIZE");
+  BOOST_TEST(r.exitCode == 2);
+  BOOST_TEST(r.err.find("source.account.batch_size: expected an integer, got 'lots'") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(check_config_prints_the_effective_config_with_secrets_masked) {
+  auto secretFile = writeText("admin-token", "admin-token-secret\n");
+  auto path = writeText("good.toml", "[http]\nadmin_token_file = \"" + secretFile + "\"\n" + kGood);
+  setenv("OUTBOX_BRIDGE_SOURCE_ACCOUNT_PASSWORD", "env-password-secret", 1);
+  auto r = runBridge({"check-config", "--config", path});
+  unsetenv("OUTBOX_BRIDGE_SOURCE_ACCOUNT_PASSWORD");
+  BOOST_REQUIRE_MESSAGE(r.exitCode == 0, r.err);
+  for (const char* secret : {"nats-token-secret", "dsn-password-secret", "admin-token-secret", "env-password-secret"}) {
+    BOOST_TEST(r.out.find(secret) == std::string::npos, secret);
+    BOOST_TEST(r.err.find(secret) == std::string::npos, secret);
+  }
+  BOOST_TEST(r.out.find("dsn = \"mysql://bridge:****@127.0.0.1:3306/app\"") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("token = \"****\"") != std::string::npos);
+  BOOST_TEST(r.out.find("stream = \"CONTROL_ACCOUNT\"") != std::string::npos);
+  BOOST_TEST(r.out.find("duplicate_window = \"2m\"") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(every_command_has_help_and_usage_errors_exit_2) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--help"},
+                                                         {"run", "--help"},
+                                                         {"migrate", "--help"},
+                                                         {"check-config", "--help"},
+                                                         {"epoch", "bump", "--help"},
+                                                         {"quarantine", "--help"}}) {
+    auto r = runBridge(args);
+    BOOST_TEST(r.exitCode == 0);
+    BOOST_TEST(r.out.find("Usage:") != std::string::npos, args.front());
+  }
+  auto version = runBridge({"--version"});
+  BOOST_TEST(version.exitCode == 0);
+  BOOST_TEST(version.out.find("outbox-bridge 0.") != std::string::npos);
+  BOOST_TEST(runBridge({}).exitCode == 2);
+  BOOST_TEST(runBridge({"frobnicate"}).exitCode == 2);
+  BOOST_TEST(runBridge({"run"}).exitCode == 2);
+  BOOST_TEST(runBridge({"quarantine", "--config", "x.toml", "--source", "a", "--id", "abc", "--reason", "r"}).exitCode == 2);
+  auto path = writeText("unknown-source.toml", kGood);
+  auto r = runBridge({"epoch", "bump", "--config", path, "--source", "nope", "--reason", "x"});
+  BOOST_TEST(r.exitCode == 2);
+  BOOST_TEST(r.err.find("unknown source 'nope' (configured: account)") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(secrets_never_reach_the_log) {
+  TestDatabase database("logs");
+  SourceSpec source{"log" + database.name().substr(database.name().size() - 6), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  insertRows(database.sql(), source.outboxTable(), 10);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough == 10; }, 20s));
+  // A failure path that names the connection: MariaDB goes away for a moment.
+  stackCommand("restart", "mariadb");
+  insertRows(database.sql(), source.outboxTable(), 10, 10);
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough == 20; }, 30s));
+  BOOST_TEST(bridge.stop() == 0);
+  std::string log = bridge.log();
+  BOOST_TEST(log.find(stack().mysqlPassword) == std::string::npos);
+  BOOST_TEST(log.find(":****@") != std::string::npos);
+}

@@ -1,0 +1,370 @@
+#define BOOST_TEST_MODULE relay
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "relay/poison.h"
+#include "relay/relay.h"
+
+using namespace outbox;
+using namespace std::chrono_literals;
+
+namespace {
+
+// An outbox table and its state row, in memory.
+class FakeStore final : public OutboxStore {
+ public:
+  std::mutex mu;
+  std::vector<OutboxRow> rows;  // in id order
+  SourceState state;
+  std::set<uint64_t> quarantined;
+  int failNextAssigns = 0;
+
+  void add(int n, const std::string& type = "item") {
+    std::lock_guard lock(mu);
+    for (int i = 0; i < n; ++i) {
+      OutboxRow r;
+      r.id = rows.size() + 1;
+      r.entityType = type;
+      r.entityKey = std::to_string(r.id);
+      r.op = "upsert";
+      r.payload = fmt::format("{{\"n\":{}}}", r.id);
+      rows.push_back(r);
+    }
+  }
+  SourceState snapshot() {
+    std::lock_guard lock(mu);
+    return state;
+  }
+
+  Status connect() override { return Status::ok(); }
+  Result<SourceState> loadState() override {
+    std::lock_guard lock(mu);
+    return state;
+  }
+  Result<std::vector<OutboxRow>> readPending(int limit) override {
+    std::lock_guard lock(mu);
+    std::vector<OutboxRow> out;
+    for (const auto& r : rows) {
+      if (r.version == 0 && !quarantined.count(r.id) && static_cast<int>(out.size()) < limit) out.push_back(r);
+    }
+    return out;
+  }
+  Result<std::vector<OutboxRow>> readAssigned(uint64_t from, uint64_t through, int limit) override {
+    std::lock_guard lock(mu);
+    std::vector<OutboxRow> out;
+    for (const auto& r : rows) {
+      if (r.version >= from && r.version <= through) out.push_back(r);
+    }
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.version < b.version; });
+    if (static_cast<int>(out.size()) > limit) out.resize(static_cast<size_t>(limit));
+    return out;
+  }
+  Status assign(std::vector<OutboxRow>& batch, uint64_t expected) override {
+    std::lock_guard lock(mu);
+    if (failNextAssigns > 0) {
+      --failNextAssigns;
+      return Status::transient("injected assign failure");
+    }
+    if (state.assignedThrough != expected || !state.haltedReason.empty()) return Status::transient("moved");
+    uint64_t v = expected;
+    for (auto& b : batch) {
+      b.version = ++v;
+      rows[b.id - 1].version = v;
+    }
+    state.assignedThrough = v;
+    return Status::ok();
+  }
+  Status markPublished(uint64_t version, uint64_t seq) override {
+    std::lock_guard lock(mu);
+    if (version > state.publishedThrough) {
+      state.publishedThrough = version;
+      state.publishedStreamSeq = seq;
+    }
+    return Status::ok();
+  }
+  Status setPublished(uint64_t version, uint64_t seq) override {
+    std::lock_guard lock(mu);
+    state.publishedThrough = version;
+    state.publishedStreamSeq = seq;
+    return Status::ok();
+  }
+  Status halt(const std::string& reason) override {
+    std::lock_guard lock(mu);
+    state.haltedReason = reason;
+    return Status::ok();
+  }
+  Status clearHalt() override {
+    std::lock_guard lock(mu);
+    state.haltedReason.clear();
+    return Status::ok();
+  }
+  Status quarantine(uint64_t id, const std::string&) override {
+    std::lock_guard lock(mu);
+    quarantined.insert(id);
+    return Status::ok();
+  }
+};
+
+// A stream with JetStream's dedup-then-fence semantics; acks come back shuffled.
+class FakePublisher final : public Publisher {
+ public:
+  struct Message {
+    uint64_t version, epoch;
+  };
+  std::mutex mu;
+  std::vector<Message> stream;  // seq = index + 1
+  std::map<uint64_t, uint64_t> dedup;  // version -> seq
+  std::vector<VersionAck> queue;
+  std::mt19937 rng{7};
+  int dropNextAcks = 0;  // stored but the ack is lost (a timeout from the relay's view)
+
+  std::vector<Message> copy() {
+    std::lock_guard lock(mu);
+    return stream;
+  }
+
+  Status prepare() override { return Status::ok(); }
+  Result<StreamTip> tip() override {
+    std::lock_guard lock(mu);
+    StreamTip t;
+    t.lastSeq = stream.size();
+    if (!stream.empty()) {
+      t.version = stream.back().version;
+      t.epoch = stream.back().epoch;
+      t.seq = stream.size();
+    }
+    return t;
+  }
+  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) override {
+    std::lock_guard lock(mu);
+    VersionAck ack;
+    ack.version = row.version;
+    if (auto it = dedup.find(row.version); it != dedup.end()) {
+      ack.ok = true;
+      ack.seq = it->second;
+    } else if (expectedLastSeq != stream.size()) {
+      ack.fenced = true;
+      ack.error = "wrong last sequence";
+    } else {
+      stream.push_back({row.version, epoch});
+      dedup[row.version] = stream.size();
+      ack.ok = true;
+      ack.seq = stream.size();
+    }
+    if (dropNextAcks > 0) {
+      --dropNextAcks;
+      return Status::ok();
+    }
+    queue.push_back(ack);
+    return Status::ok();
+  }
+  void takeAcks(std::vector<VersionAck>& out) override {
+    std::lock_guard lock(mu);
+    std::shuffle(queue.begin(), queue.end(), rng);
+    out.insert(out.end(), queue.begin(), queue.end());
+    queue.clear();
+  }
+  void waitForAcks(std::chrono::milliseconds timeout) override { std::this_thread::sleep_for(std::min(timeout, 2ms)); }
+  void abandon() override {}
+  std::optional<std::string> poisonReason(const OutboxRow& row) override {
+    SourceConfig source;
+    source.name = "s";
+    source.subjectPrefix = "control.s";
+    return findPoison(source, row, 1024 * 1024);
+  }
+};
+
+struct Harness {
+  SourceConfig source;
+  FakeStore store;
+  FakePublisher publisher;
+  StopSignal stop;
+  SourceMetrics metrics;
+  std::unique_ptr<Relay> relay;
+  std::thread thread;
+
+  Harness() {
+    source.name = "s";
+    source.subjectPrefix = "control.s";
+    source.batchSize = 10;
+    source.pollInterval = 5ms;
+  }
+  void start() {
+    Relay::Options options;
+    options.maxInFlight = 30;
+    options.ackTimeout = 300ms;
+    options.haltRecheck = 20ms;
+    relay = std::make_unique<Relay>(source, store, publisher, stop, metrics, options);
+    thread = std::thread([this] { relay->run(); });
+  }
+  ~Harness() {
+    stop.request();
+    if (thread.joinable()) thread.join();
+  }
+  bool waitFor(const std::function<bool()>& condition) {
+    for (int i = 0; i < 500; ++i) {
+      if (condition()) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  // Versions 1..n exactly once, in order.
+  bool streamIsDense(uint64_t n, uint64_t epoch = 1) {
+    auto s = publisher.copy();
+    if (s.size() != n) return false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i].version != i + 1 || s[i].epoch != epoch) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shuffled_acks_still_mark_only_contiguous_versions) {
+  Harness h;
+  h.store.add(257);
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 257; }));
+  BOOST_TEST(h.streamIsDense(257));
+  BOOST_TEST(h.store.snapshot().publishedStreamSeq == 257u);
+  BOOST_TEST(h.metrics.publishedRows.load() == 257u);
+}
+
+BOOST_AUTO_TEST_CASE(lost_acks_are_reconciled_from_the_stream_without_duplicates) {
+  Harness h;
+  h.store.add(40);
+  h.publisher.dropNextAcks = 5;
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 40; }));
+  BOOST_TEST(h.streamIsDense(40));
+  BOOST_TEST(h.metrics.errorsPublish.load() >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_transient_database_failure_is_retried) {
+  Harness h;
+  h.store.add(25);
+  h.store.failNextAssigns = 2;
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 25; }));
+  BOOST_TEST(h.streamIsDense(25));
+  BOOST_TEST(h.metrics.errorsDatabase.load() >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(reconcile_advances_marks_when_the_stream_is_ahead) {
+  Harness h;
+  h.store.add(20);
+  // A crash after publish, before mark: versions 1..12 assigned and in the stream, marks at 4.
+  for (uint64_t v = 1; v <= 12; ++v) {
+    h.store.rows[v - 1].version = v;
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.store.state.assignedThrough = 12;
+  h.store.state.publishedThrough = 4;
+  h.store.state.publishedStreamSeq = 4;
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 20; }));
+  BOOST_TEST(h.streamIsDense(20));
+}
+
+BOOST_AUTO_TEST_CASE(reconcile_republishes_when_the_stream_is_behind) {
+  Harness h;
+  h.store.add(30);
+  for (uint64_t v = 1; v <= 30; ++v) h.store.rows[v - 1].version = v;
+  h.store.state.assignedThrough = 30;
+  h.store.state.publishedThrough = 30;
+  h.store.state.publishedStreamSeq = 30;
+  for (uint64_t v = 1; v <= 8; ++v) {  // the stream lost everything after 8
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.publisher.copy().size() == 30; }));
+  BOOST_TEST(h.streamIsDense(30));
+  BOOST_TEST(h.store.snapshot().publishedThrough == 30u);
+}
+
+BOOST_AUTO_TEST_CASE(reconcile_halts_when_the_stream_is_ahead_of_the_database) {
+  Harness h;
+  h.store.add(5);
+  for (uint64_t v = 1; v <= 9; ++v) h.publisher.stream.push_back({v, 1});
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  BOOST_TEST(h.store.snapshot().haltedReason.find("ahead of the database") != std::string::npos);
+  std::this_thread::sleep_for(50ms);
+  BOOST_TEST(h.publisher.copy().size() == 9u);  // nothing published
+  BOOST_TEST(h.metrics.halted.load());
+}
+
+BOOST_AUTO_TEST_CASE(reconcile_halts_when_pruned_rows_are_needed) {
+  Harness h;
+  h.store.add(10);
+  for (uint64_t v = 1; v <= 10; ++v) h.store.rows[v - 1].version = v;
+  h.store.rows.erase(h.store.rows.begin(), h.store.rows.begin() + 6);  // pruned 1..6
+  h.store.state = {1, 10, 10, 10, ""};
+  h.start();  // the stream is empty: it was recreated
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  BOOST_TEST(h.store.snapshot().haltedReason.find("version 1 is missing") != std::string::npos,
+             h.store.snapshot().haltedReason);
+  BOOST_TEST(h.publisher.copy().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_poison_row_halts_after_the_rows_before_it) {
+  Harness h;
+  h.store.add(3);
+  h.store.add(1, "bad.type");
+  h.store.add(3);
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 3; }));
+  BOOST_TEST(h.store.snapshot().haltedReason.find("poison row id=4") == 0u);
+  {
+    std::lock_guard lock(h.store.mu);
+    h.store.quarantined.insert(4);
+  }
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 6; }));
+  BOOST_TEST(h.streamIsDense(6));
+  BOOST_TEST(h.store.snapshot().haltedReason.empty());
+}
+
+BOOST_AUTO_TEST_CASE(poison_rules) {
+  SourceConfig source;
+  source.name = "account";
+  source.subjectPrefix = "control.account";
+  OutboxRow ok{1, "account", "42", "upsert", std::string(R"({"id":42})"), 0, 0};
+  BOOST_TEST(!findPoison(source, ok, 1 << 20).has_value());
+  auto reason = [&](OutboxRow r, size_t max = 1 << 20) { return findPoison(source, r, max).value_or(""); };
+  OutboxRow r = ok;
+  r.entityType = "a.b";
+  BOOST_TEST(reason(r).find("not a valid NATS subject token") != std::string::npos);
+  r = ok;
+  r.entityType = "";
+  BOOST_TEST(!reason(r).empty());
+  r = ok;
+  r.op = "merge";
+  BOOST_TEST(reason(r).find("op 'merge'") != std::string::npos);
+  r = ok;
+  r.payload = "{\"id\": 42";
+  BOOST_TEST(reason(r).find("not valid JSON") != std::string::npos);
+  r = ok;
+  r.payload.reset();
+  BOOST_TEST(reason(r).find("NULL payload") != std::string::npos);
+  r.op = "delete";
+  BOOST_TEST(reason(r).empty());
+  r = ok;
+  r.entityKey = "a\r\nInjected: header";
+  BOOST_TEST(reason(r).find("line break") != std::string::npos);
+  r = ok;
+  r.payload = "\"" + std::string(2000, 'x') + "\"";
+  BOOST_TEST(reason(r, 1000).find("over the server's max_payload of 1000 bytes") != std::string::npos);
+  BOOST_TEST(reason(r, 4000).empty());
+}
