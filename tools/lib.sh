@@ -33,10 +33,13 @@ ensure_packages() {
   fi
 }
 
+# build DIR [MESON SETUP OPTIONS...] (default: --buildtype=debugoptimized)
 build() {
   local dir=${1:-$repo/build}
+  shift || true
+  [ $# -gt 0 ] || set -- --buildtype=debugoptimized
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$repo" --buildtype=debugoptimized >&2
+    meson setup "$dir" "$repo" "$@" >&2
   fi
   ninja -C "$dir" -j2 >&2
 }

@@ -226,6 +226,7 @@ Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& strea
     MetaPtr meta(rawMeta);
     StoredMessage m;
     m.seq = rawMeta->Sequence.Stream;
+    m.timestampNanos = rawMeta->Timestamp;
     if (m.seq > throughSeq) break;
     m.subject = natsMsg_GetSubject(rawMsg);
     m.data.assign(natsMsg_GetData(rawMsg), static_cast<size_t>(natsMsg_GetDataLength(rawMsg)));

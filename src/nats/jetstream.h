@@ -67,6 +67,7 @@ struct StreamSettings {
 // A message read back from a stream.
 struct StoredMessage {
   uint64_t seq = 0;
+  int64_t timestampNanos = 0;  // when the server stored it (readRange only)
   std::string subject;
   std::string data;
   std::map<std::string, std::string> headers;

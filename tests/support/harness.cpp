@@ -1,7 +1,5 @@
 #include "harness.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -195,57 +193,22 @@ void migrate(const std::string& configPath) {
 BridgeProcess::BridgeProcess(std::string configPath)
     : configPath_(std::move(configPath)), logPath_(fmt::format("{}/bridge-{}.log", tempDir(), randomSuffix())) {}
 
-BridgeProcess::~BridgeProcess() {
-  if (pid_ > 0) kill();
-}
-
 void BridgeProcess::start() {
-  if (pid_ > 0) throw std::runtime_error("bridge already running");
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int fd = open(logPath_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execl(stack().bridgeBinary.c_str(), stack().bridgeBinary.c_str(), "run", "--config", configPath_.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
+  if (!process_.start({stack().bridgeBinary, "run", "--config", configPath_}, logPath_)) {
+    throw std::runtime_error("cannot start " + stack().bridgeBinary);
   }
-  pid_ = pid;
 }
 
 int BridgeProcess::stop(std::chrono::milliseconds* took) {
-  if (pid_ <= 0) return -1;
   auto begin = std::chrono::steady_clock::now();
-  ::kill(pid_, SIGTERM);
-  int status = 0;
-  bool exited = waitUntil([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(20));
-  if (!exited) {
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-  }
+  auto code = process_.terminate(std::chrono::seconds(20));
   if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
-  pid_ = -1;
-  return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return code.value_or(-1);
 }
 
-void BridgeProcess::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
+void BridgeProcess::kill() { process_.kill(); }
 
-bool BridgeProcess::running() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) == pid_) {
-    pid_ = -1;
-    return false;
-  }
-  return true;
-}
+bool BridgeProcess::running() { return process_.running(); }
 
 std::string BridgeProcess::log() const { return readFile(logPath_); }
 

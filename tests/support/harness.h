@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "config/config.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"
@@ -86,7 +87,6 @@ CommandResult runBridge(const std::vector<std::string>& args);
 class BridgeProcess {
  public:
   explicit BridgeProcess(std::string configPath);
-  ~BridgeProcess();  // SIGKILL if still running
   void start();
   // SIGTERM; returns the exit code and the time the exit took.
   int stop(std::chrono::milliseconds* took = nullptr);
@@ -97,7 +97,7 @@ class BridgeProcess {
  private:
   std::string configPath_;
   std::string logPath_;
-  pid_t pid_ = -1;
+  Subprocess process_;
 };
 
 // Inserts `count` outbox rows in one transaction; payload {"n": <first+i>, "pad": "..."}.

@@ -1,0 +1,285 @@
+// outbox-bench: the project's benchmark (ARCHITECTURE.md section 11). In one run, on the same
+// MariaDB and nats-server: (a) the raw JetStream async-publish rate, (b) the bridge draining a
+// backlog of the same messages, (c) commit-to-ack latency at a steady rate, (d) the bridge idle.
+// It prints each figure beside the raw rate, since shared machines are noisy.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/subprocess.h"
+#include "config/config.h"
+#include "db/connection.h"
+#include "nats/jetstream.h"
+
+using namespace outbox;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string dsn;
+  std::string password;
+  std::string natsUrl;
+  std::string bridge;
+  int rows = 200'000;
+  int payloadBytes = 200;
+  int latencyRate = 1000;
+  int latencySeconds = 10;
+  int idleSeconds = 5;
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "outbox-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T check(Result<T> r, const char* what) {
+  if (!r.isOk()) fail(fmt::format("{}: {}", what, r.status().message()));
+  return std::move(r).value();
+}
+
+void check(Status s, const char* what) {
+  if (!s.isOk()) fail(fmt::format("{}: {}", what, s.message()));
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t wallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A JSON payload of exactly `bytes` bytes.
+std::string payload(int bytes, int64_t stamp) {
+  std::string head = fmt::format("{{\"t\":{},\"pad\":\"", stamp);
+  int pad = std::max(0, bytes - static_cast<int>(head.size()) - 2);
+  return head + std::string(static_cast<size_t>(pad), 'x') + "\"}";
+}
+
+// (a) The raw rate: the same messages, async, pipelined, acked, no database.
+double rawPublishRate(nats::Connection& nc, const Options& o, const std::string& runId) {
+  auto js = check(nats::JetStream::create(nc, std::chrono::milliseconds(10'000), 8192), "jetstream");
+  nats::StreamSettings settings;
+  settings.name = "BENCH_RAW_" + runId;
+  settings.subject = "bench.raw." + runId + ".>";
+  check(js->ensureStream(settings), "create raw stream");
+  const std::string body = payload(o.payloadBytes, 0);
+  std::vector<nats::AckEvent> acks;
+  size_t acked = 0, inFlight = 0;
+  const size_t window = 4096;
+  auto begin = Clock::now();
+  for (int i = 1; i <= o.rows; ++i) {
+    while (inFlight >= window) {
+      js->waitForAcks(std::chrono::milliseconds(50));
+      acks.clear();
+      js->takeAcks(acks);
+      for (const auto& a : acks) {
+        if (!a.ok) fail("raw publish failed: " + a.error);
+      }
+      acked += acks.size();
+      inFlight -= acks.size();
+    }
+    nats::OutgoingMessage m;
+    m.subject = "bench.raw." + runId + ".item";
+    m.data = body;
+    m.headers = {{"Nats-Msg-Id", fmt::format("raw:{}", i)}};
+    check(js->publishAsync(m), "raw publish");
+    ++inFlight;
+  }
+  while (acked < static_cast<size_t>(o.rows)) {
+    js->waitForAcks(std::chrono::milliseconds(50));
+    acks.clear();
+    js->takeAcks(acks);
+    acked += acks.size();
+  }
+  double rate = o.rows / seconds(Clock::now() - begin);
+  (void)js->deleteStream(settings.name);
+  return rate;
+}
+
+std::string writeConfig(const Options& o, const std::string& source, const std::string& database) {
+  Dsn dsn = Dsn::parse("--dsn", o.dsn);
+  std::string path = fmt::format("/tmp/outbox-bench-{}.toml", source);
+  std::ofstream out(path);
+  out << fmt::format("[nats]\nurl = \"{}\"\n\n[log]\nlevel = \"warn\"\n\n", o.natsUrl);
+  out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\n", source, dsn.user, dsn.host, dsn.port,
+                     database);
+  return path;
+}
+
+void bulkInsert(db::Connection& conn, const std::string& table, int rows, int payloadBytes) {
+  const std::string body = payload(payloadBytes, 0);
+  const int chunk = 2000;
+  for (int i = 0; i < rows; i += chunk) {
+    std::string sql = "INSERT INTO " + table + " (entity_type, entity_key, op, payload) VALUES ";
+    for (int j = i; j < std::min(rows, i + chunk); ++j) {
+      if (j > i) sql += ',';
+      sql += fmt::format("('item','{}','upsert','{}')", j, body);
+    }
+    check(conn.exec(sql), "insert backlog");
+  }
+}
+
+uint64_t publishedThrough(db::Connection& conn, const std::string& source) {
+  auto v = check(conn.queryU64("SELECT published_through FROM outbox_source_state WHERE source = '" + source + "'"),
+                 "read state");
+  return v.value_or(0);
+}
+
+struct ProcSample {
+  double cpuSeconds = 0;
+  double rssMiB = 0;
+  double peakRssMiB = 0;
+};
+
+ProcSample sample(pid_t pid) {
+  ProcSample s;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  std::vector<std::string> f;
+  while (fields >> field) f.push_back(field);
+  if (f.size() > 13) s.cpuSeconds = (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rssMiB = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("VmHWM:", 0) == 0) s.peakRssMiB = std::stod(line.substr(6)) / 1024.0;
+  }
+  return s;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"outbox-bench: the raw JetStream rate and the bridge, side by side, in one run"};
+  app.add_option("--dsn", o.dsn, "mysql://USER@HOST:PORT/ANYDB (a scratch database is created)")->required();
+  app.add_option("--password", o.password, "database password (also passed to the bridge)");
+  app.add_option("--nats", o.natsUrl, "nats://HOST:PORT")->required();
+  app.add_option("--bridge", o.bridge, "the outbox-bridge binary")->required();
+  app.add_option("--rows", o.rows, "backlog rows (default 200000)");
+  app.add_option("--payload-bytes", o.payloadBytes, "payload size (default 200)");
+  app.add_option("--latency-rate", o.latencyRate, "rows/s in the latency run (default 1000)");
+  app.add_option("--latency-seconds", o.latencySeconds, "length of the latency run (default 10)");
+  app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
+  CLI11_PARSE(app, argc, argv);
+
+  db::initLibrary();
+  Dsn dsn = Dsn::parse("--dsn", o.dsn);
+  if (!o.password.empty()) dsn.password = o.password;
+  const std::string runId = fmt::format("{:x}", std::random_device{}() & 0xffffff);
+  const std::string database = "bench_" + runId;
+  const std::string source = "bench" + runId;
+  const std::string table = source + "_control_outbox";
+
+  auto admin = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
+  check(admin->exec("CREATE DATABASE " + database), "create database");
+  dsn.database = database;
+  auto conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
+  nats::ConnectOptions natsOptions;
+  natsOptions.url = o.natsUrl;
+  auto nc = check(nats::Connection::connect(natsOptions), "connect to nats-server");
+
+  std::printf("outbox-bench: %d rows of %d-byte payloads; MariaDB and nats-server on this machine (%ld cores)\n\n",
+              o.rows, o.payloadBytes, sysconf(_SC_NPROCESSORS_ONLN));
+
+  double raw = rawPublishRate(*nc, o, runId);
+  std::printf("(a) raw JetStream async publish     %9.0f msg/s\n", raw);
+  std::fflush(stdout);
+
+  std::string config = writeConfig(o, source, database);
+  setenv(fmt::format("OUTBOX_BRIDGE_SOURCE_{}_PASSWORD", upper(source)).c_str(), dsn.password.c_str(), 1);
+  Subprocess migrate;
+  migrate.start({o.bridge, "migrate", "--config", config}, "/tmp/outbox-bench-migrate.log");
+  while (migrate.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bulkInsert(*conn, table, o.rows, o.payloadBytes);
+
+  Subprocess bridge;
+  const std::string log = fmt::format("/tmp/outbox-bench-{}.log", source);
+  auto begin = Clock::now();
+  if (!bridge.start({o.bridge, "run", "--config", config}, log)) fail("cannot start the bridge");
+  while (publishedThrough(*conn, source) < static_cast<uint64_t>(o.rows)) {
+    if (!bridge.running()) fail("the bridge exited during the drain; see " + log);
+    if (Clock::now() - begin > std::chrono::minutes(10)) fail("the drain took over 10 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double drain = o.rows / seconds(Clock::now() - begin);
+  ProcSample afterDrain = sample(bridge.pid());
+  std::printf("(b) bridge drain of the backlog     %9.0f rows/s   (b)/(a) = %.2f   [target >= 0.50]\n", drain,
+              drain / raw);
+  std::printf("    bridge CPU during the drain: %.1f s for %d rows; peak RSS %.1f MiB\n", afterDrain.cpuSeconds, o.rows,
+              afterDrain.peakRssMiB);
+  std::fflush(stdout);
+
+  // (d) before (c): the bridge has drained and sits idle.
+  ProcSample idleStart = sample(bridge.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(o.idleSeconds));
+  ProcSample idleEnd = sample(bridge.pid());
+  double idleCpu = (idleEnd.cpuSeconds - idleStart.cpuSeconds) / o.idleSeconds * 100.0;
+
+  // (c) steady rate, default poll interval: commit-to-ack from the row's insert time (taken
+  // just before the INSERT) to the time nats-server stored the message.
+  uint64_t before = publishedThrough(*conn, source);
+  const int total = o.latencyRate * o.latencySeconds;
+  auto interval = std::chrono::duration<double>(1.0 / o.latencyRate);
+  auto next = Clock::now();
+  for (int i = 0; i < total; ++i) {
+    check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert','{}')",
+                                 table, i, payload(o.payloadBytes, wallMicros()))),
+          "insert");
+    next += std::chrono::duration_cast<Clock::duration>(interval);
+    std::this_thread::sleep_until(next);
+  }
+  auto waitStart = Clock::now();
+  while (publishedThrough(*conn, source) < before + static_cast<uint64_t>(total)) {
+    if (Clock::now() - waitStart > std::chrono::seconds(30)) fail("latency run did not finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto js = check(nats::JetStream::create(*nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
+  const std::string stream = "CONTROL_" + upper(source);
+  auto messages = check(js->readRange(stream, "control." + source + ".>", before + 1, before + static_cast<uint64_t>(total),
+                                      std::chrono::milliseconds(10'000)),
+                        "read stream");
+  std::vector<double> latencies;
+  for (const auto& m : messages) {
+    auto t = m.data.find("\"t\":");
+    if (t == std::string::npos) continue;
+    int64_t committed = std::stoll(m.data.substr(t + 4));
+    latencies.push_back(static_cast<double>(m.timestampNanos / 1000 - committed) / 1000.0);
+  }
+  std::printf("(c) commit-to-ack at %d rows/s, poll_interval 250ms: p50 %.1f ms, p99 %.1f ms, max %.1f ms  "
+              "[target p99 <= 260 ms]  (%zu rows)\n",
+              o.latencyRate, percentile(latencies, 0.5), percentile(latencies, 0.99), percentile(latencies, 1.0),
+              latencies.size());
+  std::printf("(d) idle: %.2f%% of a core, RSS %.1f MiB  [targets < 1%%, <= 32 MiB]\n", idleCpu, idleEnd.rssMiB);
+
+  bridge.terminate(std::chrono::seconds(10));
+  (void)js->deleteStream(stream);
+  (void)admin->exec("DROP DATABASE " + database);
+  return 0;
+}
