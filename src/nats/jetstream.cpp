@@ -261,12 +261,11 @@ Status JetStream::publishAsync(const OutgoingMessage& message) {
     s = natsMsgHeader_Set(raw, key, value.c_str());
     if (s != NATS_OK) return fromNats(s, 0, "set header");
   }
-  jsPubOptions options;
-  jsPubOptions_Init(&options);
-  options.MaxWait = ackTimeout_.count();
   natsMsg* owned = msg.release();
   publishedAsync_ = true;
-  s = js_PublishMsgAsync(js_, &owned, &options);
+  // No per-message MaxWait: nats.c would arm a timer for every message. The relay keeps its
+  // own deadline for acks and abandons what is pending when it passes.
+  s = js_PublishMsgAsync(js_, &owned, nullptr);
   // On success nats.c took the message and cleared `owned`; on failure it is still ours.
   natsMsg_Destroy(owned);
   if (s != NATS_OK) return fromNats(s, 0, "publish");

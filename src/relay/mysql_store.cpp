@@ -88,10 +88,12 @@ Result<std::vector<OutboxRow>> MysqlOutboxStore::readRows(const std::string& sql
 
 Result<std::vector<OutboxRow>> MysqlOutboxStore::readPending(int limit) {
   // FORCE INDEX: without it the optimizer may walk the primary key past every assigned row.
+  // ORDER BY id, not "version, id": within version IS NULL the index is already in id order,
+  // and naming version makes MariaDB filesort every pending row (8 ms instead of 1.5 ms per 1000).
   return readRows(fmt::format(
       "SELECT {} FROM {} FORCE INDEX (idx_pending) WHERE version IS NULL AND NOT EXISTS "
       "(SELECT 1 FROM outbox_quarantine q WHERE q.source = {} AND q.outbox_id = {}.id) "
-      "ORDER BY version, id LIMIT {}",
+      "ORDER BY id LIMIT {}",
       kRowColumns, table_, sourceLiteral_, table_, limit));
 }
 
