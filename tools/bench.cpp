@@ -36,6 +36,8 @@ struct Options {
   int latencyRate = 1000;
   int latencySeconds = 10;
   int idleSeconds = 5;
+  pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
+  pid_t mysqlPid = 0;
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -187,6 +189,8 @@ int main(int argc, char** argv) {
   app.add_option("--latency-rate", o.latencyRate, "rows/s in the latency run (default 1000)");
   app.add_option("--latency-seconds", o.latencySeconds, "length of the latency run (default 10)");
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
+  app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
+  app.add_option("--mysql-pid", o.mysqlPid, "mariadbd's pid, to report its CPU time");
   CLI11_PARSE(app, argc, argv);
 
   db::initLibrary();
@@ -221,6 +225,8 @@ int main(int argc, char** argv) {
 
   Subprocess bridge;
   const std::string log = fmt::format("/tmp/outbox-bench-{}.log", source);
+  auto cpuOf = [](pid_t pid) { return pid > 0 ? sample(pid).cpuSeconds : 0.0; };
+  double natsCpu0 = cpuOf(o.natsPid), mysqlCpu0 = cpuOf(o.mysqlPid);
   auto begin = Clock::now();
   if (!bridge.start({o.bridge, "run", "--config", config}, log)) fail("cannot start the bridge");
   while (publishedThrough(*conn, source) < static_cast<uint64_t>(o.rows)) {
@@ -228,12 +234,16 @@ int main(int argc, char** argv) {
     if (Clock::now() - begin > std::chrono::minutes(10)) fail("the drain took over 10 minutes");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  double drain = o.rows / seconds(Clock::now() - begin);
+  double drainSeconds = seconds(Clock::now() - begin);
+  double drain = o.rows / drainSeconds;
   ProcSample afterDrain = sample(bridge.pid());
+  double natsCpu = cpuOf(o.natsPid) - natsCpu0, mysqlCpu = cpuOf(o.mysqlPid) - mysqlCpu0;
   std::printf("(b) bridge drain of the backlog     %9.0f rows/s   (b)/(a) = %.2f   [target >= 0.50]\n", drain,
               drain / raw);
-  std::printf("    bridge CPU during the drain: %.1f s for %d rows; peak RSS %.1f MiB\n", afterDrain.cpuSeconds, o.rows,
-              afterDrain.peakRssMiB);
+  std::printf("    where the time goes, CPU seconds in %.1f s of drain: bridge %.1f, mariadbd %.1f, nats-server %.1f "
+              "(of %.1f available); bridge peak RSS %.1f MiB\n",
+              drainSeconds, afterDrain.cpuSeconds, mysqlCpu, natsCpu,
+              drainSeconds * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)), afterDrain.peakRssMiB);
   std::fflush(stdout);
 
   // (d) before (c): the bridge has drained and sits idle.

@@ -84,6 +84,7 @@ Command addRun(CLI::App& app) {
 
     struct SourceRuntime {
       std::unique_ptr<MysqlOutboxStore> store;
+      std::unique_ptr<MysqlOutboxStore> assignStore;
       std::unique_ptr<JetStreamPublisher> publisher;
       std::unique_ptr<SourceMetrics> metrics;
       std::unique_ptr<Relay> relay;
@@ -92,6 +93,7 @@ Command addRun(CLI::App& app) {
     for (const auto& source : config.sources) {
       SourceRuntime rt;
       rt.store = std::make_unique<MysqlOutboxStore>(source);
+      rt.assignStore = std::make_unique<MysqlOutboxStore>(source);
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
       // A stream with foreign subjects is an operator's mistake: refuse to start at all.
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {
@@ -101,7 +103,7 @@ Command addRun(CLI::App& app) {
       Relay::Options options;
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
-      rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.publisher, stop, *rt.metrics, options);
+      rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, stop, *rt.metrics, options);
       spdlog::info("[{}] {} -> stream {} ({}.>)", source.name, source.dsn.masked(), source.stream, source.subjectPrefix);
       runtimes.push_back(std::move(rt));
     }

@@ -20,9 +20,16 @@ int64_t wallMicros() {
 
 }  // namespace
 
-Relay::Relay(const SourceConfig& source, OutboxStore& store, Publisher& publisher, StopSignal& stop,
-             SourceMetrics& metrics, Options options)
-    : source_(source), store_(store), publisher_(publisher), stop_(stop), metrics_(metrics), options_(options) {
+Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
+             StopSignal& stop, SourceMetrics& metrics, Options options)
+    : source_(source),
+      store_(store),
+      publisher_(publisher),
+      stop_(stop),
+      metrics_(metrics),
+      options_(options),
+      assignStore_(assignStore),
+      assigner_(assignStore, publisher) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
 }
 
@@ -56,7 +63,9 @@ void Relay::run() {
 }
 
 Status Relay::session() {
+  assigner_.drain();  // a batch from the last session keeps its versions: it is in the tail now
   OUTBOX_RETURN_IF_ERROR(store_.connect());
+  OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
   metrics_.running = true;
@@ -65,24 +74,31 @@ Status Relay::session() {
   const auto batch = static_cast<size_t>(source_.batchSize);
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(processAcks());
-    auto now = clock_.now();
-    bool room = outstanding_ + batch <= static_cast<size_t>(options_.maxInFlight);
-    if (room && now >= nextPoll_) {
-      size_t count = 0;
-      OUTBOX_RETURN_IF_ERROR(fill(count));
-      // A full batch means more is waiting: read again at once. Otherwise sleep a poll interval.
-      nextPoll_ = count == batch ? now : now + source_.pollInterval;
-      if (count == batch) continue;
+    if (assigner_.busy()) {
+      // Wait briefly for the batch being assigned, without letting acks pile up.
+      auto ready = assigner_.take(outstanding_ > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
+      if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
+      continue;
     }
-    now = clock_.now();
+    auto now = clock_.now();
+    if (now >= nextPoll_ && roomFor(batch)) {
+      if (nextVersion_ <= state_.assignedThrough) {
+        size_t count = 0;
+        OUTBOX_RETURN_IF_ERROR(publishTail(count));
+        nextPoll_ = count == batch ? now : now + source_.pollInterval;
+      } else {
+        assigner_.start(source_.batchSize, state_.assignedThrough);
+      }
+      continue;
+    }
     if (outstanding_ > 0) {
       if (now - lastAck_ > options_.ackTimeout + std::chrono::milliseconds(500)) {
         metrics_.errorsPublish++;
         return Status::transient(fmt::format("no ack from the stream for {} ms with {} publishes in flight",
                                               options_.ackTimeout.count(), outstanding_));
       }
-      auto wait = room ? std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now)
-                       : std::chrono::milliseconds(50);
+      auto wait = roomFor(batch) ? std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now)
+                                 : std::chrono::milliseconds(50);
       publisher_.waitForAcks(std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(50)));
     } else {
       OUTBOX_RETURN_IF_ERROR(mark(true));
@@ -91,6 +107,10 @@ Status Relay::session() {
     }
   }
   return Status::ok();
+}
+
+bool Relay::roomFor(size_t rows) const {
+  return outstanding_ + rows <= static_cast<size_t>(options_.maxInFlight);
 }
 
 Status Relay::reconcile() {
@@ -182,75 +202,52 @@ Status Relay::haltWith(const std::string& reason) {
   return Status::permanent(reason);
 }
 
-Status Relay::fill(size_t& count) {
-  count = 0;
+Status Relay::publishTail(size_t& count) {
   const int batch = source_.batchSize;
-  if (nextVersion_ <= state_.assignedThrough) {
-    // Assigned earlier but not in the stream: publish these before assigning anything new.
-    auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, batch);
-    if (!rows.isOk()) {
-      metrics_.errorsDatabase++;
-      return rows.status();
-    }
-    for (size_t i = 0; i < rows->size(); ++i) {
-      if ((*rows)[i].version != nextVersion_ + i) {
-        return haltWith(fmt::format("version {} is missing from {} (pruned?), so the stream cannot be repaired; run "
-                                    "'outbox-bridge epoch bump'",
-                                    nextVersion_ + i, source_.outboxTable));
-      }
-    }
-    if (rows->empty()) {
+  auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, batch);
+  if (!rows.isOk()) {
+    metrics_.errorsDatabase++;
+    return rows.status();
+  }
+  for (size_t i = 0; i <= rows->size(); ++i) {
+    if (i == rows->size() ? rows->empty() : (*rows)[i].version != nextVersion_ + i) {
       return haltWith(fmt::format("version {} is missing from {} (pruned?), so the stream cannot be repaired; run "
                                   "'outbox-bridge epoch bump'",
-                                  nextVersion_, source_.outboxTable));
+                                  nextVersion_ + i, source_.outboxTable));
     }
-    count = rows->size();
-    // A partial read of the tail is not the end of the work: ask for a full-batch re-poll.
-    if (nextVersion_ + count - 1 < state_.assignedThrough) count = static_cast<size_t>(batch);
-    return publishRows(*rows);
   }
+  count = rows->size();
+  // A partial read of the tail is not the end of the work: ask for a full-batch re-poll.
+  if (nextVersion_ + count - 1 < state_.assignedThrough) count = static_cast<size_t>(batch);
+  return publishRows(*rows);
+}
 
-  auto pending = store_.readPending(batch);
-  if (!pending.isOk()) {
+Status Relay::onBatch(Assigner::Batch& batch) {
+  if (!batch.status.isOk()) {
     metrics_.errorsDatabase++;
-    return pending.status();
+    return batch.status;
   }
-  std::vector<OutboxRow>& rows = *pending;
-  count = rows.size();
-  if (rows.empty()) return Status::ok();
-
-  std::optional<std::pair<uint64_t, std::string>> poison;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (auto reason = publisher_.poisonReason(rows[i])) {
-      poison.emplace(rows[i].id, *reason);
-      rows.resize(i);
-      break;
-    }
+  state_.assignedThrough += batch.rows.size();
+  metrics_.assignedVersion = state_.assignedThrough;
+  auto now = clock_.now();
+  bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
+  nextPoll_ = full || batch.poison ? now : now + source_.pollInterval;
+  // More is waiting: start the next batch's database work first, so it overlaps with this
+  // batch's publishing.
+  if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) {
+    assigner_.start(source_.batchSize, state_.assignedThrough);
   }
-  if (!rows.empty()) {
-    Status assigned = store_.assign(rows, state_.assignedThrough);
-    if (!assigned.isOk()) {
-      metrics_.errorsDatabase++;
-      return assigned;
-    }
-    state_.assignedThrough += rows.size();
-    metrics_.assignedVersion = state_.assignedThrough;
-    OUTBOX_RETURN_IF_ERROR(publishRows(rows));
+  OUTBOX_RETURN_IF_ERROR(publishRows(batch.rows));
+  if (!batch.poison) return Status::ok();
+  metrics_.poisonRows++;
+  std::string reason = fmt::format("{} id={}: {}", kPoisonPrefix, batch.poison->first, batch.poison->second);
+  if (source_.onPoison == OnPoison::kQuarantine) {
+    spdlog::warn("[{}] quarantining {}", source_.name, reason);
+    return store_.quarantine(batch.poison->first, reason);
   }
-  if (poison) {
-    metrics_.poisonRows++;
-    std::string reason = fmt::format("{} id={}: {}", kPoisonPrefix, poison->first, poison->second);
-    if (source_.onPoison == OnPoison::kQuarantine) {
-      spdlog::warn("[{}] quarantining {}", source_.name, reason);
-      OUTBOX_RETURN_IF_ERROR(store_.quarantine(poison->first, reason));
-      count = static_cast<size_t>(batch);  // look again at once
-      return Status::ok();
-    }
-    spdlog::error("[{}] {}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", source_.name, reason,
-                  source_.name, poison->first);
-    return haltWith(reason);
-  }
-  return Status::ok();
+  spdlog::error("[{}] {}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", source_.name, reason,
+                source_.name, batch.poison->first);
+  return haltWith(reason);
 }
 
 Status Relay::publishRows(const std::vector<OutboxRow>& rows) {

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "metrics/source_metrics.h"
 #include "relay/ack_tracker.h"
+#include "relay/assigner.h"
 #include "relay/ports.h"
 
 namespace outbox {
@@ -19,8 +20,10 @@ namespace outbox {
 // The relay of one source (ARCHITECTURE.md sections 1-4, 7): read pending rows, assign them
 // versions, publish them fenced and pipelined, mark what the stream holds; reconcile with the
 // stream on start and after every failure. One thread per source runs run(); the store and the
-// publisher belong to that thread. `source`, `store`, `publisher`, `stop` and `metrics` must
-// outlive the Relay.
+// publisher belong to that thread, except `assignStore` (a second connection) and
+// Publisher::poisonReason(), which the Assigner's thread uses to prepare the next batch while
+// this one is published. `source`, both stores, `publisher`, `stop` and `metrics` must outlive
+// the Relay.
 class Relay {
  public:
   struct Options {
@@ -30,8 +33,8 @@ class Relay {
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
   };
 
-  Relay(const SourceConfig& source, OutboxStore& store, Publisher& publisher, StopSignal& stop,
-        SourceMetrics& metrics, Options options);
+  Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
+        StopSignal& stop, SourceMetrics& metrics, Options options);
 
   // Relays until stop is requested. Transient failures are retried with backoff; a halted source
   // waits for an operator (epoch bump, or a poison row fixed or quarantined). Returns within
@@ -42,9 +45,13 @@ class Relay {
   Status session();
   Status reconcile();
   Status recheckPoisonHalt();
-  // Reads the next rows (the assigned-but-unpublished tail first, else pending rows, which it
-  // assigns) and publishes them. Sets `count` to how many rows it read.
-  Status fill(size_t& count);
+  // Publishes the next rows of the assigned-but-unpublished tail (after reconcile). Sets `count`
+  // to how many it read.
+  Status publishTail(size_t& count);
+  // Publishes a batch the Assigner prepared (starting the next one first), and deals with the
+  // poison row that ended it, if any.
+  Status onBatch(Assigner::Batch& batch);
+  bool roomFor(size_t rows) const;
   Status publishRows(const std::vector<OutboxRow>& rows);
   // Applies the acks received so far; marks; returns the first publish failure, if any.
   Status processAcks();
@@ -60,7 +67,9 @@ class Relay {
   StopSignal& stop_;
   SourceMetrics& metrics_;
   Options options_;
+  OutboxStore& assignStore_;
   SteadyClock clock_;
+  Assigner assigner_;
 
   SourceState state_;
   uint64_t nextVersion_ = 1;   // the next version to publish

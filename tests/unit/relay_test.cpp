@@ -202,7 +202,7 @@ struct Harness {
     options.maxInFlight = 30;
     options.ackTimeout = 300ms;
     options.haltRecheck = 20ms;
-    relay = std::make_unique<Relay>(source, store, publisher, stop, metrics, options);
+    relay = std::make_unique<Relay>(source, store, store, publisher, stop, metrics, options);
     thread = std::thread([this] { relay->run(); });
   }
   ~Harness() {
