@@ -7,7 +7,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   g++ meson ninja-build pkg-config python3 curl
   libnats-dev nats-server mariadb-server mariadb-client libmariadb-dev
-  libsimdjson-dev libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev libssl-dev
+  libsimdjson-dev libfmt-dev libspdlog-dev libtomlplusplus-dev libcli11-dev libssl-dev libjemalloc-dev
   libboost-test-dev
 )
 
