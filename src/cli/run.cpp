@@ -10,6 +10,8 @@
 #include "common/backoff.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
+#include "lease/lease.h"
+#include "lease/mysql_lease_store.h"
 #include "metrics/source_metrics.h"
 #include "nats/jetstream.h"
 #include "outbox_version.h"
@@ -76,8 +78,8 @@ Command addRun(CLI::App& app) {
     db::initLibrary();
     StopSignal stop;
     SignalWatcher signals(stop);
-    spdlog::info("outbox-bridge {} starting: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, config.sources.size(),
-                 config.nats.url);
+    spdlog::info("outbox-bridge {} starting as {}: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, makeHolderId(),
+                 config.sources.size(), config.nats.url);
 
     auto natsConnection = connectNats(config.nats, stop);
     if (!natsConnection) return kExitOk;
@@ -85,15 +87,21 @@ Command addRun(CLI::App& app) {
     struct SourceRuntime {
       std::unique_ptr<MysqlOutboxStore> store;
       std::unique_ptr<MysqlOutboxStore> assignStore;
+      std::unique_ptr<MysqlLeaseStore> leaseStore;
+      std::unique_ptr<LeaderLease> lease;
       std::unique_ptr<JetStreamPublisher> publisher;
       std::unique_ptr<SourceMetrics> metrics;
       std::unique_ptr<Relay> relay;
     };
+    SteadyClock clock;
     std::vector<SourceRuntime> runtimes;
     for (const auto& source : config.sources) {
       SourceRuntime rt;
       rt.store = std::make_unique<MysqlOutboxStore>(source);
       rt.assignStore = std::make_unique<MysqlOutboxStore>(source);
+      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source);
+      rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
+                                               clock);
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
       // A stream with foreign subjects is an operator's mistake: refuse to start at all.
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {
@@ -103,7 +111,8 @@ Command addRun(CLI::App& app) {
       Relay::Options options;
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
-      rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, stop, *rt.metrics, options);
+      rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
+                                         *rt.metrics, options);
       spdlog::info("[{}] {} -> stream {} ({}.>)", source.name, source.dsn.masked(), source.stream, source.subjectPrefix);
       runtimes.push_back(std::move(rt));
     }

@@ -56,6 +56,10 @@ void Subprocess::kill() {
   pid_ = -1;
 }
 
+void Subprocess::signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
 bool Subprocess::running() {
   if (pid_ <= 0) return false;
   int status = 0;

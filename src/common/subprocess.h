@@ -25,6 +25,7 @@ class Subprocess {
   // child had to be killed or died from a signal.
   std::optional<int> terminate(std::chrono::milliseconds grace);
   void kill();  // SIGKILL and reap
+  void signal(int sig);  // e.g. SIGSTOP / SIGCONT
   bool running();
   pid_t pid() const { return pid_; }
 

@@ -26,6 +26,7 @@ void renderPrometheus(const std::string& name, const SourceMetrics& m, std::stri
   line("outbox_epoch", "", m.epoch.load());
   line("outbox_halted", "", m.halted.load() ? 1 : 0);
   line("outbox_relay_running", "", m.running.load() ? 1 : 0);
+  line("outbox_leader", "", m.leader.load() ? 1 : 0);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < SourceMetrics::kLatencyBuckets.size(); ++i) {
     cumulative += m.latencyBuckets[i].load();

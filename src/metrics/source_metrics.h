@@ -24,6 +24,7 @@ struct SourceMetrics {
   std::atomic<uint64_t> epoch{0};
   std::atomic<bool> halted{false};
   std::atomic<bool> running{false};
+  std::atomic<bool> leader{false};
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
   std::atomic<uint64_t> latencyCount{0};
   std::atomic<uint64_t> latencySumMicros{0};

@@ -25,6 +25,18 @@ Status MysqlOutboxStore::connect() {
   return s;
 }
 
+std::string MysqlOutboxStore::guardedStateUpdate(const std::string& assignments, const std::string& condition) {
+  std::string join;
+  if (guard_) {
+    join = fmt::format(
+        " JOIN outbox_bridge_lease l ON l.source = s.source AND l.holder_id = {} AND l.lease_epoch = {} "
+        "AND l.expires_at > NOW(6)",
+        conn_->quote(guard_->holder), guard_->leaseEpoch);
+  }
+  return fmt::format("UPDATE outbox_source_state s{} SET {} WHERE s.source = {}{}{}", join, assignments,
+                     sourceLiteral_, condition.empty() ? "" : " AND ", condition);
+}
+
 Status MysqlOutboxStore::ensureConnected() {
   if (conn_) return Status::ok();
   return connect();
@@ -112,13 +124,13 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     ids += std::to_string(r.id);
   }
   Status s = inTransaction([&]() -> Status {
-    auto claimed = conn_->execCount(fmt::format(
-        "UPDATE outbox_source_state SET assigned_through = assigned_through + {} "
-        "WHERE source = {} AND assigned_through = {} AND halted_reason IS NULL",
-        rows.size(), sourceLiteral_, expectedAssignedThrough));
+    auto claimed = conn_->execCount(guardedStateUpdate(
+        fmt::format("s.assigned_through = s.assigned_through + {}", rows.size()),
+        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL", expectedAssignedThrough)));
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
-      return Status::transient("assigned_through moved under us (another bridge?) or the source was halted");
+      return Status::transient(
+          "assigned_through moved under us, the source was halted, or the lease was lost (another bridge?)");
     }
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("SET @outbox_version := {}", expectedAssignedThrough)));
     // One statement for the whole batch: versions follow id order.
@@ -140,35 +152,31 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
 
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(fmt::format(
-      "UPDATE outbox_source_state SET published_through = {}, published_stream_seq = {} "
-      "WHERE source = {} AND published_through < {}",
-      version, seq, sourceLiteral_, version));
+  Status s = conn_->exec(guardedStateUpdate(
+      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
+      fmt::format("s.published_through < {}", version)));
   if (s.isTransient()) conn_.reset();
   return s;
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(
-      fmt::format("UPDATE outbox_source_state SET published_through = {}, published_stream_seq = {} WHERE source = {}",
-                  version, seq, sourceLiteral_));
+  Status s = conn_->exec(guardedStateUpdate(
+      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), ""));
   if (s.isTransient()) conn_.reset();
   return s;
 }
 
 Status MysqlOutboxStore::halt(const std::string& reason) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(fmt::format("UPDATE outbox_source_state SET halted_reason = {} WHERE source = {}",
-                                     conn_->quote(reason.substr(0, 1000)), sourceLiteral_));
+  Status s = conn_->exec(guardedStateUpdate(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), ""));
   if (s.isTransient()) conn_.reset();
   return s;
 }
 
 Status MysqlOutboxStore::clearHalt() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(fmt::format("UPDATE outbox_source_state SET halted_reason = NULL WHERE source = {}",
-                                     sourceLiteral_));
+  Status s = conn_->exec(guardedStateUpdate("s.halted_reason = NULL", ""));
   if (s.isTransient()) conn_.reset();
   return s;
 }

@@ -14,6 +14,7 @@ class MysqlOutboxStore final : public OutboxStore {
  public:
   explicit MysqlOutboxStore(const SourceConfig& source);
 
+  void setLeaseGuard(std::optional<LeaseGuard> guard) override { guard_ = std::move(guard); }
   Status connect() override;
   Result<SourceState> loadState() override;
   Result<std::vector<OutboxRow>> readPending(int limit) override;
@@ -39,11 +40,15 @@ class MysqlOutboxStore final : public OutboxStore {
   // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
   template <typename Fn>
   Status inTransaction(Fn&& fn);
+  // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
+  // s.source = ... AND <condition>", with the lease check when a guard is set.
+  std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
 
   const SourceConfig& source_;
   std::string table_;        // quoted identifier
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
+  std::optional<LeaseGuard> guard_;
 };
 
 }  // namespace outbox

@@ -49,10 +49,19 @@ struct VersionAck {
   std::string error;
 };
 
+// Who may write: the assign, mark and reconcile statements check it in their own transaction
+// against outbox_bridge_lease, so a stale leader's writes change nothing.
+struct LeaseGuard {
+  std::string holder;
+  uint64_t leaseEpoch = 0;
+};
+
 // The source's tables. Single-threaded: the source's relay thread owns it.
 class OutboxStore {
  public:
   virtual ~OutboxStore() = default;
+  // From now on, writes take effect only while `guard` holds the lease (nullopt: unguarded).
+  virtual void setLeaseGuard(std::optional<LeaseGuard> guard) = 0;
   // (Re)connects; creates the source's state row if it is missing.
   virtual Status connect() = 0;
   virtual Result<SourceState> loadState() = 0;

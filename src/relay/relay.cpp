@@ -21,10 +21,11 @@ int64_t wallMicros() {
 }  // namespace
 
 Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
-             StopSignal& stop, SourceMetrics& metrics, Options options)
+             LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, Options options)
     : source_(source),
       store_(store),
       publisher_(publisher),
+      lease_(lease),
       stop_(stop),
       metrics_(metrics),
       options_(options),
@@ -38,6 +39,7 @@ void Relay::run() {
   std::string lastProblem;
   while (!stop_.stopped()) {
     progressed_ = false;
+    if (!awaitLeadership()) break;
     Status s = session();
     metrics_.running = false;
     settle(stop_.stopped() ? std::min(options_.ackTimeout, std::chrono::milliseconds(2000)) : options_.ackTimeout);
@@ -59,11 +61,52 @@ void Relay::run() {
     lastProblem = s.message();
     stop_.waitFor(delay);
   }
+  if (lease_ != nullptr) {
+    lease_->release();  // a standby need not wait out the TTL
+    metrics_.leader = false;
+  }
   spdlog::info("[{}] relay stopped at published version {}", source_.name, tracker_.contiguousVersion());
+}
+
+bool Relay::awaitLeadership() {
+  if (lease_ == nullptr) return !stop_.stopped();
+  std::string reported;
+  while (!stop_.stopped()) {
+    Status s = lease_->refreshNow();
+    if (s.isOk() && lease_->isLeader()) {
+      metrics_.leader = true;
+      spdlog::info("[{}] leader (lease epoch {})", source_.name, lease_->leaseEpoch());
+      return true;
+    }
+    metrics_.leader = false;
+    std::string now = s.isOk() ? "standby: the lease is held by " + lease_->currentHolder() : s.message();
+    if (now != reported) spdlog::info("[{}] {}", source_.name, now);
+    reported = now;
+    stop_.waitFor(lease_->heartbeat());
+  }
+  return false;
+}
+
+Status Relay::checkLeadership() {
+  if (lease_ == nullptr) return Status::ok();
+  Status s = lease_->refreshIfDue();
+  if (!s.isOk()) spdlog::warn("[{}] lease renewal failed: {}", source_.name, s.message());
+  if (!lease_->isLeader() || lease_->leaseEpoch() != sessionLeaseEpoch_) {
+    metrics_.leader = false;
+    return Status::transient(fmt::format("lost the lease (now held by {}): standing by", lease_->currentHolder()));
+  }
+  return Status::ok();
 }
 
 Status Relay::session() {
   assigner_.drain();  // a batch from the last session keeps its versions: it is in the tail now
+  std::optional<LeaseGuard> guard;
+  if (lease_ != nullptr) {
+    sessionLeaseEpoch_ = lease_->leaseEpoch();
+    guard = LeaseGuard{lease_->holder(), sessionLeaseEpoch_};
+  }
+  store_.setLeaseGuard(guard);
+  assignStore_.setLeaseGuard(guard);
   OUTBOX_RETURN_IF_ERROR(store_.connect());
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
@@ -73,6 +116,7 @@ Status Relay::session() {
   nextPoll_ = lastMark_ = lastAck_ = clock_.now();
   const auto batch = static_cast<size_t>(source_.batchSize);
   while (!stop_.stopped()) {
+    OUTBOX_RETURN_IF_ERROR(checkLeadership());
     OUTBOX_RETURN_IF_ERROR(processAcks());
     if (assigner_.busy()) {
       // Wait briefly for the batch being assigned, without letting acks pile up.

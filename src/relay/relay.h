@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/stop_token.h"
 #include "config/config.h"
+#include "lease/lease.h"
 #include "metrics/source_metrics.h"
 #include "relay/ack_tracker.h"
 #include "relay/assigner.h"
@@ -33,8 +34,9 @@ class Relay {
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
   };
 
+  // `lease` may be null: then this relay assumes it is the only one (tests, single instance).
   Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
-        StopSignal& stop, SourceMetrics& metrics, Options options);
+        LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, Options options);
 
   // Relays until stop is requested. Transient failures are retried with backoff; a halted source
   // waits for an operator (epoch bump, or a poison row fixed or quarantined). Returns within
@@ -43,6 +45,10 @@ class Relay {
 
  private:
   Status session();
+  // Waits as a standby until this process holds the lease (or stop). False on stop.
+  bool awaitLeadership();
+  // Ok while we may act as leader of the lease epoch the session started with.
+  Status checkLeadership();
   Status reconcile();
   Status recheckPoisonHalt();
   // Publishes the next rows of the assigned-but-unpublished tail (after reconcile). Sets `count`
@@ -64,6 +70,8 @@ class Relay {
   const SourceConfig& source_;
   OutboxStore& store_;
   Publisher& publisher_;
+  LeaderLease* lease_;
+  uint64_t sessionLeaseEpoch_ = 0;
   StopSignal& stop_;
   SourceMetrics& metrics_;
   Options options_;

@@ -83,8 +83,7 @@ BOOST_AUTO_TEST_CASE(sigterm_mid_drain_exits_within_five_seconds_and_resumes) {
   BOOST_TEST(bridge.stop() == 0);
 }
 
-// Two bridges on one source at once (no lease): the fence and the assign check keep every
-// version in the stream once.
+// Two bridges on one source at once: one leads, one stands by; every version once.
 BOOST_AUTO_TEST_CASE(two_bridges_at_once_publish_each_version_once) {
   TestDatabase database("two");
   SourceSpec source{uniqueName("two", database), &database, {{"batch_size", "100"}}};
@@ -104,5 +103,60 @@ BOOST_AUTO_TEST_CASE(two_bridges_at_once_publish_each_version_once) {
       first.log() + second.log());
   requireDenseOnce(source, static_cast<uint64_t>(total));
   BOOST_TEST(first.stop() == 0);
+  BOOST_TEST(second.stop() == 0);
+}
+
+// Section 8: a leader frozen mid-drain (SIGSTOP) loses its lease; a standby takes over; the old
+// leader, resumed, must not publish out of turn. Every version stays in the stream once.
+BOOST_AUTO_TEST_CASE(a_stale_leader_resumed_after_its_lease_expired_publishes_nothing) {
+  TestDatabase database("stale");
+  SourceSpec source{uniqueName("stl", database), &database, {{"batch_size", "200"}}};
+  std::string config = writeConfig({source}, "[lease]\nttl = \"2s\"\nheartbeat = \"500ms\"\n");
+  migrate(config);
+  BridgeProcess first(config), second(config);
+  first.start();
+  insertRows(database.sql(), source.outboxTable(), 60000, 0, "item", 150);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough >= 3000; }, 30s),
+                        first.log());
+  first.pause();
+  uint64_t frozenAt = database.state(source.name).publishedThrough;
+  BOOST_REQUIRE_MESSAGE(frozenAt < 60000, "the drain finished before the pause");
+  uint64_t epochBefore = database.scalar("SELECT lease_epoch FROM outbox_bridge_lease WHERE source = '" + source.name + "'");
+  second.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 60000; }, 60s),
+                        second.log());
+  BOOST_TEST(database.scalar("SELECT lease_epoch FROM outbox_bridge_lease WHERE source = '" + source.name + "'") ==
+             epochBefore + 1);
+  insertRows(database.sql(), source.outboxTable(), 1000, 60000, "item", 150);
+  first.resume();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 61000; }, 30s),
+                        second.log());
+  std::this_thread::sleep_for(1500ms);  // give the resumed process every chance to misbehave
+  requireDenseOnce(source, 61000);
+  BOOST_TEST(first.log().find("lost the lease") != std::string::npos, first.log());
+  BOOST_TEST(first.stop() == 0);
+  BOOST_TEST(second.stop() == 0);
+}
+
+// A leader that stops cleanly releases its lease: the standby takes over long before the TTL.
+BOOST_AUTO_TEST_CASE(a_standby_takes_over_at_once_when_the_leader_stops) {
+  TestDatabase database("handover");
+  SourceSpec source{uniqueName("hnd", database), &database, {}};
+  std::string config = writeConfig({source}, "[lease]\nttl = \"30s\"\nheartbeat = \"300ms\"\n");
+  migrate(config);
+  BridgeProcess first(config), second(config);
+  first.start();
+  insertRows(database.sql(), source.outboxTable(), 100);
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough == 100; }, 20s));
+  second.start();
+  BOOST_REQUIRE(waitUntil([&] { return second.log().find("standby") != std::string::npos; }, 10s));
+  BOOST_TEST(first.stop() == 0);
+  auto stopped = std::chrono::steady_clock::now();
+  insertRows(database.sql(), source.outboxTable(), 100, 100);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 200; }, 20s),
+                        second.log());
+  auto took = std::chrono::steady_clock::now() - stopped;
+  BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(took).count() < 5000);
+  requireDenseOnce(source, 200);
   BOOST_TEST(second.stop() == 0);
 }

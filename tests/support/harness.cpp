@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -207,6 +208,10 @@ int BridgeProcess::stop(std::chrono::milliseconds* took) {
 }
 
 void BridgeProcess::kill() { process_.kill(); }
+
+void BridgeProcess::pause() { process_.signal(SIGSTOP); }
+
+void BridgeProcess::resume() { process_.signal(SIGCONT); }
 
 bool BridgeProcess::running() { return process_.running(); }
 

@@ -91,6 +91,8 @@ class BridgeProcess {
   // SIGTERM; returns the exit code and the time the exit took.
   int stop(std::chrono::milliseconds* took = nullptr);
   void kill();  // SIGKILL, reaped
+  void pause();   // SIGSTOP: a process frozen mid-flight (GC pause, VM stall)
+  void resume();  // SIGCONT
   bool running();
   std::string log() const;
 

@@ -44,6 +44,7 @@ class FakeStore final : public OutboxStore {
     return state;
   }
 
+  void setLeaseGuard(std::optional<LeaseGuard>) override {}
   Status connect() override { return Status::ok(); }
   Result<SourceState> loadState() override {
     std::lock_guard lock(mu);
@@ -202,7 +203,7 @@ struct Harness {
     options.maxInFlight = 30;
     options.ackTimeout = 300ms;
     options.haltRecheck = 20ms;
-    relay = std::make_unique<Relay>(source, store, store, publisher, stop, metrics, options);
+    relay = std::make_unique<Relay>(source, store, store, publisher, nullptr, stop, metrics, options);
     thread = std::thread([this] { relay->run(); });
   }
   ~Harness() {

@@ -1,0 +1,58 @@
+#include "lease/lease.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace outbox {
+
+std::string makeHolderId() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  auto started = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  static const std::string id = fmt::format("{}:{}:{}", host, getpid(), started);
+  return id;
+}
+
+LeaderLease::LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
+                         std::chrono::milliseconds heartbeat, const Clock& clock)
+    : store_(store), holder_(std::move(holder)), ttl_(ttl), heartbeat_(heartbeat), clock_(clock) {}
+
+Status LeaderLease::refreshIfDue() {
+  if (clock_.now() < nextRefresh_) return Status::ok();
+  return refreshNow();
+}
+
+Status LeaderLease::refreshNow() {
+  auto sent = clock_.now();
+  nextRefresh_ = sent + heartbeat_;
+  auto grant = store_.tryAcquire(holder_, ttl_);
+  if (!grant.isOk()) {
+    // Try again soon; leadership, if we had it, runs out by our clock meanwhile.
+    nextRefresh_ = sent + std::min(heartbeat_, std::chrono::milliseconds(1000));
+    return grant.status();
+  }
+  currentHolder_ = grant->holder;
+  if (grant->leader) {
+    // The database set expiry to its NOW() + ttl, after `sent`: trusting the lease until
+    // sent + ttl - margin keeps us inside it even with some clock-rate difference.
+    auto margin = std::min(ttl_ / 10, std::chrono::milliseconds(2000));
+    validUntil_ = sent + ttl_ - margin;
+    leader_ = true;
+    leaseEpoch_ = grant->leaseEpoch;
+  } else {
+    leader_ = false;
+  }
+  return Status::ok();
+}
+
+bool LeaderLease::isLeader() const { return leader_ && clock_.now() < validUntil_; }
+
+void LeaderLease::release() {
+  if (leader_) (void)store_.release(holder_);
+  leader_ = false;
+}
+
+}  // namespace outbox
