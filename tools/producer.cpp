@@ -58,10 +58,22 @@ int main(int argc, char** argv) {
   int64_t committed = 0, rolledBack = 0;
   while (!stopRequested && (total == 0 || committed < total)) {
     std::string name = fmt::format("{} {}", names[rng() % 8], rng() % 1000);
-    bool rename = unit(rng) < 0.5;
+    double pick = unit(rng);
+    bool stock = pick < 0.1;
+    bool rename = pick < 0.5;
     bool rollback = unit(rng) < rollbackShare;
     std::vector<std::string> statements{"START TRANSACTION"};
-    if (rename) {
+    if (stock) {
+      // A stock renamed: the same rule, another source.
+      statements.push_back(fmt::format(
+          "UPDATE stocks SET company_name = {} WHERE ticker = (SELECT ticker FROM (SELECT ticker FROM stocks ORDER BY "
+          "RAND() LIMIT 1) pick)",
+          db.quote(name + " Holdings")));
+      statements.push_back(
+          "INSERT INTO stock_control_outbox (entity_type, entity_key, op, payload) "
+          "SELECT 'stock', ticker, 'upsert', JSON_OBJECT('ticker', ticker, 'companyName', company_name) "
+          "FROM stocks WHERE company_name = " + db.quote(name + " Holdings") + " LIMIT 1");
+    } else if (rename) {
       statements.push_back(fmt::format(
           "UPDATE accounts SET display_name = {} WHERE id = (SELECT id FROM (SELECT id FROM accounts ORDER BY RAND() "
           "LIMIT 1) pick)",

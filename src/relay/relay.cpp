@@ -12,6 +12,7 @@ namespace outbox {
 namespace {
 
 constexpr const char* kPoisonPrefix = "poison row";
+constexpr std::chrono::seconds kProgressInterval{30};
 
 int64_t wallMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -118,6 +119,7 @@ Status Relay::session() {
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(checkLeadership());
     OUTBOX_RETURN_IF_ERROR(processAcks());
+    logProgress();
     if (assigner_.busy()) {
       // Wait briefly for the batch being assigned, without letting acks pile up.
       auto ready = assigner_.take(outstanding_ > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
@@ -151,6 +153,20 @@ Status Relay::session() {
     }
   }
   return Status::ok();
+}
+
+void Relay::logProgress() {
+  auto now = clock_.now();
+  if (now - lastProgressLog_ < kProgressInterval) return;
+  uint64_t rows = metrics_.publishedRows.load();
+  if (rows != loggedPublishedRows_ && lastProgressLog_ != Clock::TimePoint{}) {
+    spdlog::info("[{}] published {} rows in the last {} s; through version {} (seq {})", source_.name,
+                 rows - loggedPublishedRows_,
+                 std::chrono::duration_cast<std::chrono::seconds>(now - lastProgressLog_).count(),
+                 state_.publishedThrough, state_.publishedStreamSeq);
+  }
+  loggedPublishedRows_ = rows;
+  lastProgressLog_ = now;
 }
 
 bool Relay::roomFor(size_t rows) const {

@@ -65,6 +65,8 @@ class Relay {
   // After a failure: waits (bounded) for acks of what is in flight and marks them.
   void settle(std::chrono::milliseconds limit);
   Status haltWith(const std::string& reason);
+  // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
+  void logProgress();
   size_t outstanding() const { return outstanding_; }
 
   const SourceConfig& source_;
@@ -89,6 +91,8 @@ class Relay {
   Clock::TimePoint lastAck_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint lastMark_;
+  Clock::TimePoint lastProgressLog_;
+  uint64_t loggedPublishedRows_ = 0;
   bool progressed_ = false;
 };
 
