@@ -10,6 +10,7 @@
 #include "common/backoff.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
+#include "http/server.h"
 #include "lease/lease.h"
 #include "lease/mysql_lease_store.h"
 #include "metrics/source_metrics.h"
@@ -116,9 +117,26 @@ Command addRun(CLI::App& app) {
       spdlog::info("[{}] {} -> stream {} ({}.>)", source.name, source.dsn.masked(), source.stream, source.subjectPrefix);
       runtimes.push_back(std::move(rt));
     }
+    HttpServer::Options httpOptions;
+    if (!splitListen(config.http.listen, httpOptions.host, httpOptions.port)) {
+      throw Exit{kExitUsage, fmt::format("config error: http.listen: '{}' must be HOST:PORT", config.http.listen)};
+    }
+    httpOptions.maxSnapshotStreams = static_cast<size_t>(config.http.maxSnapshotStreams);
+    httpOptions.stuckAfter = config.http.stuckAfter;
+    std::vector<HttpSource> httpSources;
+    for (size_t i = 0; i < config.sources.size(); ++i) {
+      httpSources.push_back({&config.sources[i], runtimes[i].metrics.get()});
+    }
+    nats::Connection* nc = natsConnection.get();
+    HttpServer http(httpOptions, httpSources, [nc] {
+      return nc->isConnected() ? std::string() : std::string("nats-server is not connected");
+    });
+    if (Status s = http.start(); !s.isOk()) throw Exit{kExitFailure, s.message()};
+
     std::vector<std::thread> threads;
     for (auto& rt : runtimes) threads.emplace_back([&rt] { rt.relay->run(); });
     for (auto& t : threads) t.join();
+    http.stop();
     runtimes.clear();
     natsConnection.reset();
     nats::shutdownLibrary();

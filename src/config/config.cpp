@@ -395,6 +395,13 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
     throw ConfigError("http.listen", fmt::format("'{}' must be HOST:PORT", config.http.listen));
   }
   if (auto v = http.secret("admin_token")) config.http.adminToken = *v;
+  if (auto v = http.integer("max_snapshot_streams")) {
+    config.http.maxSnapshotStreams = positiveInt("http.max_snapshot_streams", *v, 1000);
+  }
+  if (auto v = http.duration("stuck_after")) {
+    if (v->count() < 1000) throw ConfigError("http.stuck_after", "must be at least 1s");
+    config.http.stuckAfter = *v;
+  }
   http.finish();
 
   Section lease(subTable(root, "lease"), "lease.", "OUTBOX_BRIDGE_LEASE_", env);
@@ -463,7 +470,9 @@ std::string renderMasked(const Config& c) {
   out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",
                      quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.ackTimeout)),
                      c.nats.maxPending);
-  out += fmt::format("[http]\nlisten = {}\nadmin_token = {}\n\n", quoted(c.http.listen), mask(c.http.adminToken));
+  out += fmt::format("[http]\nlisten = {}\nadmin_token = {}\nmax_snapshot_streams = {}\nstuck_after = {}\n\n",
+                     quoted(c.http.listen), mask(c.http.adminToken), c.http.maxSnapshotStreams,
+                     quoted(formatDuration(c.http.stuckAfter)));
   out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
                      quoted(formatDuration(c.lease.heartbeat)));
   for (const auto& s : c.sources) {

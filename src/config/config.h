@@ -78,8 +78,10 @@ struct NatsConfig {
 };
 
 struct HttpConfig {
-  std::string listen = "127.0.0.1:8080";
-  std::string adminToken;  // secret; empty disables the admin API
+  std::string listen = "127.0.0.1:8080";  // port 0: any free port (logged)
+  std::string adminToken;                  // secret; empty disables the admin API
+  int maxSnapshotStreams = 4;              // concurrent snapshot streams; more get 503
+  Duration stuckAfter{300'000};            // rows pending this long on a leader: /healthz 503
 };
 
 struct LeaseConfig {

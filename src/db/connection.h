@@ -100,6 +100,8 @@ class Connection {
   // 'text' with quotes and escapes, for splicing a value into SQL.
   std::string quote(std::string_view text);
   Status lastError(std::string_view what);
+  // Whether the last call failed (e.g. a streamed result that ended on a read error).
+  bool failed() const;
 
  private:
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "config/config.h"
+#include "db/connection.h"
+
+namespace outbox {
+
+// What /readyz, /healthz and /metrics need from a source's database.
+struct SourceProbeResult {
+  bool reachable = false;
+  std::string error;           // why not reachable (never SQL text or credentials)
+  uint64_t pendingRows = 0;    // committed rows with no version yet, quarantined ones excluded
+  double oldestPendingSeconds = 0;
+  std::string haltedReason;
+  uint64_t publishedThrough = 0;
+  uint64_t assignedThrough = 0;
+  uint64_t epoch = 0;
+};
+
+// Asks a source's database, on a connection of its own, at most once per `maxAge`.
+// Thread-safe: HTTP worker threads share it.
+class SourceProbe {
+ public:
+  explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000))
+      : source_(source), maxAge_(maxAge) {}
+  SourceProbeResult get();
+
+ private:
+  SourceProbeResult query();  // REQUIRES(mu_)
+
+  const SourceConfig& source_;
+  std::chrono::milliseconds maxAge_;
+  std::mutex mu_;
+  std::unique_ptr<db::Connection> conn_;            // GUARDED_BY(mu_)
+  SourceProbeResult cached_;                        // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point cachedAt_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace outbox

@@ -1,0 +1,320 @@
+#include "http/server.h"
+
+#include <httplib.h>
+
+#include <array>
+#include <charconv>
+#include <mutex>
+#include <regex>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "snapshot/snapshot.h"
+
+namespace outbox {
+
+namespace {
+
+constexpr std::array<double, 10> kSnapshotBuckets{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  appendJsonEscaped(out, text);
+  return out + "\"";
+}
+
+// httplib routes are regular expressions; a configured path is matched literally.
+std::string escapeRegex(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+void jsonError(httplib::Response& res, int status, std::string_view message) {
+  res.status = status;
+  res.set_content("{\"error\":" + jsonString(message) + "}", "application/json");
+}
+
+}  // namespace
+
+struct HttpServer::SnapshotMetrics {
+  std::mutex mu;
+  std::map<std::pair<std::string, int>, uint64_t> requests;  // (source, status) -> count
+  std::map<std::string, std::array<uint64_t, kSnapshotBuckets.size() + 1>> buckets;
+  std::map<std::string, double> seconds;
+  std::map<std::string, uint64_t> records;
+
+  void record(const std::string& source, int status, double elapsed, uint64_t count) {
+    std::lock_guard lock(mu);
+    requests[{source, status}]++;
+    if (status != 200) return;
+    size_t i = 0;
+    while (i < kSnapshotBuckets.size() && elapsed > kSnapshotBuckets[i]) ++i;
+    buckets[source][i]++;
+    seconds[source] += elapsed;
+    records[source] += count;
+  }
+};
+
+bool splitListen(const std::string& listen, std::string& host, int& port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto digits = listen.substr(colon + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  return ec == std::errc() && end == digits.data() + digits.size() && port >= 0 && port <= 65535;
+}
+
+HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem)
+    : options_(std::move(options)),
+      sources_(std::move(sources)),
+      natsProblem_(std::move(natsProblem)),
+      server_(std::make_unique<httplib::Server>()),
+      snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
+  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start() {
+  routes();
+  size_t workers = options_.workers;
+  server_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  server_->set_payload_max_length(options_.maxRequestBytes);
+  server_->set_read_timeout(std::chrono::seconds(5));
+  server_->set_write_timeout(std::chrono::seconds(30));
+  server_->set_keep_alive_timeout(5);
+  if (options_.port == 0) {
+    port_ = server_->bind_to_any_port(options_.host);
+  } else {
+    port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0) {
+    return Status::fatal(fmt::format("cannot listen on {}:{}", options_.host, options_.port));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  spdlog::info("http: listening on http://{}:{}", options_.host, port_);
+  return Status::ok();
+}
+
+void HttpServer::stop() {
+  if (thread_.joinable()) {
+    server_->stop();
+    thread_.join();
+  }
+}
+
+void HttpServer::routes() {
+  auto& svr = *server_;
+  // Known GET routes, for 405 on other methods.
+  std::vector<std::regex> getRoutes{std::regex("/healthz"), std::regex("/readyz"), std::regex("/metrics"),
+                                    std::regex(R"(/v1/sources/[^/]+/control-snapshot)")};
+  std::vector<std::string> aliasPaths;
+  for (const auto& s : sources_) {
+    if (!s.config->snapshotPath.empty()) aliasPaths.push_back(s.config->snapshotPath);
+  }
+
+  svr.set_pre_routing_handler([getRoutes, aliasPaths](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" || req.method == "HEAD") return httplib::Server::HandlerResponse::Unhandled;
+    bool known = std::find(aliasPaths.begin(), aliasPaths.end(), req.path) != aliasPaths.end();
+    for (const auto& r : getRoutes) known = known || std::regex_match(req.path, r);
+    if (!known) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Allow", "GET, HEAD");
+    jsonError(res, 405, fmt::format("method {} is not allowed on {}; use GET", req.method, req.path));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    switch (res.status) {
+      case 404: jsonError(res, 404, fmt::format("no route for {} {}", req.method, req.path)); break;
+      case 413: jsonError(res, 413, "request too large"); break;
+      case 414: jsonError(res, 414, "request URI too long"); break;
+      case 400: jsonError(res, 400, "bad request"); break;
+      default: jsonError(res, res.status, "request failed"); break;
+    }
+  });
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    jsonError(res, 500, "internal error");
+  });
+
+  svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    std::string stuck;
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      const auto& s = sources_[i];
+      // Only the leader moves rows; a standby or a halted source is not "stuck".
+      if (s.metrics == nullptr || !s.metrics->leader.load() || s.metrics->halted.load()) continue;
+      auto probe = probes_[i]->get();
+      double limit = std::chrono::duration<double>(options_.stuckAfter).count();
+      if (probe.reachable && probe.pendingRows > 0 && probe.oldestPendingSeconds > limit) {
+        stuck += fmt::format("{}{}:{}", stuck.empty() ? "" : ",", jsonString(s.config->name),
+                             jsonString(fmt::format("{} rows pending, the oldest for {:.0f} s", probe.pendingRows,
+                                                    probe.oldestPendingSeconds)));
+      }
+    }
+    if (stuck.empty()) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+    } else {
+      res.status = 503;
+      res.set_content(R"({"status":"stuck","sources":{)" + stuck + "}}", "application/json");
+    }
+  });
+
+  svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    std::vector<std::string> reasons;
+    if (std::string nats = natsProblem_(); !nats.empty()) reasons.push_back(nats);
+    for (auto& probe : probes_) {
+      auto r = probe->get();
+      if (!r.reachable) reasons.push_back(r.error);
+    }
+    if (reasons.empty()) {
+      res.set_content(R"({"status":"ready"})", "application/json");
+      return;
+    }
+    std::string list;
+    for (const auto& r : reasons) list += (list.empty() ? "" : ",") + jsonString(r);
+    res.status = 503;
+    res.set_content(R"({"status":"not ready","reasons":[)" + list + "]}", "application/json");
+  });
+
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::string out;
+    out += "# HELP outbox_published_rows_total Rows published and acknowledged by the stream.\n"
+           "# TYPE outbox_published_rows_total counter\n"
+           "# HELP outbox_publish_errors_total Failures by kind: fenced, publish, database, poison.\n"
+           "# TYPE outbox_publish_errors_total counter\n"
+           "# HELP outbox_published_version Highest version known to be in the stream.\n"
+           "# TYPE outbox_published_version gauge\n"
+           "# HELP outbox_halted 1 while the source is halted for an operator.\n"
+           "# TYPE outbox_halted gauge\n"
+           "# HELP outbox_leader 1 while this process holds the source's lease.\n"
+           "# TYPE outbox_leader gauge\n"
+           "# HELP outbox_commit_to_ack_seconds From the row's created_at to the stream's ack.\n"
+           "# TYPE outbox_commit_to_ack_seconds histogram\n"
+           "# HELP outbox_pending_rows Committed rows waiting for a version.\n"
+           "# TYPE outbox_pending_rows gauge\n"
+           "# HELP outbox_oldest_pending_seconds Age of the oldest pending row.\n"
+           "# TYPE outbox_oldest_pending_seconds gauge\n"
+           "# HELP outbox_source_up 1 while the source's database answers.\n"
+           "# TYPE outbox_source_up gauge\n";
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      const auto& s = sources_[i];
+      if (s.metrics != nullptr) renderPrometheus(s.config->name, *s.metrics, out);
+      auto probe = probes_[i]->get();
+      out += fmt::format("outbox_source_up{{source=\"{}\"}} {}\n", s.config->name, probe.reachable ? 1 : 0);
+      if (probe.reachable) {
+        out += fmt::format("outbox_pending_rows{{source=\"{}\"}} {}\n", s.config->name, probe.pendingRows);
+        out += fmt::format("outbox_oldest_pending_seconds{{source=\"{}\"}} {:.3f}\n", s.config->name,
+                           probe.oldestPendingSeconds);
+      }
+    }
+    out += "# HELP outbox_snapshot_requests_total Snapshot requests by source and status code.\n"
+           "# TYPE outbox_snapshot_requests_total counter\n"
+           "# HELP outbox_snapshot_duration_seconds Time to stream a whole snapshot.\n"
+           "# TYPE outbox_snapshot_duration_seconds histogram\n"
+           "# HELP outbox_snapshot_records_total Records served in snapshots.\n"
+           "# TYPE outbox_snapshot_records_total counter\n";
+    {
+      std::lock_guard lock(snapshotMetrics_->mu);
+      for (const auto& [key, count] : snapshotMetrics_->requests) {
+        out += fmt::format("outbox_snapshot_requests_total{{source=\"{}\",code=\"{}\"}} {}\n", key.first, key.second,
+                           count);
+      }
+      for (const auto& [source, buckets] : snapshotMetrics_->buckets) {
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < kSnapshotBuckets.size(); ++b) {
+          cumulative += buckets[b];
+          out += fmt::format("outbox_snapshot_duration_seconds_bucket{{source=\"{}\",le=\"{}\"}} {}\n", source,
+                             kSnapshotBuckets[b], cumulative);
+        }
+        cumulative += buckets.back();
+        out += fmt::format("outbox_snapshot_duration_seconds_bucket{{source=\"{}\",le=\"+Inf\"}} {}\n", source,
+                           cumulative);
+        out += fmt::format("outbox_snapshot_duration_seconds_sum{{source=\"{}\"}} {:.6f}\n", source,
+                           snapshotMetrics_->seconds[source]);
+        out += fmt::format("outbox_snapshot_duration_seconds_count{{source=\"{}\"}} {}\n", source, cumulative);
+        out += fmt::format("outbox_snapshot_records_total{{source=\"{}\"}} {}\n", source,
+                           snapshotMetrics_->records[source]);
+      }
+    }
+    res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto snapshot = [this](const SourceConfig& source, const httplib::Request& req, httplib::Response& res) {
+    bool summaryOnly = false;
+    if (req.has_param("summary")) {
+      std::string v = req.get_param_value("summary");
+      if (v == "true" || v == "1") {
+        summaryOnly = true;
+      } else if (v != "false" && v != "0") {
+        jsonError(res, 400, "summary must be true or false");
+        snapshotMetrics_->record(source.name, 400, 0, 0);
+        return;
+      }
+    }
+    if (activeSnapshots_.fetch_add(1) >= options_.maxSnapshotStreams) {
+      activeSnapshots_.fetch_sub(1);
+      res.set_header("Retry-After", "1");
+      jsonError(res, 503, fmt::format("{} snapshot streams are in progress; retry shortly", options_.maxSnapshotStreams));
+      snapshotMetrics_->record(source.name, 503, 0, 0);
+      return;
+    }
+    auto begin = std::chrono::steady_clock::now();
+    auto opened = SnapshotStream::open(source, summaryOnly);
+    if (!opened.isOk()) {
+      activeSnapshots_.fetch_sub(1);
+      spdlog::warn("[{}] snapshot failed: {}", source.name, opened.status().message());
+      bool transient = opened.status().isTransient();
+      jsonError(res, transient ? 503 : 500,
+                transient ? fmt::format("the database of source {} is not reachable; retry", source.name)
+                          : opened.status().message().find("mysql error") == std::string::npos
+                                ? opened.status().message()
+                                : fmt::format("the snapshot of source {} failed; see the bridge's log", source.name));
+      snapshotMetrics_->record(source.name, res.status, 0, 0);
+      return;
+    }
+    std::shared_ptr<SnapshotStream> stream = std::move(opened).value();
+    res.set_header("Cache-Control", "no-store");
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, stream, &source, begin](size_t, httplib::DataSink& sink) {
+          Status s = stream->writeTo([&sink](std::string_view piece) { return sink.write(piece.data(), piece.size()); });
+          double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          if (!s.isOk()) {
+            spdlog::warn("[{}] snapshot cut short after {} records: {}", source.name, stream->summary().recordCount,
+                         s.message());
+            snapshotMetrics_->record(source.name, 499, elapsed, 0);
+            return false;
+          }
+          sink.done();
+          const auto& sum = stream->summary();
+          spdlog::info("[{}] snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", source.name, sum.recordCount,
+                       sum.epoch, sum.watermark, elapsed * 1000);
+          snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
+          return true;
+        },
+        [this](bool) { activeSnapshots_.fetch_sub(1); });
+  };
+
+  svr.Get(R"(/v1/sources/([^/]+)/control-snapshot)", [this, snapshot](const httplib::Request& req, httplib::Response& res) {
+    std::string name = req.matches[1];
+    for (const auto& s : sources_) {
+      if (s.config->name == name) return snapshot(*s.config, req, res);
+    }
+    jsonError(res, 404, fmt::format("unknown source '{}'", name));
+  });
+  for (const auto& s : sources_) {
+    if (s.config->snapshotPath.empty()) continue;
+    const SourceConfig* config = s.config;
+    svr.Get(escapeRegex(config->snapshotPath), [config, snapshot](const httplib::Request& req, httplib::Response& res) {
+      snapshot(*config, req, res);
+    });
+  }
+}
+
+}  // namespace outbox

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "http/probe.h"
+#include "metrics/source_metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace outbox {
+
+// A source as the HTTP server sees it. The pointers must outlive the server.
+struct HttpSource {
+  const SourceConfig* config = nullptr;
+  SourceMetrics* metrics = nullptr;  // null on a process that only serves (no relay)
+};
+
+// The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics. Runs its own
+// listener thread and a worker pool; every handler is thread-safe. Errors are JSON bodies
+// {"error": "..."} with a 4xx/5xx status and never contain SQL or credentials.
+class HttpServer {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 8080;                     // 0: any free port (see port())
+    size_t maxSnapshotStreams = 4;       // concurrent snapshot streams; more get 503
+    size_t workers = 16;
+    std::chrono::milliseconds stuckAfter{300'000};  // pending this long on a leader: /healthz 503
+    size_t maxRequestBytes = 16 * 1024;
+  };
+  // `natsProblem` returns "" while NATS is usable, else why not.
+  HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem);
+  ~HttpServer();
+
+  // Binds and starts serving; fails when the address cannot be bound.
+  Status start();
+  int port() const { return port_; }
+  void stop();
+
+ private:
+  struct SnapshotMetrics;
+  void routes();
+
+  Options options_;
+  std::vector<HttpSource> sources_;
+  std::vector<std::unique_ptr<SourceProbe>> probes_;
+  std::function<std::string()> natsProblem_;
+  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<SnapshotMetrics> snapshotMetrics_;
+  std::atomic<size_t> activeSnapshots_{0};
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// "HOST:PORT" from config into host and port; false when malformed.
+bool splitListen(const std::string& listen, std::string& host, int& port);
+
+}  // namespace outbox

@@ -1,0 +1,155 @@
+#include "snapshot/snapshot.h"
+
+#include <fmt/format.h>
+
+#include "db/connection.h"
+#include "snapshot/checksum.h"
+
+namespace outbox {
+
+namespace {
+constexpr size_t kChunkBytes = 64 * 1024;
+}
+
+void appendJsonEscaped(std::string& out, std::string_view text) {
+  static const char* kHex = "0123456789abcdef";
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(text.data() + start, i - start);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        out += "\\u00";
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 15]);
+    }
+    start = i + 1;
+  }
+  out.append(text.data() + start, text.size() - start);
+}
+
+struct SnapshotStream::Impl {
+  const SourceConfig* source = nullptr;
+  bool summaryOnly = false;
+  std::unique_ptr<db::Connection> conn;
+  db::Rows rows;
+  std::string key;
+  std::vector<std::string> names;  // each column as "\"name\":", ready to write
+};
+
+SnapshotStream::~SnapshotStream() = default;
+
+Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig& source, bool summaryOnly) {
+  if (source.snapshotQuery.empty()) {
+    return Status::permanent(fmt::format("source {} has no snapshot_query configured", source.name));
+  }
+  std::unique_ptr<SnapshotStream> stream(new SnapshotStream());
+  stream->impl_ = std::make_unique<Impl>();
+  Impl& d = *stream->impl_;
+  d.source = &source;
+  d.summaryOnly = summaryOnly;
+  auto opened = db::Connection::open(db::paramsFrom(source.dsn));
+  if (!opened.isOk()) return opened.status();
+  d.conn = std::move(opened).value();
+  OUTBOX_RETURN_IF_ERROR(d.conn->exec("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"));
+  {
+    auto state = d.conn->query(fmt::format(
+        "SELECT epoch, published_through, published_stream_seq FROM outbox_source_state WHERE source = {}",
+        d.conn->quote(source.name)));
+    if (!state.isOk()) return state.status();
+    if (!state->next()) {
+      return Status::permanent(fmt::format("source {} has no state row yet (run migrate)", source.name));
+    }
+    stream->summary_.epoch = state->u64(0);
+    stream->summary_.watermark = state->u64(1);
+    stream->summary_.streamSeq = state->u64(2);
+  }
+  auto rows = d.conn->queryStreamed(source.snapshotQuery);
+  if (!rows.isOk()) {
+    if (rows.status().isTransient()) return rows.status();
+    return Status::permanent(fmt::format("snapshot_query of source {} failed", source.name));
+  }
+  d.rows = std::move(rows).value();
+  const auto& columns = d.rows.columns();
+  d.key = source.snapshotKey.empty() && !columns.empty() ? columns.front().name : source.snapshotKey;
+  bool keyFound = false;
+  for (const auto& c : columns) {
+    keyFound = keyFound || c.name == d.key;
+    std::string n = "\"";
+    appendJsonEscaped(n, c.name);
+    d.names.push_back(n + "\":");
+  }
+  if (!keyFound) {
+    return Status::permanent(fmt::format("snapshot_key '{}' of source {} is not a column of snapshot_query", d.key,
+                                         source.name));
+  }
+  return stream;
+}
+
+Status SnapshotStream::writeTo(const SnapshotSink& sink) {
+  Impl& d = *impl_;
+  SnapshotSummary& s = summary_;
+  const auto& columns = d.rows.columns();
+  std::string buffer;
+  buffer.reserve(kChunkBytes + 4096);
+  buffer += R"({"schemaVersion":1,"source":")";
+  appendJsonEscaped(buffer, d.source->name);
+  buffer += fmt::format(R"(","sourceEpoch":{},"watermark":{},"stream":{{"name":")", s.epoch, s.watermark);
+  appendJsonEscaped(buffer, d.source->stream);
+  buffer += fmt::format(R"(","seq":{}}},"key":")", s.streamSeq);
+  appendJsonEscaped(buffer, d.key);
+  buffer += d.summaryOnly ? "\"" : "\",\"records\":[";
+
+  auto flush = [&]() {
+    bool ok = sink(buffer);
+    buffer.clear();
+    return ok;
+  };
+  RecordHasher hasher;
+  uint64_t sum = 0;
+  s.recordCount = 0;
+  while (d.rows.next()) {
+    if (!d.summaryOnly) buffer += s.recordCount == 0 ? "{" : ",{";
+    for (size_t i = 0; i < columns.size(); ++i) {
+      auto value = d.rows.optText(i);
+      if (value) {
+        hasher.addValue(*value);
+      } else {
+        hasher.addNull();
+      }
+      if (d.summaryOnly) continue;
+      if (i > 0) buffer.push_back(',');
+      buffer += d.names[i];
+      if (!value) {
+        buffer += "null";
+      } else if (columns[i].kind == db::ColumnKind::kNumber) {
+        buffer += *value;
+      } else {
+        buffer.push_back('"');
+        appendJsonEscaped(buffer, *value);
+        buffer.push_back('"');
+      }
+    }
+    if (!d.summaryOnly) buffer.push_back('}');
+    sum += hasher.finish();
+    ++s.recordCount;
+    if (buffer.size() >= kChunkBytes && !flush()) return Status::transient("the client went away");
+  }
+  // A streamed result also ends on a read error: never present that as the whole set.
+  if (d.conn->failed()) return d.conn->lastError("read snapshot rows");
+  s.checksum = sum;
+  if (!d.summaryOnly) buffer.push_back(']');
+  buffer += fmt::format(R"(,"recordCount":{},"checksum":"{}"}})", s.recordCount, formatChecksum(sum));
+  if (!flush()) return Status::transient("the client went away");
+  return Status::ok();
+}
+
+}  // namespace outbox

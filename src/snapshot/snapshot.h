@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <memory>
+#include <string_view>
+
+#include "common/status.h"
+#include "config/config.h"
+
+namespace outbox {
+
+// What a snapshot said about itself, for logs and metrics.
+struct SnapshotSummary {
+  uint64_t epoch = 0;
+  uint64_t watermark = 0;
+  uint64_t streamSeq = 0;
+  uint64_t recordCount = 0;
+  uint64_t checksum = 0;
+};
+
+// Receives the document piece by piece; returns false when the client has gone away.
+using SnapshotSink = std::function<bool(std::string_view)>;
+
+// The snapshot document of ARCHITECTURE.md section 5 for one source: one consistent read
+// (START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY) of outbox_source_state and the
+// source's snapshot_query, rows streamed from the server and the document written in pieces of
+// about 64 KiB, so memory stays bounded whatever the size. `summaryOnly` leaves out "records"
+// but reads and hashes every row the same way.
+//
+// open() does everything that can fail cleanly (connect, read the state, start the query), so a
+// server can still answer with an error status; writeTo() then streams, and a failure there cuts
+// the document short, which a consumer sees as invalid. Each stream owns its connection; use one
+// per thread.
+class SnapshotStream {
+ public:
+  static Result<std::unique_ptr<SnapshotStream>> open(const SourceConfig& source, bool summaryOnly);
+  ~SnapshotStream();
+  Status writeTo(const SnapshotSink& sink);
+  const SnapshotSummary& summary() const { return summary_; }
+
+ private:
+  SnapshotStream() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  SnapshotSummary summary_;
+};
+
+// Appends `text` to `out` as the inside of a JSON string.
+void appendJsonEscaped(std::string& out, std::string_view text);
+
+}  // namespace outbox
