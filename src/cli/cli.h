@@ -31,5 +31,6 @@ Command addMigrate(CLI::App& app);
 Command addCheckConfig(CLI::App& app);
 Command addEpoch(CLI::App& app);
 Command addQuarantine(CLI::App& app);
+Command addReplica(CLI::App& app);
 
 }  // namespace outbox::cli

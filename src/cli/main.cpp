@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(&addCheckConfig);
   add(&addEpoch);
   add(&addQuarantine);
+  add(&addReplica);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

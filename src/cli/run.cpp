@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "common/backoff.h"
+#include "common/signal_watcher.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
 #include "http/server.h"
@@ -23,35 +24,6 @@
 namespace outbox::cli {
 
 namespace {
-
-// Blocks SIGTERM/SIGINT in every thread and turns them into a stop request on a thread of its own.
-class SignalWatcher {
- public:
-  explicit SignalWatcher(StopSignal& stop) : stop_(stop) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    thread_ = std::thread([this] {
-      int sig = 0;
-      sigwait(&set_, &sig);
-      if (sig == SIGTERM || sig == SIGINT) {
-        spdlog::info("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-      }
-      stop_.request();
-    });
-  }
-  ~SignalWatcher() {
-    if (!stop_.stopped()) stop_.request();
-    pthread_kill(thread_.native_handle(), SIGTERM);
-    thread_.join();
-  }
-
- private:
-  StopSignal& stop_;
-  sigset_t set_;
-  std::thread thread_;
-};
 
 std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSignal& stop) {
   nats::ConnectOptions options{config.url, config.user, config.password, config.token, config.connectTimeout};
@@ -78,7 +50,9 @@ Command addRun(CLI::App& app) {
     setupLogging(config.logLevel);
     db::initLibrary();
     StopSignal stop;
-    SignalWatcher signals(stop);
+    SignalWatcher signals(stop, [](int sig) {
+      spdlog::info("received {}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    });
     spdlog::info("outbox-bridge {} starting as {}: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, makeHolderId(),
                  config.sources.size(), config.nats.url);
 

@@ -13,7 +13,6 @@ namespace {
 using OptionsPtr = CHandle<natsOptions, &natsOptions_Destroy>;
 using MsgPtr = CHandle<natsMsg, &natsMsg_Destroy>;
 using StreamInfoPtr = CHandle<jsStreamInfo, &jsStreamInfo_Destroy>;
-using SubscriptionPtr = CHandle<natsSubscription, &natsSubscription_Destroy>;
 using MetaPtr = CHandle<jsMsgMetaData, &jsMsgMetaData_Destroy>;
 
 std::map<std::string, std::string> headersOf(natsMsg* msg) {
@@ -181,7 +180,11 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
   natsStatus s = js_GetStreamInfo(&rawInfo, js_, stream.c_str(), nullptr, &code);
   StreamInfoPtr info(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "stream info " + stream);
-  return StreamState{info->State.FirstSeq, info->State.LastSeq, info->State.Msgs};
+  StreamState state{info->State.FirstSeq, info->State.LastSeq, info->State.Msgs, {}};
+  for (int i = 0; info->Config != nullptr && i < info->Config->SubjectsLen; ++i) {
+    state.subjects.emplace_back(info->Config->Subjects[i]);
+  }
+  return state;
 }
 
 Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
@@ -199,42 +202,78 @@ Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& st
   return std::optional<StoredMessage>(std::move(out));
 }
 
-Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& stream, const std::string& subject,
-                                                        uint64_t fromSeq, uint64_t throughSeq,
-                                                        std::chrono::milliseconds idleTimeout) {
-  std::vector<StoredMessage> out;
-  if (throughSeq < fromSeq) return out;
+namespace {
+
+// A delivered JetStream message as a StoredMessage; nullopt for status and heartbeat messages.
+std::optional<StoredMessage> toStored(natsMsg* msg) {
+  jsMsgMetaData* rawMeta = nullptr;
+  if (natsMsg_GetMetaData(&rawMeta, msg) != NATS_OK) return std::nullopt;
+  MetaPtr meta(rawMeta);
+  StoredMessage m;
+  m.seq = rawMeta->Sequence.Stream;
+  m.timestampNanos = rawMeta->Timestamp;
+  m.subject = natsMsg_GetSubject(msg);
+  m.data.assign(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
+  m.headers = headersOf(msg);
+  return m;
+}
+
+}  // namespace
+
+Subscription::~Subscription() {
+  if (sub_ != nullptr) {
+    natsSubscription_Unsubscribe(sub_);
+    natsSubscription_Destroy(sub_);
+  }
+}
+
+Result<std::optional<StoredMessage>> Subscription::next(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::optional<StoredMessage>();
+    natsMsg* raw = nullptr;
+    natsStatus s = natsSubscription_NextMsg(&raw, sub_, left.count());
+    MsgPtr msg(raw);
+    if (s == NATS_TIMEOUT) return std::optional<StoredMessage>();
+    if (s != NATS_OK) return fromNats(s, 0, "next message");
+    if (auto m = toStored(raw)) return std::optional<StoredMessage>(std::move(*m));
+  }
+}
+
+Result<std::unique_ptr<Subscription>> JetStream::subscribe(const std::string& stream, const std::string& subject,
+                                                           uint64_t startSeq) {
   jsSubOptions options;
   jsSubOptions_Init(&options);
   options.Stream = stream.c_str();
   options.Ordered = true;
   options.Config.DeliverPolicy = js_DeliverByStartSequence;
-  options.Config.OptStartSeq = std::max<uint64_t>(fromSeq, 1);
-  natsSubscription* rawSub = nullptr;
+  options.Config.OptStartSeq = std::max<uint64_t>(startSeq, 1);
+  std::unique_ptr<Subscription> sub(new Subscription());
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_SubscribeSync(&rawSub, js_, subject.c_str(), nullptr, &options, &code);
-  SubscriptionPtr sub(rawSub);
+  natsStatus s = js_SubscribeSync(&sub->sub_, js_, subject.c_str(), nullptr, &options, &code);
   if (s != NATS_OK) return fromNats(s, code, "subscribe to " + stream);
+  return sub;
+}
+
+Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& stream, const std::string& subject,
+                                                        uint64_t fromSeq, uint64_t throughSeq,
+                                                        std::chrono::milliseconds idleTimeout) {
+  std::vector<StoredMessage> out;
+  if (throughSeq < fromSeq) return out;
+  auto sub = subscribe(stream, subject, fromSeq);
+  if (!sub.isOk()) return sub.status();
   out.reserve(throughSeq - fromSeq + 1);
-  while (true) {
-    natsMsg* rawMsg = nullptr;
-    s = natsSubscription_NextMsg(&rawMsg, rawSub, idleTimeout.count());
-    MsgPtr msg(rawMsg);
-    if (s != NATS_OK) return fromNats(s, 0, fmt::format("read {} at sequence {}", stream, out.empty() ? fromSeq : out.back().seq + 1));
-    jsMsgMetaData* rawMeta = nullptr;
-    if (natsMsg_GetMetaData(&rawMeta, rawMsg) != NATS_OK) continue;  // a heartbeat or status message
-    MetaPtr meta(rawMeta);
-    StoredMessage m;
-    m.seq = rawMeta->Sequence.Stream;
-    m.timestampNanos = rawMeta->Timestamp;
-    if (m.seq > throughSeq) break;
-    m.subject = natsMsg_GetSubject(rawMsg);
-    m.data.assign(natsMsg_GetData(rawMsg), static_cast<size_t>(natsMsg_GetDataLength(rawMsg)));
-    m.headers = headersOf(rawMsg);
-    out.push_back(std::move(m));
-    if (out.back().seq >= throughSeq) break;
+  while (out.empty() || out.back().seq < throughSeq) {
+    auto next = (*sub)->next(idleTimeout);
+    if (!next.isOk()) return next.status();
+    if (!next->has_value()) {
+      return Status::transient(fmt::format("read {}: nothing after sequence {} for {} ms", stream,
+                                           out.empty() ? fromSeq - 1 : out.back().seq, idleTimeout.count()));
+    }
+    if ((*next)->seq > throughSeq) break;
+    out.push_back(std::move(**next));
   }
-  natsSubscription_Unsubscribe(rawSub);
   return out;
 }
 

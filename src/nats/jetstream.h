@@ -17,6 +17,7 @@
 typedef struct __natsConnection natsConnection;
 typedef struct __jsCtx jsCtx;
 typedef struct __natsMsg natsMsg;
+typedef struct __natsSubscription natsSubscription;
 struct jsPubAck;
 struct jsPubAckErr;
 
@@ -77,6 +78,23 @@ struct StreamState {
   uint64_t firstSeq = 0;
   uint64_t lastSeq = 0;
   uint64_t messages = 0;
+  std::vector<std::string> subjects;
+};
+
+// An ordered consumer on a stream, from a start sequence on: messages arrive in stream order,
+// once each; the library recreates the consumer by itself when it misses one. One thread.
+class Subscription {
+ public:
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  // The next message, or nullopt when none came within `timeout`.
+  Result<std::optional<StoredMessage>> next(std::chrono::milliseconds timeout);
+
+ private:
+  friend class JetStream;
+  Subscription() = default;
+  natsSubscription* sub_ = nullptr;
 };
 
 // A message to publish: subject, body and headers (Nats-Msg-Id among them).
@@ -119,6 +137,9 @@ class JetStream {
   // Fails when no new message arrives for `idleTimeout`.
   Result<std::vector<StoredMessage>> readRange(const std::string& stream, const std::string& subject, uint64_t fromSeq,
                                                uint64_t throughSeq, std::chrono::milliseconds idleTimeout);
+  // An ordered consumer on `subject` within `stream`, starting at `startSeq` (at least 1).
+  Result<std::unique_ptr<Subscription>> subscribe(const std::string& stream, const std::string& subject,
+                                                  uint64_t startSeq);
   Status deleteStream(const std::string& stream);
   Status deleteMessage(const std::string& stream, uint64_t seq);
 

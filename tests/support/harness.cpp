@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <httplib.h>
 
 namespace outbox::test {
 
@@ -160,7 +161,9 @@ std::string writeConfig(const std::vector<SourceSpec>& sources, const std::strin
   std::string path = fmt::format("{}/config-{}.toml", tempDir(), randomSuffix());
   std::ofstream out(path);
   out << fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\n\n", stack().natsUrl);
-  out << "[log]\nlevel = \"debug\"\n\n" << extraToml << "\n";
+  out << "[log]\nlevel = \"debug\"\n\n";
+  if (extraToml.find("[http]") == std::string::npos) out << "[http]\nlisten = \"127.0.0.1:0\"\n\n";
+  out << extraToml << "\n";
   for (const auto& s : sources) {
     out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"{}\"\npassword = \"{}\"\n", s.name, s.database->dsn(),
                        stack().mysqlPassword);
@@ -216,6 +219,36 @@ void BridgeProcess::resume() { process_.signal(SIGCONT); }
 bool BridgeProcess::running() { return process_.running(); }
 
 std::string BridgeProcess::log() const { return readFile(logPath_); }
+
+int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {
+  int port = 0;
+  const std::string marker = "http: listening on http://";
+  waitUntil([&] {
+    std::string text = log();
+    auto at = text.rfind(marker);
+    if (at == std::string::npos) return false;
+    auto colon = text.find(':', at + marker.size());
+    port = std::atoi(text.c_str() + colon + 1);
+    return port > 0;
+  }, timeout);
+  if (port <= 0) throw std::runtime_error("the bridge logged no HTTP port:\n" + log());
+  return port;
+}
+
+HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(std::chrono::seconds(30));
+  httplib::Result res = method == "GET"    ? client.Get(path)
+                        : method == "POST" ? client.Post(path, body, "application/json")
+                        : method == "PUT"  ? client.Put(path, body, "application/json")
+                                           : client.Delete(path);
+  HttpReply reply;
+  if (!res) return reply;
+  reply.status = res->status;
+  reply.body = res->body;
+  for (const auto& [k, v] : res->headers) reply.headers[k] = v;
+  return reply;
+}
 
 void insertRows(db::Connection& conn, const std::string& table, int count, int first, const std::string& entityType,
                 size_t padBytes) {

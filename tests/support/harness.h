@@ -69,7 +69,8 @@ struct SourceSpec {
   std::string outboxTable() const { return name + "_control_outbox"; }
 };
 
-// Writes a config for `sources` (unique streams per test) and returns its path.
+// Writes a config for `sources` (unique streams per test) and returns its path. Unless
+// `extraToml` has an [http] table, the HTTP server listens on a free port (see httpPort()).
 std::string writeConfig(const std::vector<SourceSpec>& sources, const std::string& extraToml = "");
 
 // Runs `outbox-bridge migrate` for the config; throws on failure.
@@ -95,6 +96,8 @@ class BridgeProcess {
   void resume();  // SIGCONT
   bool running();
   std::string log() const;
+  // The HTTP port it logged ("http: listening on http://HOST:PORT"); throws if none in time.
+  int httpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
  private:
   std::string configPath_;
@@ -127,5 +130,13 @@ std::string checkDenseOnce(const std::vector<nats::StoredMessage>& messages, con
                            uint64_t expectedCount, uint64_t firstVersion = 1);
 
 uint64_t headerU64(const nats::StoredMessage& m, const std::string& key);
+
+// An HTTP GET (or other method) against a bridge on loopback.
+struct HttpReply {
+  int status = 0;  // 0: no answer
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "");
 
 }  // namespace outbox::test

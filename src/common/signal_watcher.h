@@ -1,0 +1,31 @@
+#pragma once
+
+#include <csignal>
+#include <functional>
+#include <thread>
+
+#include "common/stop_token.h"
+
+namespace outbox {
+
+// Blocks SIGTERM and SIGINT in every thread started after it and turns them into a stop request
+// on a thread of its own. Create it in main's thread before any other thread; one per process.
+class SignalWatcher {
+ public:
+  // `onSignal`, if given, runs on the watcher's thread when a signal arrives, before the stop.
+  explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr);
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+  // The signal that asked to stop, or 0.
+  int received() const { return received_; }
+
+ private:
+  StopSignal& stop_;
+  std::function<void(int)> onSignal_;
+  sigset_t set_;
+  volatile int received_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace outbox

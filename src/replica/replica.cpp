@@ -1,0 +1,410 @@
+#include "replica/replica.h"
+
+#include <httplib.h>
+#include <simdjson.h>
+
+#include <fmt/format.h>
+
+#include "common/backoff.h"
+#include "snapshot/checksum.h"
+#include "snapshot/snapshot.h"
+
+namespace outbox {
+
+namespace {
+
+using simdjson::ondemand::json_type;
+
+std::string_view trimRight(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A JSON value as MySQL's text form: numbers by their literal, strings unescaped, null as
+// nullopt. Throws simdjson_error on malformed input.
+std::optional<std::string> textOf(simdjson::ondemand::value value, bool& numeric) {
+  numeric = false;
+  switch (value.type()) {
+    case json_type::null:
+      if (!value.is_null()) throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
+      return std::nullopt;
+    case json_type::number:
+      numeric = true;
+      return std::string(trimRight(value.raw_json_token()));
+    case json_type::string:
+      return std::string(std::string_view(value.get_string()));
+    case json_type::boolean:
+      return std::string(bool(value.get_bool()) ? "true" : "false");
+    case json_type::object: {
+      simdjson::ondemand::object object = value.get_object();
+      return std::string(trimRight(std::string_view(object.raw_json())));
+    }
+    default: {
+      simdjson::ondemand::array array = value.get_array();
+      return std::string(trimRight(std::string_view(array.raw_json())));
+    }
+  }
+}
+
+uint64_t u64Of(simdjson::ondemand::value value) { return uint64_t(value.get_uint64()); }
+
+std::string headerOr(const nats::StoredMessage& m, const char* name) {
+  auto it = m.headers.find(name);
+  return it == m.headers.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+Result<ParsedSnapshot> parseSnapshot(std::string_view json, bool expectRecords) {
+  // simdjson reports malformed input by exception here; it never leaves this function.
+  ParsedSnapshot s;
+  bool haveCount = false, haveChecksum = false, haveRecords = false, haveEpoch = false, haveWatermark = false;
+  std::string checksumText;
+  uint64_t computed = 0;
+  try {
+    simdjson::ondemand::parser parser;
+    simdjson::padded_string padded(json);
+    simdjson::ondemand::document doc = parser.iterate(padded);
+    for (auto field : doc.get_object()) {
+      std::string_view name = field.unescaped_key();
+      simdjson::ondemand::value value = field.value();
+      if (name == "schemaVersion") {
+        if (u64Of(value) != 1) return Status::permanent("unsupported schemaVersion");
+      } else if (name == "source") {
+        s.source = std::string(std::string_view(value.get_string()));
+      } else if (name == "sourceEpoch") {
+        s.epoch = u64Of(value);
+        haveEpoch = true;
+      } else if (name == "watermark") {
+        s.watermark = u64Of(value);
+        haveWatermark = true;
+      } else if (name == "stream") {
+        for (auto sf : value.get_object()) {
+          std::string_view sn = sf.unescaped_key();
+          if (sn == "name") s.streamName = std::string(std::string_view(sf.value().get_string()));
+          if (sn == "seq") s.streamSeq = u64Of(sf.value());
+        }
+      } else if (name == "key") {
+        s.key = std::string(std::string_view(value.get_string()));
+      } else if (name == "records") {
+        haveRecords = true;
+        for (auto recordValue : value.get_array()) {
+          ReplicaValues values;
+          size_t column = 0;
+          for (auto rf : recordValue.get_object()) {
+            std::string_view fieldName = rf.unescaped_key();
+            bool numeric = false;
+            auto text = textOf(rf.value(), numeric);
+            if (s.records.empty()) {
+              s.columns.emplace_back(fieldName);
+              s.numeric.push_back(numeric);
+            } else if (column >= s.columns.size() || s.columns[column] != fieldName) {
+              return Status::permanent(
+                  fmt::format("record {} has fields other than the first record's", s.records.size() + 1));
+            }
+            values.push_back(std::move(text));
+            ++column;
+          }
+          if (column != s.columns.size()) {
+            return Status::permanent(fmt::format("record {} has {} fields, the first has {}", s.records.size() + 1,
+                                                 column, s.columns.size()));
+          }
+          computed += recordHash(values);
+          s.records.push_back(std::move(values));
+        }
+      } else if (name == "recordCount") {
+        s.recordCount = u64Of(value);
+        haveCount = true;
+      } else if (name == "checksum") {
+        checksumText = std::string(std::string_view(value.get_string()));
+        haveChecksum = true;
+      }
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    return Status::permanent(fmt::format("malformed snapshot ({})", e.what()));
+  }
+  if (!haveEpoch || !haveWatermark || s.streamName.empty() || s.key.empty()) {
+    return Status::permanent("snapshot lacks sourceEpoch, watermark, stream or key");
+  }
+  if (!haveCount || !haveChecksum) return Status::permanent("snapshot cut short: no recordCount or checksum");
+  auto checksum = parseChecksum(checksumText);
+  if (!checksum) return Status::permanent(fmt::format("bad checksum '{}'", checksumText));
+  s.checksum = *checksum;
+  if (expectRecords) {
+    if (!haveRecords) return Status::permanent("snapshot has no records");
+    if (s.records.size() != s.recordCount) {
+      return Status::permanent(fmt::format("recordCount says {} but {} records came", s.recordCount, s.records.size()));
+    }
+    if (computed != s.checksum) {
+      return Status::permanent(fmt::format("checksum says {} but the records sum to {}", checksumText,
+                                           formatChecksum(computed)));
+    }
+  }
+  return s;
+}
+
+Replica::Replica(Options options) : options_(std::move(options)) {}
+
+Replica::~Replica() = default;
+
+void Replica::say(const std::string& line) {
+  if (options_.report) options_.report(fmt::format("[{}] {}", options_.source, line));
+}
+
+Result<std::string> Replica::fetch(bool summary) {
+  httplib::Client client(options_.baseUrl);
+  client.set_connection_timeout(std::chrono::seconds(5));
+  client.set_read_timeout(std::chrono::seconds(120));
+  std::string path = fmt::format("/v1/sources/{}/control-snapshot{}", options_.source, summary ? "?summary=true" : "");
+  auto res = client.Get(path);
+  if (!res) return Status::transient(fmt::format("GET {}{}: {}", options_.baseUrl, path, httplib::to_string(res.error())));
+  if (res->status != 200) {
+    return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
+  }
+  return std::move(res->body);
+}
+
+Status Replica::bootstrap() {
+  sub_.reset();
+  auto body = fetch(false);
+  if (!body.isOk()) return body.status();
+  auto parsed = parseSnapshot(*body, true);
+  if (!parsed.isOk()) {
+    counters_.rejectedSnapshots++;
+    say("snapshot rejected: " + parsed.status().message() + "; retrying");
+    return Status::transient("snapshot rejected: " + parsed.status().message());
+  }
+  ParsedSnapshot& snap = *parsed;
+  size_t keyIndex = snap.columns.size();
+  for (size_t i = 0; i < snap.columns.size(); ++i) {
+    if (snap.columns[i] == snap.key) keyIndex = i;
+  }
+  if (!snap.records.empty() && keyIndex == snap.columns.size()) {
+    counters_.rejectedSnapshots++;
+    return Status::transient(fmt::format("snapshot key '{}' is not a field of its records", snap.key));
+  }
+  if (!nats_) {
+    nats::ConnectOptions o;
+    o.url = options_.natsUrl;
+    o.name = "outbox-replica";
+    auto nc = nats::Connection::connect(o);
+    if (!nc.isOk()) return nc.status();
+    nats_ = std::move(nc).value();
+    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16);
+    if (!js.isOk()) return js.status();
+    js_ = std::move(js).value();
+  }
+  auto state = js_->streamState(snap.streamName);
+  if (!state.isOk()) return state.status();
+  if (state->subjects.empty()) return Status::transient("stream " + snap.streamName + " has no subjects");
+  auto sub = js_->subscribe(snap.streamName, state->subjects.front(), snap.streamSeq + 1);
+  if (!sub.isOk()) return sub.status();
+
+  records_.clear();
+  for (auto& values : snap.records) {
+    const auto& key = values[keyIndex];
+    records_[key.value_or("")] = std::move(values);
+  }
+  sub_ = std::move(sub).value();
+  streamName_ = snap.streamName;
+  key_ = snap.key;
+  columns_ = snap.columns;
+  numeric_ = snap.numeric;
+  bool changedEpoch = counters_.bootstraps > 0 && snap.epoch != epoch_;
+  epoch_ = snap.epoch;
+  applied_ = snap.watermark;
+  sum_ = snap.checksum;
+  lastVerified_ = snap.watermark;
+  mismatchCount_ = 0;
+  counters_.bootstraps++;
+  say(fmt::format("{}: epoch {}, watermark {}, {} records, checksum {}; following {} from sequence {}",
+                  counters_.bootstraps == 1 ? "bootstrapped" : (changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped"),
+                  epoch_, applied_, records_.size(), formatChecksum(sum_), streamName_, snap.streamSeq + 1));
+  return Status::ok();
+}
+
+Result<ReplicaValues> Replica::valuesOf(std::string_view payload) {
+  std::map<std::string, std::optional<std::string>, std::less<>> fields;
+  std::vector<std::pair<std::string, bool>> order;
+  try {
+    simdjson::ondemand::parser parser;
+    simdjson::padded_string padded(payload);
+    simdjson::ondemand::document doc = parser.iterate(padded);
+    for (auto field : doc.get_object()) {
+      std::string name(std::string_view(field.unescaped_key()));
+      bool numeric = false;
+      fields[name] = textOf(field.value(), numeric);
+      order.emplace_back(name, numeric);
+    }
+  } catch (const simdjson::simdjson_error& e) {
+    return Status::permanent(fmt::format("payload is not a JSON object ({})", e.what()));
+  }
+  if (columns_.empty()) {  // the snapshot was empty: the first delta tells the columns
+    for (const auto& [name, numeric] : order) {
+      columns_.push_back(name);
+      numeric_.push_back(numeric);
+    }
+  }
+  ReplicaValues values;
+  values.reserve(columns_.size());
+  for (const auto& c : columns_) {
+    auto it = fields.find(c);
+    values.push_back(it == fields.end() ? std::nullopt : it->second);
+  }
+  return values;
+}
+
+Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) {
+  uint64_t epoch = std::strtoull(headerOr(m, "Outbox-Epoch").c_str(), nullptr, 10);
+  uint64_t version = std::strtoull(headerOr(m, "Outbox-Version").c_str(), nullptr, 10);
+  if (epoch > epoch_) {
+    counters_.epochChanges++;
+    say(fmt::format("epoch changed from {} to {} at version {}: re-bootstrapping", epoch_, epoch, version));
+    needBootstrap = true;
+    return Status::ok();
+  }
+  if (epoch < epoch_ || version <= applied_) {  // already reflected in what we have: inbox dedup
+    counters_.skippedDuplicates++;
+    return Status::ok();
+  }
+  if (version != applied_ + 1) {
+    counters_.gaps++;
+    say(fmt::format("gap: expected version {}, got {} (sequence {}): re-bootstrapping", applied_ + 1, version, m.seq));
+    needBootstrap = true;
+    return Status::ok();
+  }
+  const std::string key = headerOr(m, "Outbox-Entity-Key");
+  const std::string op = headerOr(m, "Outbox-Op");
+  auto existing = records_.find(key);
+  if (op == "delete") {
+    if (existing != records_.end()) {
+      sum_ -= recordHash(existing->second);
+      records_.erase(existing);
+    }
+  } else {
+    auto values = valuesOf(m.data);
+    if (!values.isOk()) {
+      say(fmt::format("version {}: {}: re-bootstrapping", version, values.status().message()));
+      needBootstrap = true;
+      return Status::ok();
+    }
+    if (existing != records_.end()) sum_ -= recordHash(existing->second);
+    sum_ += recordHash(*values);
+    records_[key] = std::move(values).value();
+  }
+  applied_ = version;
+  counters_.applied++;
+  return Status::ok();
+}
+
+Status Replica::verify(bool& needBootstrap) {
+  lastVerifyAttempt_ = std::chrono::steady_clock::now();
+  auto body = fetch(true);
+  if (!body.isOk()) return body.status();
+  auto summary = parseSnapshot(*body, false);
+  if (!summary.isOk()) return Status::transient("summary rejected: " + summary.status().message());
+  if (summary->epoch != epoch_) {
+    if (summary->epoch > epoch_) {
+      counters_.epochChanges++;
+      say(fmt::format("epoch changed from {} to {}: re-bootstrapping", epoch_, summary->epoch));
+      needBootstrap = true;
+    }
+    return Status::ok();
+  }
+  if (summary->watermark != applied_) return Status::ok();  // the watermarks have not met yet
+  counters_.verifications++;
+  if (summary->checksum == sum_ && summary->recordCount == records_.size()) {
+    if (lastVerified_ != applied_ || counters_.verifications == 1) {
+      say(fmt::format("verified at version {}: {} records, checksum {}", applied_, records_.size(),
+                      formatChecksum(sum_)));
+    }
+    lastVerified_ = applied_;
+    mismatchCount_ = 0;
+    return Status::ok();
+  }
+  counters_.mismatches++;
+  mismatchCount_ = mismatchVersion_ == applied_ ? mismatchCount_ + 1 : 1;
+  mismatchVersion_ = applied_;
+  // A summary may reflect changes committed but not yet published (invariant 6): only a
+  // difference that stays at the same version means the replica is wrong.
+  if (mismatchCount_ < 2) return Status::ok();
+  say(fmt::format("checksum differs at version {}: replica {} ({} records), source {} ({} records){}", applied_,
+                  formatChecksum(sum_), records_.size(), formatChecksum(summary->checksum), summary->recordCount,
+                  mismatchCount_ >= options_.mismatchesBeforeRebootstrap
+                      ? ": re-bootstrapping"
+                      : "; checking again"));
+  if (mismatchCount_ >= options_.mismatchesBeforeRebootstrap) needBootstrap = true;
+  return Status::ok();
+}
+
+Status Replica::step(std::chrono::milliseconds wait) {
+  if (!sub_) return bootstrap();
+  auto next = sub_->next(wait);
+  if (!next.isOk()) {
+    sub_.reset();
+    return next.status();
+  }
+  bool needBootstrap = false;
+  auto now = std::chrono::steady_clock::now();
+  if (next->has_value()) {
+    OUTBOX_RETURN_IF_ERROR(applyMessage(**next, needBootstrap));
+    if (!needBootstrap && applied_ != reportedVersion_ && now - lastProgressReport_ >= std::chrono::seconds(1)) {
+      say(fmt::format("applied through version {} ({} records)", applied_, records_.size()));
+      reportedVersion_ = applied_;
+      lastProgressReport_ = now;
+    }
+  } else {
+    // Caught up: check against the source now and then (rarely once verified).
+    auto interval = applied_ == lastVerified_ ? options_.verifyInterval * 30 : options_.verifyInterval;
+    if (now - lastVerifyAttempt_ >= interval) OUTBOX_RETURN_IF_ERROR(verify(needBootstrap));
+  }
+  if (needBootstrap) return bootstrap();
+  return Status::ok();
+}
+
+void Replica::run(StopSignal& stop) {
+  Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(10'000));
+  while (!stop.stopped()) {
+    Status s = step(std::chrono::milliseconds(200));
+    if (s.isOk()) {
+      backoff.reset();
+      continue;
+    }
+    auto delay = backoff.next();
+    say(fmt::format("{}; retrying in {} ms", s.message(), delay.count()));
+    stop.waitFor(delay);
+  }
+}
+
+std::string Replica::dumpJson() const {
+  std::string out = "{\"source\":\"";
+  appendJsonEscaped(out, options_.source);
+  out += fmt::format("\",\"sourceEpoch\":{},\"appliedVersion\":{},\"key\":\"", epoch_, applied_);
+  appendJsonEscaped(out, key_);
+  out += "\",\"records\":[";
+  bool first = true;
+  for (const auto& [key, values] : records_) {
+    out += first ? "{" : ",{";
+    first = false;
+    for (size_t i = 0; i < columns_.size() && i < values.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      out.push_back('"');
+      appendJsonEscaped(out, columns_[i]);
+      out += "\":";
+      if (!values[i]) {
+        out += "null";
+      } else if (numeric_[i]) {
+        out += *values[i];
+      } else {
+        out.push_back('"');
+        appendJsonEscaped(out, *values[i]);
+        out.push_back('"');
+      }
+    }
+    out.push_back('}');
+  }
+  out += fmt::format("],\"recordCount\":{},\"checksum\":\"{}\"}}", records_.size(), formatChecksum(sum_));
+  return out;
+}
+
+}  // namespace outbox
