@@ -72,9 +72,12 @@ Command addRun(CLI::App& app) {
     std::vector<SourceRuntime> runtimes;
     for (const auto& source : config.sources) {
       SourceRuntime rt;
-      rt.store = std::make_unique<MysqlOutboxStore>(source);
-      rt.assignStore = std::make_unique<MysqlOutboxStore>(source);
-      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source);
+      // Short enough that a frozen leader's open transaction is gone well before its lease.
+      auto lockBound = std::max(std::chrono::seconds(1),
+                                std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
+      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound);
+      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound);
+      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound);
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
                                                clock);
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);

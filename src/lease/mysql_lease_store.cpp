@@ -1,5 +1,7 @@
 #include "lease/mysql_lease_store.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace outbox {
@@ -11,7 +13,9 @@ Status MysqlLeaseStore::ensureConnected() {
   auto opened = db::Connection::open(params);
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();
-  return Status::ok();
+  Status s = conn_->exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait_.count())));
+  if (!s.isOk()) conn_.reset();
+  return s;
 }
 
 Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) {

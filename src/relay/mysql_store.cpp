@@ -11,8 +11,8 @@ constexpr const char* kRowColumns =
     "id, entity_type, entity_key, op, payload, CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS UNSIGNED), version";
 }
 
-MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source)
-    : source_(source), table_("`" + source.outboxTable + "`") {}
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout)
+    : source_(source), idleTransactionTimeout_(idleTransactionTimeout), table_("`" + source.outboxTable + "`") {}
 
 Status MysqlOutboxStore::connect() {
   conn_.reset();
@@ -20,6 +20,10 @@ Status MysqlOutboxStore::connect() {
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();
   sourceLiteral_ = conn_->quote(source_.name);
+  if (idleTransactionTimeout_.count() > 0) {
+    // MariaDB only; MySQL has no such variable, and there the server's wait_timeout applies.
+    (void)conn_->exec(fmt::format("SET SESSION idle_transaction_timeout = {}", idleTransactionTimeout_.count()));
+  }
   Status s = conn_->exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
   if (!s.isOk()) conn_.reset();
   return s;

@@ -12,7 +12,10 @@ namespace outbox {
 // OutboxStore over one MySQL/MariaDB connection. Not thread-safe.
 class MysqlOutboxStore final : public OutboxStore {
  public:
-  explicit MysqlOutboxStore(const SourceConfig& source);
+  // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout, 0: server default): a process
+  // frozen in the middle of a transaction (SIGSTOP, a VM stall) must not hold its row locks —
+  // and so block the instance that takes over — for longer than this.
+  explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {});
 
   void setLeaseGuard(std::optional<LeaseGuard> guard) override { guard_ = std::move(guard); }
   Status connect() override;
@@ -45,6 +48,7 @@ class MysqlOutboxStore final : public OutboxStore {
   std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
 
   const SourceConfig& source_;
+  std::chrono::seconds idleTransactionTimeout_;
   std::string table_;        // quoted identifier
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
