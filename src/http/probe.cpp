@@ -1,5 +1,7 @@
 #include "http/probe.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace outbox {
@@ -33,14 +35,17 @@ SourceProbeResult SourceProbe::query() {
   }
   const std::string table = "`" + source_.outboxTable + "`";
   const std::string source = conn_->quote(source_.name);
+  // Not yet in the stream: rows with no version (but not quarantined), and rows assigned a
+  // version above published_through. The oldest of them is the first of either kind.
   auto state = conn_->query(fmt::format(
-      "SELECT epoch, assigned_through, published_through, halted_reason, "
+      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, "
       "(SELECT COUNT(*) FROM (SELECT 1 FROM {0} FORCE INDEX (idx_pending) WHERE version IS NULL LIMIT {1}) p), "
       "(SELECT COUNT(*) FROM outbox_quarantine WHERE source = {2}), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} FORCE INDEX (idx_pending) WHERE version IS NULL "
       " AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {2} AND q.outbox_id = {0}.id) "
-      " ORDER BY id LIMIT 1) "
-      "FROM outbox_source_state WHERE source = {2}",
+      " ORDER BY id LIMIT 1), "
+      "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} WHERE version = s.published_through + 1) "
+      "FROM outbox_source_state s WHERE s.source = {2}",
       table, kPendingCountCap, source));
   if (!state.isOk()) {
     conn_.reset();
@@ -59,8 +64,10 @@ SourceProbeResult SourceProbe::query() {
   r.publishedThrough = state->u64(2);
   r.haltedReason = std::string(state->text(3));
   uint64_t pending = state->u64(4), quarantined = state->u64(5);
-  r.pendingRows = pending > quarantined ? pending - quarantined : 0;
-  if (!state->isNull(6)) r.oldestPendingSeconds = static_cast<double>(state->u64(6)) / 1e6;
+  uint64_t assignedNotPublished = r.assignedThrough > r.publishedThrough ? r.assignedThrough - r.publishedThrough : 0;
+  r.pendingRows = (pending > quarantined ? pending - quarantined : 0) + assignedNotPublished;
+  uint64_t oldestMicros = std::max(state->u64(6), state->u64(7));  // NULL reads as 0
+  r.oldestPendingSeconds = static_cast<double>(oldestMicros) / 1e6;
   return r;
 }
 

@@ -15,7 +15,7 @@ namespace outbox {
 struct SourceProbeResult {
   bool reachable = false;
   std::string error;           // why not reachable (never SQL text or credentials)
-  uint64_t pendingRows = 0;    // committed rows with no version yet, quarantined ones excluded
+  uint64_t pendingRows = 0;    // committed rows not yet in the stream (quarantined ones excluded)
   double oldestPendingSeconds = 0;
   std::string haltedReason;
   uint64_t publishedThrough = 0;

@@ -54,7 +54,6 @@ void Relay::run() {
       stop_.waitFor(options_.haltRecheck);
       continue;
     }
-    metrics_.halted = false;
     auto delay = backoff.next();
     if (s.message() != lastProblem || backoff.attempts() <= 1) {
       spdlog::warn("[{}] {}; retrying in {} ms", source_.name, s.message(), delay.count());
@@ -113,7 +112,6 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
   metrics_.running = true;
-  metrics_.halted = false;
   nextPoll_ = lastMark_ = lastAck_ = clock_.now();
   const auto batch = static_cast<size_t>(source_.batchSize);
   while (!stop_.stopped()) {
@@ -177,6 +175,7 @@ Status Relay::reconcile() {
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;
+  metrics_.halted = !state_.haltedReason.empty();
   metrics_.epoch = state_.epoch;
   metrics_.assignedVersion = state_.assignedThrough;
   metrics_.publishedVersion = state_.publishedThrough;
@@ -253,6 +252,7 @@ Status Relay::recheckPoisonHalt() {
   spdlog::info("[{}] the poison row was fixed or quarantined: resuming", source_.name);
   OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
   state_.haltedReason.clear();
+  metrics_.halted = false;
   return Status::ok();
 }
 
