@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <httplib.h>
 #include <fmt/format.h>
 
 #include "common/subprocess.h"
@@ -36,6 +37,7 @@ struct Options {
   int latencyRate = 1000;
   int latencySeconds = 10;
   int idleSeconds = 5;
+  int snapshotRecords = 1'000'000;
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
 };
@@ -119,9 +121,11 @@ std::string writeConfig(const Options& o, const std::string& source, const std::
   Dsn dsn = Dsn::parse("--dsn", o.dsn);
   std::string path = fmt::format("/tmp/outbox-bench-{}.toml", source);
   std::ofstream out(path);
-  out << fmt::format("[nats]\nurl = \"{}\"\n\n[log]\nlevel = \"warn\"\n\n", o.natsUrl);
+  out << fmt::format("[nats]\nurl = \"{}\"\n\n[log]\nlevel = \"info\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n",
+                     o.natsUrl);
   out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\n", source, dsn.user, dsn.host, dsn.port,
                      database);
+  out << "snapshot_query = \"SELECT id, display_name AS displayName, balance FROM bench_accounts\"\n";
   return path;
 }
 
@@ -169,6 +173,18 @@ ProcSample sample(pid_t pid) {
   return s;
 }
 
+int httpPortFromLog(const std::string& log) {
+  const std::string marker = "http: listening on http://";
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto at = text.rfind(marker);
+    if (at != std::string::npos) return std::atoi(text.c_str() + text.find(':', at + marker.size()) + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -189,6 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency-rate", o.latencyRate, "rows/s in the latency run (default 1000)");
   app.add_option("--latency-seconds", o.latencySeconds, "length of the latency run (default 10)");
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
+  app.add_option("--snapshot-records", o.snapshotRecords, "records in the snapshot run (default 1000000; 0: skip)");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
   app.add_option("--mysql-pid", o.mysqlPid, "mariadbd's pid, to report its CPU time");
   CLI11_PARSE(app, argc, argv);
@@ -287,6 +304,41 @@ int main(int argc, char** argv) {
               o.latencyRate, percentile(latencies, 0.5), percentile(latencies, 0.99), percentile(latencies, 1.0),
               latencies.size());
   std::printf("(d) idle: %.2f%% of a core, RSS %.1f MiB  [targets < 1%%, <= 32 MiB]\n", idleCpu, idleEnd.rssMiB);
+  std::fflush(stdout);
+
+  // (e) A snapshot of snapshotRecords records, streamed to a client that reads as fast as it can.
+  if (o.snapshotRecords > 0) {
+    check(conn->exec("CREATE TABLE bench_accounts (id BIGINT UNSIGNED PRIMARY KEY, display_name VARCHAR(191) NOT "
+                     "NULL, balance DECIMAL(12,2) NULL)"),
+          "create bench_accounts");
+    check(conn->exec(fmt::format("INSERT INTO bench_accounts SELECT seq, CONCAT('Account holder ', seq), seq / 100 "
+                                 "FROM seq_1_to_{}",
+                                 o.snapshotRecords)),
+          "fill bench_accounts");
+    int port = httpPortFromLog(log);
+    if (port <= 0) fail("the bridge logged no HTTP port; see " + log);
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(std::chrono::seconds(300));
+    size_t bytes = 0;
+    std::string tail;
+    auto snapBegin = Clock::now();
+    auto res = client.Get(fmt::format("/v1/sources/{}/control-snapshot", source), [&](const char* data, size_t n) {
+      bytes += n;
+      tail.append(data, n);
+      if (tail.size() > 4096) tail.erase(0, tail.size() - 256);
+      return true;
+    });
+    double snapSeconds = seconds(Clock::now() - snapBegin);
+    if (!res || res->status != 200) fail("snapshot request failed");
+    if (tail.find(fmt::format("\"recordCount\":{}", o.snapshotRecords)) == std::string::npos) {
+      fail("the snapshot did not end with the expected recordCount");
+    }
+    ProcSample afterSnapshot = sample(bridge.pid());
+    std::printf("(e) snapshot of %d records (%.0f MiB): %.2f s, %.0f records/s  [target >= 500000]; "
+                "bridge peak RSS over the whole run %.1f MiB  [target <= 64 MiB]\n",
+                o.snapshotRecords, static_cast<double>(bytes) / (1 << 20), snapSeconds, o.snapshotRecords / snapSeconds,
+                afterSnapshot.peakRssMiB);
+  }
 
   bridge.terminate(std::chrono::seconds(10));
   (void)js->deleteStream(stream);

@@ -131,6 +131,7 @@ Status Relay::session() {
         OUTBOX_RETURN_IF_ERROR(publishTail(count));
         nextPoll_ = count == batch ? now : now + source_.pollInterval;
       } else {
+        pollStarted_ = now;
         assigner_.start(source_.batchSize, state_.assignedThrough);
       }
       continue;
@@ -291,10 +292,13 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();
   bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
-  nextPoll_ = full || batch.poison ? now : now + source_.pollInterval;
+  // Polls keep a steady cadence from when they started, so the time a batch takes is not added
+  // to the wait of a row committed just after a read.
+  nextPoll_ = full || batch.poison ? now : pollStarted_ + source_.pollInterval;
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) {
+    pollStarted_ = now;
     assigner_.start(source_.batchSize, state_.assignedThrough);
   }
   OUTBOX_RETURN_IF_ERROR(publishRows(batch.rows));

@@ -90,6 +90,7 @@ class Relay {
   std::vector<VersionAck> acks_;
   Clock::TimePoint lastAck_;
   Clock::TimePoint nextPoll_;
+  Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started
   Clock::TimePoint lastMark_;
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;
