@@ -38,6 +38,7 @@ struct Options {
   int latencySeconds = 10;
   int idleSeconds = 5;
   int snapshotRecords = 1'000'000;
+  int pruneRows = 500'000;
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
 };
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency-seconds", o.latencySeconds, "length of the latency run (default 10)");
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
   app.add_option("--snapshot-records", o.snapshotRecords, "records in the snapshot run (default 1000000; 0: skip)");
+  app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
   app.add_option("--mysql-pid", o.mysqlPid, "mariadbd's pid, to report its CPU time");
   CLI11_PARSE(app, argc, argv);
@@ -341,6 +343,30 @@ int main(int argc, char** argv) {
   }
 
   bridge.terminate(std::chrono::seconds(10));
+
+  // (f) Prune: a table of pruneRows published rows, old enough, deleted by `outbox-bridge prune`.
+  if (o.pruneRows > 0) {
+    check(conn->exec(fmt::format("DELETE FROM {}", table)), "empty the outbox table");
+    const std::string body = payload(o.payloadBytes, 0);
+    check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload, created_at, version) "
+                                 "SELECT 'item', seq, 'upsert', '{}', NOW(6) - INTERVAL 2 HOUR, seq FROM seq_1_to_{}",
+                                 table, body, o.pruneRows)),
+          "fill the outbox table");
+    check(conn->exec(fmt::format("UPDATE outbox_source_state SET assigned_through = {0}, published_through = {0} "
+                                 "WHERE source = '{1}'",
+                                 o.pruneRows, source)),
+          "mark them published");
+    const std::string pruneLog = fmt::format("/tmp/outbox-bench-prune-{}.log", source);
+    std::remove(pruneLog.c_str());
+    Subprocess prune;
+    prune.start({o.bridge, "prune", "--config", config, "--keep", "1h"}, pruneLog);
+    while (prune.running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(pruneLog);
+    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    std::printf("(f) prune of %d published rows: %s  [targets >= 100000 rows/s, longest transaction < 100 ms]\n",
+                o.pruneRows, line.c_str());
+  }
   (void)js->deleteStream(stream);
   (void)admin->exec("DROP DATABASE " + database);
   return 0;

@@ -32,5 +32,6 @@ Command addCheckConfig(CLI::App& app);
 Command addEpoch(CLI::App& app);
 Command addQuarantine(CLI::App& app);
 Command addReplica(CLI::App& app);
+Command addPrune(CLI::App& app);
 
 }  // namespace outbox::cli

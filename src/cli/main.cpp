@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   };
   add(&addRun);
   add(&addMigrate);
+  add(&addPrune);
   add(&addCheckConfig);
   add(&addEpoch);
   add(&addQuarantine);

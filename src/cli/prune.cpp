@@ -1,0 +1,84 @@
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/cli.h"
+#include "db/connection.h"
+#include "prune/prune.h"
+
+namespace outbox::cli {
+
+Command addPrune(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "prune", "Delete published outbox rows older than --keep, in short batches (for cron; one line per source)");
+  struct Args {
+    std::string config, source, keep = "1h";
+    int batch = 5000;
+    bool dryRun = false;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--config", args->config, "TOML config file")->required();
+  cmd->add_option("--source", args->source, "only this source (default: every source)");
+  cmd->add_option("--keep", args->keep, "keep rows younger than this (default 1h, at least 10m)");
+  cmd->add_option("--batch", args->batch, "rows per transaction at most (default 5000)")->check(CLI::Range(1, 1'000'000));
+  cmd->add_flag("--dry-run", args->dryRun, "delete nothing; report how many rows would go");
+  return [args]() {
+    Config config = loadOrExit(args->config);
+    PruneOptions options;
+    try {
+      options.keep = parseDuration("--keep", args->keep);
+    } catch (const ConfigError& e) {
+      throw Exit{kExitUsage, fmt::format("--keep: {}", e.reason())};
+    }
+    if (options.keep < kMinimumKeep) {
+      throw Exit{kExitUsage, fmt::format("--keep {} is under the {}-minute minimum: the bridge may still need recent "
+                                         "rows to republish a tail the stream lost",
+                                         args->keep, kMinimumKeep.count())};
+    }
+    options.batch = args->batch;
+    options.dryRun = args->dryRun;
+    std::vector<const SourceConfig*> sources;
+    if (args->source.empty()) {
+      for (const auto& s : config.sources) sources.push_back(&s);
+    } else {
+      sources.push_back(&sourceOrExit(config, args->source));
+    }
+    db::initLibrary();
+    const bool terminal = isatty(STDERR_FILENO) != 0;
+    int failures = 0;
+    for (const SourceConfig* source : sources) {
+      if (terminal) {
+        options.progress = [&](uint64_t deleted) {
+          std::fprintf(stderr, "\rprune %s: %llu rows deleted...", source->name.c_str(),
+                       static_cast<unsigned long long>(deleted));
+        };
+      }
+      auto report = pruneSource(*source, options);
+      if (terminal) std::fprintf(stderr, "\r\033[K");
+      if (!report.isOk()) {
+        std::fprintf(stderr, "prune %s: failed: %s\n", source->name.c_str(), report.status().message().c_str());
+        ++failures;
+        continue;
+      }
+      const PruneReport& r = *report;
+      if (r.skipped) {
+        std::printf("prune %s: skipped, another prune of this source is running\n", source->name.c_str());
+      } else if (options.dryRun) {
+        std::printf("prune %s: dry run, would delete %llu rows (published through %llu, older than %s)\n",
+                    source->name.c_str(), static_cast<unsigned long long>(r.deleted),
+                    static_cast<unsigned long long>(r.publishedThrough), args->keep.c_str());
+      } else {
+        std::printf("prune %s: deleted %llu rows in %.2f s (%.0f rows/s, longest transaction %.1f ms); oldest row kept: %s\n",
+                    source->name.c_str(), static_cast<unsigned long long>(r.deleted), r.seconds,
+                    r.seconds > 0 ? static_cast<double>(r.deleted) / r.seconds : 0.0, r.longestTransactionMs,
+                    r.oldestKept.c_str());
+      }
+      std::fflush(stdout);
+    }
+    return failures == 0 ? kExitOk : kExitFailure;
+  };
+}
+
+}  // namespace outbox::cli

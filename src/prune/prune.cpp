@@ -1,0 +1,88 @@
+#include "prune/prune.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "db/connection.h"
+
+namespace outbox {
+
+Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& options) {
+  auto begin = std::chrono::steady_clock::now();
+  auto opened = db::Connection::open(db::paramsFrom(source.dsn));
+  if (!opened.isOk()) return opened.status();
+  db::Connection& conn = **opened;
+  const std::string table = "`" + source.outboxTable + "`";
+  PruneReport report;
+
+  OUTBOX_RETURN_IF_ERROR(conn.exec("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"));
+  const std::string lockName = conn.quote(fmt::format("outbox-prune:{}.{}", source.dsn.database, source.name).substr(0, 64));
+  auto locked = conn.queryU64(fmt::format("SELECT GET_LOCK({}, {})", lockName, options.lockWait.count()));
+  if (!locked.isOk()) return locked.status();
+  if (locked->value_or(0) != 1) {
+    report.skipped = true;
+    return report;
+  }
+
+  auto state = conn.queryU64(fmt::format("SELECT published_through FROM outbox_source_state WHERE source = {}",
+                                         conn.quote(source.name)));
+  if (!state.isOk()) return state.status();
+  if (!state->has_value()) return Status::permanent(fmt::format("source {} has no state row (run migrate)", source.name));
+  report.publishedThrough = **state;
+  const std::string cutoff = fmt::format("NOW(6) - INTERVAL {} MICROSECOND", options.keep.count() * 1000);
+
+  // The range to walk: from the lowest version in the table to the highest published one that
+  // is old enough. Plain reads: no locks.
+  auto bounds = conn.query(fmt::format(
+      "SELECT (SELECT MIN(version) FROM {0}), "
+      "(SELECT MAX(version) FROM {0} WHERE version <= {1} AND created_at < {2}), {2}",
+      table, report.publishedThrough, cutoff));
+  if (!bounds.isOk()) return bounds.status();
+  bounds->next();
+  const uint64_t low = bounds->isNull(0) ? 0 : bounds->u64(0);
+  const uint64_t high = bounds->isNull(1) ? 0 : bounds->u64(1);
+  const std::string fixedCutoff = conn.quote(bounds->text(2));  // the same cutoff for every batch
+
+  if (high >= low && high > 0) {
+    if (options.dryRun) {
+      auto count = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE version BETWEEN {} AND {} AND created_at < {}",
+                                             table, low, high, fixedCutoff));
+      if (!count.isOk()) return count.status();
+      report.deleted = count->value_or(0);
+    } else {
+      const uint64_t step = static_cast<uint64_t>(std::max(1, options.batch));
+      auto lastProgress = std::chrono::steady_clock::now();
+      for (uint64_t from = low; from <= high; from += step) {
+        uint64_t to = std::min(high, from + step - 1);
+        auto started = std::chrono::steady_clock::now();
+        auto deleted = conn.execCount(fmt::format(
+            "DELETE FROM {} WHERE version BETWEEN {} AND {} AND version <= {} AND created_at < {}", table, from, to,
+            report.publishedThrough, fixedCutoff));
+        if (!deleted.isOk()) return deleted.status();
+        auto now = std::chrono::steady_clock::now();
+        report.longestTransactionMs =
+            std::max(report.longestTransactionMs, std::chrono::duration<double, std::milli>(now - started).count());
+        report.deleted += *deleted;
+        if (options.progress && now - lastProgress > std::chrono::milliseconds(500)) {
+          options.progress(report.deleted);
+          lastProgress = now;
+        }
+      }
+    }
+  }
+
+  auto oldest = conn.query(fmt::format("SELECT id, version, created_at FROM {} ORDER BY id LIMIT 1", table));
+  if (!oldest.isOk()) return oldest.status();
+  if (oldest->next()) {
+    report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text(0),
+                                    oldest->isNull(1) ? "none yet" : std::string(oldest->text(1)), oldest->text(2));
+  } else {
+    report.oldestKept = "none";
+  }
+  (void)conn.exec(fmt::format("DO RELEASE_LOCK({})", lockName));
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return report;
+}
+
+}  // namespace outbox

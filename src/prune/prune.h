@@ -1,0 +1,42 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+#include "config/config.h"
+
+namespace outbox {
+
+// The shortest --keep allowed: a JetStream ack is not an fsync, and the reconciler may need the
+// rows to publish a lost tail again.
+inline constexpr std::chrono::minutes kMinimumKeep{10};
+
+struct PruneOptions {
+  std::chrono::milliseconds keep{3'600'000};
+  int batch = 5000;
+  bool dryRun = false;
+  std::chrono::seconds lockWait{2};
+  // Called now and then with the rows deleted so far (progress on a terminal).
+  std::function<void(uint64_t deleted)> progress;
+};
+
+struct PruneReport {
+  bool skipped = false;        // another prune held the source's lock
+  uint64_t deleted = 0;        // or, with dryRun, how many would be
+  double seconds = 0;
+  double longestTransactionMs = 0;
+  uint64_t publishedThrough = 0;
+  std::string oldestKept;      // "id N, version V, created_at T", or "none"
+};
+
+// ARCHITECTURE.md section 10: deletes the source's rows with version <= published_through and
+// created_at older than `keep`, walking uk_version in ranges of `batch` versions, one short
+// autocommit DELETE each, at READ COMMITTED so no gap locks reach where producers insert or the
+// relay assigns. Never touches unpublished or quarantined rows (they have no version at or below
+// published_through). Holds GET_LOCK('outbox-prune:<db>.<source>') so overlapping runs skip.
+Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& options);
+
+}  // namespace outbox
