@@ -15,7 +15,7 @@ MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seco
     : source_(source), idleTransactionTimeout_(idleTransactionTimeout), table_("`" + source.outboxTable + "`") {}
 
 Status MysqlOutboxStore::connect() {
-  conn_.reset();
+  if (conn_) return Status::ok();  // methods drop the connection when it breaks
   auto opened = db::Connection::open(db::paramsFrom(source_.dsn));
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();

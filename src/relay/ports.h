@@ -62,7 +62,7 @@ class OutboxStore {
   virtual ~OutboxStore() = default;
   // From now on, writes take effect only while `guard` holds the lease (nullopt: unguarded).
   virtual void setLeaseGuard(std::optional<LeaseGuard> guard) = 0;
-  // (Re)connects; creates the source's state row if it is missing.
+  // Connects unless connected; creates the source's state row if it is missing.
   virtual Status connect() = 0;
   virtual Result<SourceState> loadState() = 0;
   // Up to `limit` rows with no version and not quarantined, in id order (a consistent read).

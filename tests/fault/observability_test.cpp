@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(metrics_and_readiness_reflect_a_halted_source_and_a_stopped
 
 BOOST_AUTO_TEST_CASE(readiness_reports_an_unreachable_database) {
   TestDatabase database("dbdown");
-  SourceSpec source{"db" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec source{uniqueName("db", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
   BridgeProcess bridge(config);

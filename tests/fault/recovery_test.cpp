@@ -14,10 +14,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string uniqueName(const std::string& prefix, const TestDatabase& db) {
-  return prefix + db.name().substr(db.name().size() - 6);
-}
-
 std::vector<nats::StoredMessage> readStream(const SourceSpec& source) {
   StreamReader reader;
   return reader.readAll(source.stream(), "control." + source.name);

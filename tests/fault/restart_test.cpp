@@ -13,10 +13,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string uniqueName(const std::string& prefix, const TestDatabase& db) {
-  return prefix + db.name().substr(db.name().size() - 6);
-}
-
 // Drains `rows` rows while `fault` runs once the drain is under way; then checks the stream.
 void drainThrough(const std::string& purpose, int rows, const std::function<void()>& fault) {
   TestDatabase database(purpose);

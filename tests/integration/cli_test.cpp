@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(every_command_has_help_and_usage_errors_exit_2) {
 
 BOOST_AUTO_TEST_CASE(secrets_never_reach_the_log) {
   TestDatabase database("logs");
-  SourceSpec source{"log" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec source{uniqueName("log", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
   insertRows(database.sql(), source.outboxTable(), 10);

@@ -8,8 +8,6 @@
 #include <fmt/format.h>
 
 #include "harness.h"
-#include <httplib.h>
-
 #include "replica/replica.h"
 
 using namespace outbox;
@@ -24,8 +22,7 @@ struct PruneFixture {
   std::string config;
 
   explicit PruneFixture(const std::string& purpose, std::map<std::string, std::string> extra = {})
-      : database(purpose), spec{purpose.substr(0, 3) + database.name().substr(database.name().size() - 6), &database,
-                                std::move(extra)} {
+      : database(purpose), spec{uniqueName(purpose.substr(0, 3), database), &database, std::move(extra)} {
     config = writeConfig({spec});
     migrate(config);
   }
@@ -85,16 +82,9 @@ BOOST_AUTO_TEST_CASE(adr021_prune_below_the_watermark_then_bootstrap) {
   BOOST_TEST(f.database.scalar(fmt::format("SELECT MIN(version) FROM {}", f.table())) == 101u);
   // The replica bootstraps from the snapshot taken before the prune (served once), then
   // follows the stream: it never needed the pruned rows.
-  httplib::Server proxy;
-  std::atomic<int> served{0};
-  proxy.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
-    auto real = httpRequest(port, "GET", req.target);
-    res.set_content(served++ == 0 ? snapshot : real.body, "application/json");
-  });
-  int proxyPort = proxy.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { proxy.listen_after_bind(); });
+  ForwardingProxy proxy(port, [&](int n, const std::string&, std::string body) { return n == 0 ? snapshot : body; });
   Replica::Options o;
-  o.baseUrl = fmt::format("http://127.0.0.1:{}", proxyPort);
+  o.baseUrl = fmt::format("http://127.0.0.1:{}", proxy.port());
   o.source = f.spec.name;
   o.natsUrl = stack().natsUrl;
   o.verifyInterval = 100ms;
@@ -103,8 +93,6 @@ BOOST_AUTO_TEST_CASE(adr021_prune_below_the_watermark_then_bootstrap) {
   BOOST_TEST(replica.appliedVersion() == 100u);
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (replica.lastVerifiedVersion() != 111 && std::chrono::steady_clock::now() < deadline) (void)replica.step(50ms);
-  proxy.stop();
-  serving.join();
   BOOST_TEST(replica.lastVerifiedVersion() == 111u);
   BOOST_TEST(replica.counters().bootstraps == 1u);
   std::map<std::string, std::string> expected;

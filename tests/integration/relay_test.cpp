@@ -30,7 +30,7 @@ std::string fieldOf(const std::string& json, const std::string& field) {
 
 BOOST_AUTO_TEST_CASE(a_committed_row_reaches_the_stream_with_the_contract_headers) {
   TestDatabase database("headers");
-  SourceSpec source{"hdr" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec source{uniqueName("hdr", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
   auto& sql = database.sql();
@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(a_committed_row_reaches_the_stream_with_the_contract_header
 // out of id order, rollbacks, and updates of shared entities that must keep their commit order.
 BOOST_AUTO_TEST_CASE(concurrent_producers_give_dense_versions_once_in_commit_order) {
   TestDatabase database("inv");
-  SourceSpec source{"inv" + database.name().substr(database.name().size() - 6), &database,
+  SourceSpec source{uniqueName("inv", database), &database,
                     {{"batch_size", "50"}}};
   std::string config = writeConfig({source});
   migrate(config);
@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(concurrent_producers_give_dense_versions_once_in_commit_ord
 // ADR-021 validation 1: a business row and its outbox row commit or roll back together.
 BOOST_AUTO_TEST_CASE(adr021_business_row_and_outbox_row_commit_or_roll_back_together) {
   TestDatabase database("atomic");
-  SourceSpec source{"atm" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec source{uniqueName("atm", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
   auto& sql = database.sql();
@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(adr021_business_row_and_outbox_row_commit_or_roll_back_toge
 
 BOOST_AUTO_TEST_CASE(a_stream_with_other_subjects_is_refused) {
   TestDatabase database("subj");
-  SourceSpec source{"sub" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec source{uniqueName("sub", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
   // Someone else's stream under our name.
@@ -198,8 +198,8 @@ BOOST_AUTO_TEST_CASE(a_stream_with_other_subjects_is_refused) {
 
 BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   TestDatabase database("mig");
-  SourceSpec a{"mga" + database.name().substr(database.name().size() - 6), &database, {}};
-  SourceSpec b{"mgb" + database.name().substr(database.name().size() - 6), &database, {}};
+  SourceSpec a{uniqueName("mga", database), &database, {}};
+  SourceSpec b{uniqueName("mgb", database), &database, {}};
   std::string config = writeConfig({a, b});
   auto first = runBridge({"migrate", "--config", config});
   BOOST_TEST(first.exitCode == 0);

@@ -32,7 +32,7 @@ struct AccountsSource {
 
   explicit AccountsSource(const std::string& purpose, const std::string& extraToml = "")
       : database(purpose),
-        spec{purpose.substr(0, 3) + database.name().substr(database.name().size() - 6), &database,
+        spec{uniqueName(purpose.substr(0, 3), database), &database,
              {{"snapshot_query", "\"SELECT id, display_name AS displayName FROM accounts\""},
               {"snapshot_key", "\"id\""},
               {"batch_size", "200"}}} {
@@ -219,26 +219,16 @@ BOOST_AUTO_TEST_CASE(a_corrupted_snapshot_is_rejected_and_retried) {
   int port = bridge.httpPort();
   BOOST_REQUIRE(waitUntil([&] { return src.published() == 20; }, 20s));
   // A proxy that corrupts the first two snapshots it passes on: a changed name, then a cut.
-  httplib::Server proxy;
-  std::atomic<int> served{0};
-  proxy.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
-    auto real = httpRequest(port, "GET", req.target);
-    std::string body = real.body;
-    int n = served++;
+  ForwardingProxy proxy(port, [](int n, const std::string&, std::string body) {
     if (n == 0) body.replace(body.find("Account 7"), 9, "Account X");
     if (n == 1) body.resize(body.size() - 30);
-    res.status = real.status;
-    res.set_content(body, "application/json");
+    return body;
   });
-  int proxyPort = proxy.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { proxy.listen_after_bind(); });
   std::vector<std::string> lines;
-  Replica replica(replicaOptions(proxyPort, src.spec.name, &lines));
+  Replica replica(replicaOptions(proxy.port(), src.spec.name, &lines));
   BOOST_TEST(!replica.bootstrap().isOk());
   BOOST_TEST(!replica.bootstrap().isOk());
   BOOST_TEST(replica.bootstrap().isOk());
-  proxy.stop();
-  serving.join();
   BOOST_TEST(replica.counters().rejectedSnapshots == 2u);
   BOOST_TEST(replica.size() == 20u);
   BOOST_TEST((replicaTable(replica) == src.table()));
@@ -288,23 +278,14 @@ BOOST_AUTO_TEST_CASE(the_replica_re_bootstraps_when_it_meets_a_gap) {
   }
   // The replica starts from the snapshot at 10 (served once by a proxy), so it reads 11..20
   // from the stream and meets the gap at 15.
-  httplib::Server proxy;
-  std::atomic<int> served{0};
-  proxy.Get(".*", [&](const httplib::Request& req, httplib::Response& res) {
-    auto real = httpRequest(port, "GET", req.target);
-    res.status = real.status;
-    res.set_content(served++ == 0 && req.target == path ? atTen : real.body, "application/json");
+  ForwardingProxy proxy(port, [&](int n, const std::string& target, std::string body) {
+    return n == 0 && target == path ? atTen : body;
   });
-  int proxyPort = proxy.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { proxy.listen_after_bind(); });
   std::vector<std::string> lines;
-  Replica replica(replicaOptions(proxyPort, src.spec.name, &lines));
+  Replica replica(replicaOptions(proxy.port(), src.spec.name, &lines));
   BOOST_REQUIRE(replica.bootstrap().isOk());
   BOOST_TEST(replica.appliedVersion() == 10u);
-  bool done = stepUntil(replica, [&] { return replica.counters().gaps > 0 && replica.appliedVersion() == 20; }, 20s);
-  proxy.stop();
-  serving.join();
-  BOOST_REQUIRE(done);
+  BOOST_REQUIRE(stepUntil(replica, [&] { return replica.counters().gaps > 0 && replica.appliedVersion() == 20; }, 20s));
   BOOST_TEST(replica.counters().bootstraps == 2u);
   bool sawGap = false;
   for (const auto& l : lines) sawGap = sawGap || l.find("gap: expected version 15, got 16") != std::string::npos;

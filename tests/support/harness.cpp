@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -78,13 +79,20 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
+namespace {
+db::ConnectParams stackParams(const std::string& database = "") {
+  db::ConnectParams p;
+  p.host = stack().mysqlHost;
+  p.port = stack().mysqlPort;
+  p.user = stack().mysqlUser;
+  p.password = stack().mysqlPassword;
+  p.database = database;
+  return p;
+}
+}  // namespace
+
 TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}_{}", purpose, randomSuffix())) {
-  auto admin = db::ConnectParams{};
-  admin.host = stack().mysqlHost;
-  admin.port = stack().mysqlPort;
-  admin.user = stack().mysqlUser;
-  admin.password = stack().mysqlPassword;
-  auto conn = db::Connection::open(admin);
+  auto conn = db::Connection::open(stackParams());
   if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
   Status s = (*conn)->exec("CREATE DATABASE `" + name_ + "`");
   if (!s.isOk()) throw std::runtime_error(s.message());
@@ -92,12 +100,7 @@ TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}
 
 TestDatabase::~TestDatabase() {
   conn_.reset();
-  auto params = db::ConnectParams{};
-  params.host = stack().mysqlHost;
-  params.port = stack().mysqlPort;
-  params.user = stack().mysqlUser;
-  params.password = stack().mysqlPassword;
-  auto conn = db::Connection::open(params);
+  auto conn = db::Connection::open(stackParams());
   if (conn.isOk()) (void)(*conn)->exec("DROP DATABASE IF EXISTS `" + name_ + "`");
 }
 
@@ -106,13 +109,7 @@ std::string TestDatabase::dsn() const {
 }
 
 std::unique_ptr<db::Connection> TestDatabase::connect() const {
-  db::ConnectParams p;
-  p.host = stack().mysqlHost;
-  p.port = stack().mysqlPort;
-  p.user = stack().mysqlUser;
-  p.password = stack().mysqlPassword;
-  p.database = name_;
-  auto conn = db::Connection::open(p);
+  auto conn = db::Connection::open(stackParams(name_));
   if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
   return std::move(conn).value();
 }
@@ -147,6 +144,10 @@ SourceState TestDatabase::state(const std::string& source) {
   s.publishedStreamSeq = rows->u64(3);
   s.haltedReason = std::string(rows->text(4));
   return s;
+}
+
+std::string uniqueName(const std::string& prefix, const TestDatabase& database) {
+  return prefix + database.name().substr(database.name().size() - 6);
 }
 
 std::string SourceSpec::stream() const {
@@ -321,6 +322,31 @@ std::string checkDenseOnce(const std::vector<nats::StoredMessage>& messages, con
     }
   }
   return "";
+}
+
+}  // namespace outbox::test
+
+namespace outbox::test {
+
+struct ForwardingProxy::Impl {
+  httplib::Server server;
+  std::thread thread;
+};
+
+ForwardingProxy::ForwardingProxy(int targetPort, Rewrite rewrite) : impl_(std::make_unique<Impl>()) {
+  auto served = std::make_shared<std::atomic<int>>(0);
+  impl_->server.Get(".*", [targetPort, rewrite, served](const httplib::Request& req, httplib::Response& res) {
+    auto real = httpRequest(targetPort, "GET", req.target);
+    res.status = real.status;
+    res.set_content(rewrite(served->fetch_add(1), req.target, real.body), "application/json");
+  });
+  port_ = impl_->server.bind_to_any_port("127.0.0.1");
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+}
+
+ForwardingProxy::~ForwardingProxy() {
+  impl_->server.stop();
+  impl_->thread.join();
 }
 
 }  // namespace outbox::test

@@ -60,6 +60,9 @@ class TestDatabase {
   std::unique_ptr<db::Connection> conn_;
 };
 
+// A source name unique to this test: `prefix` plus the database's random suffix.
+std::string uniqueName(const std::string& prefix, const TestDatabase& database);
+
 // One [[source]] of a generated config.
 struct SourceSpec {
   std::string name;
@@ -138,5 +141,21 @@ struct HttpReply {
   std::map<std::string, std::string> headers;
 };
 HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "");
+
+// An HTTP server on a free loopback port that forwards GETs to a bridge and lets the test
+// rewrite each answer: rewrite(n, target, body) gets the n-th request (from 0) and returns the
+// body to send. Serves until destroyed.
+class ForwardingProxy {
+ public:
+  using Rewrite = std::function<std::string(int n, const std::string& target, std::string body)>;
+  ForwardingProxy(int targetPort, Rewrite rewrite);
+  ~ForwardingProxy();
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
 
 }  // namespace outbox::test
