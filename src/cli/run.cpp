@@ -100,6 +100,7 @@ Command addRun(CLI::App& app) {
     }
     httpOptions.maxSnapshotStreams = static_cast<size_t>(config.http.maxSnapshotStreams);
     httpOptions.stuckAfter = config.http.stuckAfter;
+    httpOptions.adminToken = config.http.adminToken;
     std::vector<HttpSource> httpSources;
     for (size_t i = 0; i < config.sources.size(); ++i) {
       httpSources.push_back({&config.sources[i], runtimes[i].metrics.get()});

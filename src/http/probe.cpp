@@ -20,6 +20,11 @@ SourceProbeResult SourceProbe::get() {
   return cached_;
 }
 
+void SourceProbe::invalidate() {
+  std::lock_guard lock(mu_);
+  cachedAt_ = {};
+}
+
 SourceProbeResult SourceProbe::query() {
   SourceProbeResult r;
   if (!conn_) {
@@ -44,8 +49,9 @@ SourceProbeResult SourceProbe::query() {
       "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} FORCE INDEX (idx_pending) WHERE version IS NULL "
       " AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {2} AND q.outbox_id = {0}.id) "
       " ORDER BY id LIMIT 1), "
-      "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} WHERE version = s.published_through + 1) "
-      "FROM outbox_source_state s WHERE s.source = {2}",
+      "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} WHERE version = s.published_through + 1), "
+      "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) "
+      "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
       table, kPendingCountCap, source));
   if (!state.isOk()) {
     conn_.reset();
@@ -68,6 +74,10 @@ SourceProbeResult SourceProbe::query() {
   r.pendingRows = (pending > quarantined ? pending - quarantined : 0) + assignedNotPublished;
   uint64_t oldestMicros = std::max(state->u64(6), state->u64(7));  // NULL reads as 0
   r.oldestPendingSeconds = static_cast<double>(oldestMicros) / 1e6;
+  r.paused = state->u64(8) != 0;
+  r.leaseHolder = std::string(state->text(9));
+  r.leaseEpoch = state->u64(10);
+  if (auto expires = state->optText(11)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
   return r;
 }
 

@@ -21,6 +21,10 @@ struct SourceProbeResult {
   uint64_t publishedThrough = 0;
   uint64_t assignedThrough = 0;
   uint64_t epoch = 0;
+  bool paused = false;
+  std::string leaseHolder;        // empty: no lease row yet
+  uint64_t leaseEpoch = 0;
+  double leaseExpiresInSeconds = 0;  // negative: expired
 };
 
 // Asks a source's database, on a connection of its own, at most once per `maxAge`.
@@ -30,6 +34,8 @@ class SourceProbe {
   explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000))
       : source_(source), maxAge_(maxAge) {}
   SourceProbeResult get();
+  // Drops the cached answer, so the next get() asks again (after an admin action).
+  void invalidate();
 
  private:
   SourceProbeResult query();  // REQUIRES(mu_)

@@ -10,6 +10,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <openssl/crypto.h>
+#include <simdjson.h>
+
+#include "relay/mysql_store.h"
 #include "snapshot/snapshot.h"
 
 namespace outbox {
@@ -119,7 +123,15 @@ void HttpServer::routes() {
     if (!s.config->snapshotPath.empty()) aliasPaths.push_back(s.config->snapshotPath);
   }
 
-  svr.set_pre_routing_handler([getRoutes, aliasPaths](const httplib::Request& req, httplib::Response& res) {
+  const std::regex adminPost(R"(/v1/admin/sources/[^/]+/(pause|resume|quarantine))");
+  getRoutes.emplace_back(R"(/v1/admin/(sources|leases)(/[^/]+)?)");
+  svr.set_pre_routing_handler([getRoutes, aliasPaths, adminPost](const httplib::Request& req, httplib::Response& res) {
+    if (std::regex_match(req.path, adminPost)) {
+      if (req.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("Allow", "POST");
+      jsonError(res, 405, fmt::format("method {} is not allowed on {}; use POST", req.method, req.path));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.method == "GET" || req.method == "HEAD") return httplib::Server::HandlerResponse::Unhandled;
     bool known = std::find(aliasPaths.begin(), aliasPaths.end(), req.path) != aliasPaths.end();
     for (const auto& r : getRoutes) known = known || std::regex_match(req.path, r);
@@ -143,12 +155,16 @@ void HttpServer::routes() {
     jsonError(res, 500, "internal error");
   });
 
+  adminRoutes();
+
   svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     std::string stuck;
     for (size_t i = 0; i < sources_.size(); ++i) {
       const auto& s = sources_[i];
       // Only the leader moves rows; a standby or a halted source is not "stuck".
-      if (s.metrics == nullptr || !s.metrics->leader.load() || s.metrics->halted.load()) continue;
+      if (s.metrics == nullptr || !s.metrics->leader.load() || s.metrics->halted.load() || s.metrics->paused.load()) {
+        continue;
+      }
       auto probe = probes_[i]->get();
       double limit = std::chrono::duration<double>(options_.stuckAfter).count();
       if (probe.reachable && probe.pendingRows > 0 && probe.oldestPendingSeconds > limit) {
@@ -315,6 +331,139 @@ void HttpServer::routes() {
       snapshot(*config, req, res);
     });
   }
+}
+
+const HttpSource* HttpServer::findSource(const std::string& name) const {
+  for (const auto& s : sources_) {
+    if (s.config->name == name) return &s;
+  }
+  return nullptr;
+}
+
+bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (options_.adminToken.empty()) {
+    jsonError(res, 403, "the admin API is disabled: set http.admin_token");
+    return false;
+  }
+  const std::string header = req.get_header_value("Authorization");
+  const std::string expected = "Bearer " + options_.adminToken;
+  if (header.size() != expected.size() || CRYPTO_memcmp(header.data(), expected.data(), expected.size()) != 0) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    jsonError(res, 401, "a valid bearer token is required");
+    return false;
+  }
+  return true;
+}
+
+void HttpServer::adminRoutes() {
+  auto& svr = *server_;
+  auto statusJson = [this](size_t i) {
+    const auto& s = sources_[i];
+    auto p = probes_[i]->get();
+    std::string out = fmt::format(R"({{"source":{},"stream":{},"reachable":{})", jsonString(s.config->name),
+                                  jsonString(s.config->stream), p.reachable ? "true" : "false");
+    if (p.reachable) {
+      out += fmt::format(
+          R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},"paused":{},)"
+          R"("pendingRows":{},"oldestPendingSeconds":{:.3f},"lease":{{"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})",
+          p.epoch, p.assignedThrough, p.publishedThrough, p.haltedReason.empty() ? "false" : "true",
+          p.haltedReason.empty() ? "null" : jsonString(p.haltedReason), p.paused ? "true" : "false", p.pendingRows,
+          p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonString(p.leaseHolder), p.leaseEpoch,
+          p.leaseExpiresInSeconds);
+    } else {
+      out += fmt::format(R"(,"error":{})", jsonString(p.error));
+    }
+    if (s.metrics != nullptr) {
+      out += fmt::format(R"(,"thisInstance":{{"leader":{},"publishedRows":{}}})", s.metrics->leader.load() ? "true" : "false",
+                         s.metrics->publishedRows.load());
+    }
+    return out + "}";
+  };
+
+  svr.Get("/v1/admin/sources", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    std::string out = "[";
+    for (size_t i = 0; i < sources_.size(); ++i) out += (i ? "," : "") + statusJson(i);
+    res.set_content(out + "]", "application/json");
+  });
+  svr.Get(R"(/v1/admin/sources/([^/]+))", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (sources_[i].config->name == req.matches[1]) return res.set_content(statusJson(i), "application/json");
+    }
+    jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+  });
+  svr.Get("/v1/admin/leases", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    std::string out = "[";
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      auto p = probes_[i]->get();
+      out += fmt::format(R"({}{{"source":{},"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})", i ? "," : "",
+                         jsonString(sources_[i].config->name),
+                         p.leaseHolder.empty() ? "null" : jsonString(p.leaseHolder), p.leaseEpoch,
+                         p.leaseExpiresInSeconds);
+    }
+    res.set_content(out + "]", "application/json");
+  });
+
+  auto pauseOrResume = [this](bool pause) {
+    return [this, pause](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      const HttpSource* source = findSource(req.matches[1]);
+      if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+      MysqlOutboxStore store(*source->config);
+      if (Status s = store.setPaused(pause); !s.isOk()) {
+        spdlog::warn("[{}] admin {}: {}", source->config->name, pause ? "pause" : "resume", s.message());
+        return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
+      }
+      spdlog::info("[{}] {} by the admin API", source->config->name, pause ? "paused" : "resumed");
+      for (size_t i = 0; i < sources_.size(); ++i) {
+        if (&sources_[i] == source) probes_[i]->invalidate();
+      }
+      res.set_content(fmt::format(R"({{"source":{},"paused":{}}})", jsonString(source->config->name),
+                                  pause ? "true" : "false"),
+                      "application/json");
+    };
+  };
+  svr.Post(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
+  svr.Post(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
+
+  svr.Post(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    const HttpSource* source = findSource(req.matches[1]);
+    if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+    uint64_t id = 0;
+    std::string reason;
+    simdjson::dom::parser parser;
+    simdjson::dom::element body;
+    if (parser.parse(req.body).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
+        id == 0) {
+      return jsonError(res, 400, R"(expected a JSON body {"id": <outbox row id>, "reason": "..."})");
+    }
+    std::string_view reasonView;
+    if (body["reason"].get_string().get(reasonView) != simdjson::SUCCESS || reasonView.empty()) {
+      return jsonError(res, 400, "a non-empty \"reason\" is required");
+    }
+    reason = std::string(reasonView);
+    MysqlOutboxStore store(*source->config);
+    Status s = store.quarantine(id, reason);
+    if (!s.isOk()) {
+      if (s.isPermanent() && s.message().find("mysql error") == std::string::npos) {
+        return jsonError(res, 409, s.message());  // the row already has a version
+      }
+      spdlog::warn("[{}] admin quarantine: {}", source->config->name, s.message());
+      return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
+    }
+    auto state = store.loadState();
+    bool cleared = false;
+    if (state.isOk() && state->haltedReason.rfind(fmt::format("poison row id={}:", id), 0) == 0) {
+      cleared = store.clearHalt().isOk();
+    }
+    spdlog::info("[{}] row {} quarantined by the admin API: {}", source->config->name, id, reason);
+    res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonString(source->config->name),
+                                id, cleared ? "true" : "false"),
+                    "application/json");
+  });
 }
 
 }  // namespace outbox

@@ -14,6 +14,8 @@
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace outbox {
@@ -24,7 +26,8 @@ struct HttpSource {
   SourceMetrics* metrics = nullptr;  // null on a process that only serves (no relay)
 };
 
-// The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics. Runs its own
+// The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics, and the admin
+// API under /v1/admin (bearer token: status, pause/resume, leases, quarantine). Runs its own
 // listener thread and a worker pool; every handler is thread-safe. Errors are JSON bodies
 // {"error": "..."} with a 4xx/5xx status and never contain SQL or credentials.
 class HttpServer {
@@ -36,6 +39,7 @@ class HttpServer {
     size_t workers = 16;
     std::chrono::milliseconds stuckAfter{300'000};  // pending this long on a leader: /healthz 503
     size_t maxRequestBytes = 16 * 1024;
+    std::string adminToken;  // secret; empty: the admin API answers 403
   };
   // `natsProblem` returns "" while NATS is usable, else why not.
   HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem);
@@ -49,6 +53,10 @@ class HttpServer {
  private:
   struct SnapshotMetrics;
   void routes();
+  void adminRoutes();
+  // Whether the request carries the admin token; otherwise fills in 401/403.
+  bool authorized(const httplib::Request& req, httplib::Response& res) const;
+  const HttpSource* findSource(const std::string& name) const;
 
   Options options_;
   std::vector<HttpSource> sources_;

@@ -25,6 +25,7 @@ void renderPrometheus(const std::string& name, const SourceMetrics& m, std::stri
   line("outbox_assigned_version", "", m.assignedVersion.load());
   line("outbox_epoch", "", m.epoch.load());
   line("outbox_halted", "", m.halted.load() ? 1 : 0);
+  line("outbox_paused", "", m.paused.load() ? 1 : 0);
   line("outbox_relay_running", "", m.running.load() ? 1 : 0);
   line("outbox_leader", "", m.leader.load() ? 1 : 0);
   uint64_t cumulative = 0;

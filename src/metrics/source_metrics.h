@@ -23,6 +23,7 @@ struct SourceMetrics {
   std::atomic<uint64_t> assignedVersion{0};
   std::atomic<uint64_t> epoch{0};
   std::atomic<bool> halted{false};
+  std::atomic<bool> paused{false};
   std::atomic<bool> running{false};
   std::atomic<bool> leader{false};
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};

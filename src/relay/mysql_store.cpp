@@ -62,7 +62,7 @@ Status MysqlOutboxStore::inTransaction(Fn&& fn) {
 Result<SourceState> MysqlOutboxStore::loadState() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto rows = conn_->query(fmt::format(
-      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason "
+      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused "
       "FROM outbox_source_state WHERE source = {}",
       sourceLiteral_));
   if (!rows.isOk()) {
@@ -76,6 +76,7 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   state.publishedThrough = rows->u64(2);
   state.publishedStreamSeq = rows->u64(3);
   state.haltedReason = std::string(rows->text(4));
+  state.paused = rows->u64(5) != 0;
   return state;
 }
 
@@ -130,11 +131,11 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
   Status s = inTransaction([&]() -> Status {
     auto claimed = conn_->execCount(guardedStateUpdate(
         fmt::format("s.assigned_through = s.assigned_through + {}", rows.size()),
-        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL", expectedAssignedThrough)));
+        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
       return Status::transient(
-          "assigned_through moved under us, the source was halted, or the lease was lost (another bridge?)");
+          "assigned_through moved under us, the source was halted or paused, or the lease was lost");
     }
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("SET @outbox_version := {}", expectedAssignedThrough)));
     // One statement for the whole batch: versions follow id order.
@@ -181,6 +182,14 @@ Status MysqlOutboxStore::halt(const std::string& reason) {
 Status MysqlOutboxStore::clearHalt() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   Status s = conn_->exec(guardedStateUpdate("s.halted_reason = NULL", ""));
+  if (s.isTransient()) conn_.reset();
+  return s;
+}
+
+Status MysqlOutboxStore::setPaused(bool paused) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  Status s = conn_->exec(
+      fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = {}", paused ? 1 : 0, sourceLiteral_));
   if (s.isTransient()) conn_.reset();
   return s;
 }

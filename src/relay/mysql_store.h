@@ -35,7 +35,8 @@ class MysqlOutboxStore final : public OutboxStore {
   // Returns the new state.
   Result<SourceState> epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq, const std::string& reason);
 
-  db::Connection& connection() { return *conn_; }
+  // Operator actions (admin API): every instance honours the flag.
+  Status setPaused(bool paused);
 
  private:
   Status ensureConnected();

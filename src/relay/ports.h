@@ -30,6 +30,7 @@ struct SourceState {
   uint64_t publishedThrough = 0;
   uint64_t publishedStreamSeq = 0;
   std::string haltedReason;  // empty: not halted
+  bool paused = false;       // an operator paused the source (admin API)
 };
 
 // The stream's last message, as reconcile needs it.

@@ -47,6 +47,12 @@ void Relay::run() {
     publisher_.abandon();
     if (stop_.stopped()) break;
     if (progressed_) backoff.reset();
+    if (s.isPermanent() && state_.paused) {
+      if (s.message() != lastProblem) spdlog::info("[{}] {}", source_.name, s.message());
+      lastProblem = s.message();
+      stop_.waitFor(options_.haltRecheck);
+      continue;
+    }
     if (s.isPermanent()) {
       metrics_.halted = true;
       if (s.message() != lastProblem) spdlog::error("[{}] halted: {}", source_.name, s.message());
@@ -177,6 +183,7 @@ Status Relay::reconcile() {
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;
   metrics_.halted = !state_.haltedReason.empty();
+  metrics_.paused = state_.paused;
   metrics_.epoch = state_.epoch;
   metrics_.assignedVersion = state_.assignedThrough;
   metrics_.publishedVersion = state_.publishedThrough;
@@ -184,6 +191,7 @@ Status Relay::reconcile() {
     if (state_.haltedReason.rfind(kPoisonPrefix, 0) != 0) return Status::permanent(state_.haltedReason);
     OUTBOX_RETURN_IF_ERROR(recheckPoisonHalt());
   }
+  if (state_.paused) return Status::permanent("paused by an operator: publishing nothing until resumed");
 
   auto tipResult = publisher_.tip();
   if (!tipResult.isOk()) return tipResult.status();

@@ -236,9 +236,13 @@ int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {
   return port;
 }
 
-HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body) {
+HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body,
+                      const std::map<std::string, std::string>& headers) {
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(std::chrono::seconds(30));
+  httplib::Headers extra;
+  for (const auto& [k, v] : headers) extra.emplace(k, v);
+  client.set_default_headers(extra);
   httplib::Result res = method == "GET"    ? client.Get(path)
                         : method == "POST" ? client.Post(path, body, "application/json")
                         : method == "PUT"  ? client.Put(path, body, "application/json")

@@ -140,7 +140,8 @@ struct HttpReply {
   std::string body;
   std::map<std::string, std::string> headers;
 };
-HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "");
+HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "",
+                      const std::map<std::string, std::string>& headers = {});
 
 // An HTTP server on a free loopback port that forwards GETs to a bridge and lets the test
 // rewrite each answer: rewrite(n, target, body) gets the n-th request (from 0) and returns the

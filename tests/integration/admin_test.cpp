@@ -1,0 +1,108 @@
+#define BOOST_TEST_MODULE admin
+#include <boost/test/unit_test.hpp>
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer s3cret-admin"}};
+const std::string kAdminToml = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"s3cret-admin\"\n";
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_admin_api_requires_its_bearer_token) {
+  TestDatabase database("adminauth");
+  SourceSpec source{uniqueName("aut", database), &database, {}};
+  std::string config = writeConfig({source}, kAdminToml);
+  migrate(config);
+  BridgeProcess bridge(config);
+  bridge.start();
+  int port = bridge.httpPort();
+  auto none = httpRequest(port, "GET", "/v1/admin/sources");
+  BOOST_TEST(none.status == 401);
+  BOOST_TEST(none.headers["WWW-Authenticate"] == "Bearer");
+  BOOST_TEST(none.body == R"({"error":"a valid bearer token is required"})");
+  BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources", "", {{"Authorization", "Bearer wrong"}}).status == 401);
+  BOOST_TEST(httpRequest(port, "POST", "/v1/admin/sources/" + source.name + "/pause").status == 401);
+  auto ok = httpRequest(port, "GET", "/v1/admin/sources", "", kAuth);
+  BOOST_TEST(ok.status == 200);
+  BOOST_TEST(ok.body.find("\"source\":\"" + source.name + "\"") != std::string::npos, ok.body);
+  BOOST_TEST(ok.body.find("\"paused\":false") != std::string::npos, ok.body);
+  BOOST_TEST(ok.body.find("s3cret-admin") == std::string::npos);
+  BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources/nope", "", kAuth).status == 404);
+  BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources/" + source.name + "/pause", "", kAuth).status == 405);
+  BOOST_TEST(bridge.stop() == 0);
+  // Without a configured token the admin API is off.
+  std::string plain = writeConfig({source});
+  BridgeProcess second(plain);
+  second.start();
+  auto off = httpRequest(second.httpPort(), "GET", "/v1/admin/sources", "", kAuth);
+  BOOST_TEST(off.status == 403);
+  BOOST_TEST(second.stop() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(pause_stops_publishing_until_resume_without_a_hole) {
+  TestDatabase database("pause");
+  SourceSpec source{uniqueName("pau", database), &database, {}};
+  std::string config = writeConfig({source}, kAdminToml + "stuck_after = \"1s\"\n");
+  migrate(config);
+  BridgeProcess bridge(config);
+  bridge.start();
+  int port = bridge.httpPort();
+  insertRows(database.sql(), source.outboxTable(), 10);
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough == 10; }, 20s));
+  auto paused = httpRequest(port, "POST", "/v1/admin/sources/" + source.name + "/pause", "", kAuth);
+  BOOST_REQUIRE_EQUAL(paused.status, 200);
+  BOOST_TEST(paused.body == fmt::format(R"({{"source":"{}","paused":true}})", source.name));
+  insertRows(database.sql(), source.outboxTable(), 10, 10);
+  std::this_thread::sleep_for(2500ms);
+  BOOST_TEST(database.state(source.name).publishedThrough == 10u);
+  BOOST_TEST(httpRequest(port, "GET", "/metrics").body.find(fmt::format("outbox_paused{{source=\"{}\"}} 1", source.name)) !=
+             std::string::npos);
+  BOOST_TEST(httpRequest(port, "GET", "/healthz").status == 200);  // paused is not stuck
+  BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources/" + source.name, "", kAuth).body.find("\"paused\":true") !=
+             std::string::npos);
+  BOOST_REQUIRE_EQUAL(httpRequest(port, "POST", "/v1/admin/sources/" + source.name + "/resume", "", kAuth).status, 200);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 20; }, 20s), bridge.log());
+  StreamReader reader;
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(reader.readAll(source.stream(), "control." + source.name), source.name, 20), "");
+  auto leases = httpRequest(port, "GET", "/v1/admin/leases", "", kAuth);
+  BOOST_TEST(leases.status == 200);
+  BOOST_TEST(leases.body.find("\"leaseEpoch\":1") != std::string::npos, leases.body);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(quarantine_through_the_admin_api_resumes_a_halted_source) {
+  TestDatabase database("adminq");
+  SourceSpec source{uniqueName("adq", database), &database, {}};
+  std::string config = writeConfig({source}, kAdminToml);
+  migrate(config);
+  insertRows(database.sql(), source.outboxTable(), 2);
+  BOOST_REQUIRE(database.sql().exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                                "('bad type', 'k', 'upsert', '{{}}')", source.outboxTable())).isOk());
+  uint64_t poison = database.scalar("SELECT LAST_INSERT_ID()");
+  insertRows(database.sql(), source.outboxTable(), 2, 2);
+  BridgeProcess bridge(config);
+  bridge.start();
+  int port = bridge.httpPort();
+  BOOST_REQUIRE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s));
+  const std::string path = "/v1/admin/sources/" + source.name + "/quarantine";
+  BOOST_TEST(httpRequest(port, "POST", path, "not json", kAuth).status == 400);
+  BOOST_TEST(httpRequest(port, "POST", path, R"({"id": 1})", kAuth).status == 400);  // no reason
+  auto published = httpRequest(port, "POST", path, R"({"id": 1, "reason": "x"})", kAuth);
+  BOOST_TEST(published.status == 409);
+  BOOST_TEST(published.body.find("already has version 1") != std::string::npos, published.body);
+  auto q = httpRequest(port, "POST", path, fmt::format(R"({{"id": {}, "reason": "bad entity type"}})", poison), kAuth);
+  BOOST_REQUIRE_EQUAL(q.status, 200);
+  BOOST_TEST(q.body.find("\"haltCleared\":true") != std::string::npos, q.body);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 4; }, 20s), bridge.log());
+  StreamReader reader;
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(reader.readAll(source.stream(), "control." + source.name), source.name, 4), "");
+  BOOST_TEST(bridge.stop() == 0);
+}
