@@ -91,7 +91,8 @@ Status HttpServer::start() {
   server_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   server_->set_payload_max_length(options_.maxRequestBytes);
   server_->set_read_timeout(std::chrono::seconds(5));
-  server_->set_write_timeout(std::chrono::seconds(30));
+  // A client that takes nothing for this long is dropped (and cannot hold up a shutdown longer).
+  server_->set_write_timeout(std::chrono::seconds(10));
   server_->set_keep_alive_timeout(5);
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
@@ -107,6 +108,7 @@ Status HttpServer::start() {
 }
 
 void HttpServer::stop() {
+  stopping_ = true;
   if (thread_.joinable()) {
     server_->stop();
     thread_.join();
@@ -299,7 +301,9 @@ void HttpServer::routes() {
     res.set_chunked_content_provider(
         "application/json",
         [this, stream, &source, begin](size_t, httplib::DataSink& sink) {
-          Status s = stream->writeTo([&sink](std::string_view piece) { return sink.write(piece.data(), piece.size()); });
+          Status s = stream->writeTo([this, &sink](std::string_view piece) {
+            return !stopping_.load() && sink.write(piece.data(), piece.size());
+          });
           double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
           if (!s.isOk()) {
             spdlog::warn("[{}] snapshot cut short after {} records: {}", source.name, stream->summary().recordCount,

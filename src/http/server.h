@@ -65,6 +65,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<SnapshotMetrics> snapshotMetrics_;
   std::atomic<size_t> activeSnapshots_{0};
+  std::atomic<bool> stopping_{false};  // snapshot streams end early once set
   std::thread thread_;
   int port_ = 0;
 };
