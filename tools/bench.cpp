@@ -39,6 +39,7 @@ struct Options {
   int idleSeconds = 5;
   int snapshotRecords = 1'000'000;
   int pruneRows = 500'000;
+  std::string nodePoller;  // the directory of tools/node-poller; empty: skip the comparison
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
 };
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
   app.add_option("--snapshot-records", o.snapshotRecords, "records in the snapshot run (default 1000000; 0: skip)");
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
+  app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
   app.add_option("--mysql-pid", o.mysqlPid, "mariadbd's pid, to report its CPU time");
   CLI11_PARSE(app, argc, argv);
@@ -343,6 +345,37 @@ int main(int argc, char** argv) {
   }
 
   bridge.terminate(std::chrono::seconds(10));
+
+  // (g) The same backlog through a batched Node.js poller (mysql2 + nats.js), same servers.
+  if (!o.nodePoller.empty()) {
+    const std::string nodeSource = "node" + runId;
+    const std::string nodeTable = nodeSource + "_outbox";
+    check(conn->exec(fmt::format("CREATE TABLE {} LIKE {}", nodeTable, table)), "create the node poller's table");
+    check(conn->exec(fmt::format("INSERT INTO outbox_source_state (source) VALUES ('{}')", nodeSource)), "state row");
+    bulkInsert(*conn, nodeTable, o.rows, o.payloadBytes);
+    nats::StreamSettings settings;
+    settings.name = "NODE_" + upper(runId);
+    settings.subject = "control." + nodeSource + ".>";
+    check(js->ensureStream(settings), "create the node poller's stream");
+    const std::string nodeLog = fmt::format("/tmp/outbox-bench-node-{}.log", runId);
+    Subprocess node;
+    node.start({"/usr/bin/env", "node", o.nodePoller + "/poller.mjs", fmt::format("mysql://{}@{}:{}/{}", dsn.user, dsn.host, dsn.port, database),
+                dsn.password, o.natsUrl, nodeTable, "control." + nodeSource, nodeSource, std::to_string(o.rows)},
+               nodeLog);
+    while (node.running()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(nodeLog);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto at = text.find("\"rate\":");
+    if (at == std::string::npos) {
+      std::printf("(g) node.js poller: failed, see %s\n", nodeLog.c_str());
+    } else {
+      double nodeRate = std::strtod(text.c_str() + at + 7, nullptr);
+      std::printf("(g) batched node.js poller (mysql2 + nats.js)  %9.0f rows/s   (b)/(g) = %.1f   [target >= 4]\n",
+                  nodeRate, drain / nodeRate);
+    }
+    (void)js->deleteStream(settings.name);
+    std::fflush(stdout);
+  }
 
   // (f) Prune: a table of pruneRows published rows, old enough, deleted by `outbox-bridge prune`.
   if (o.pruneRows > 0) {
