@@ -10,7 +10,7 @@ namespace outbox {
 
 namespace {
 
-std::optional<uint64_t> parseU64(const std::string& text) {
+std::optional<uint64_t> parseU64(std::string_view text) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
@@ -98,7 +98,7 @@ void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {
   const size_t prefix = source_.name.size() + 1;
   for (auto& event : scratch_) {
     VersionAck ack;
-    auto version = event.msgId.size() > prefix ? parseU64(event.msgId.substr(prefix)) : std::nullopt;
+    auto version = event.msgId.size() > prefix ? parseU64(std::string_view(event.msgId).substr(prefix)) : std::nullopt;
     if (!version) continue;  // not ours: cannot happen, the context publishes only our messages
     ack.version = *version;
     ack.seq = event.seq;
