@@ -80,6 +80,19 @@ struct AccountsSource {
   }
 
   uint64_t published() { return database.state(spec.name).publishedThrough; }
+
+  // Writes accounts 1..count ("Account N"), starts `bridge`, waits until they are published and
+  // returns the bridge's HTTP port.
+  int seedAndStart(BridgeProcess& bridge, uint64_t count) {
+    auto conn = database.connect();
+    for (uint64_t i = 1; i <= count; ++i) change(*conn, i, fmt::format("Account {}", i));
+    bridge.start();
+    int port = bridge.httpPort();
+    if (!waitUntil([&] { return published() == count; }, std::chrono::seconds(20))) {
+      throw std::runtime_error("the seed was not published:\n" + bridge.log());
+    }
+    return port;
+  }
 };
 
 std::map<std::string, std::optional<std::string>> replicaTable(const Replica& replica) {
@@ -212,12 +225,8 @@ BOOST_AUTO_TEST_CASE(a_replica_bootstrapped_mid_flight_ends_equal_to_the_databas
 // The consumer rejects a corrupted snapshot and retries until it gets a good one.
 BOOST_AUTO_TEST_CASE(a_corrupted_snapshot_is_rejected_and_retried) {
   AccountsSource src("corrupt");
-  auto conn = src.database.connect();
-  for (uint64_t i = 1; i <= 20; ++i) src.change(*conn, i, fmt::format("Account {}", i));
   BridgeProcess bridge(src.config);
-  bridge.start();
-  int port = bridge.httpPort();
-  BOOST_REQUIRE(waitUntil([&] { return src.published() == 20; }, 20s));
+  int port = src.seedAndStart(bridge, 20);
   // A proxy that corrupts the first two snapshots it passes on: a changed name, then a cut.
   ForwardingProxy proxy(port, [](int n, const std::string&, std::string body) {
     if (n == 0) body.replace(body.find("Account 7"), 9, "Account X");
@@ -240,12 +249,9 @@ BOOST_AUTO_TEST_CASE(a_corrupted_snapshot_is_rejected_and_retried) {
 
 BOOST_AUTO_TEST_CASE(the_replica_re_bootstraps_after_an_epoch_bump) {
   AccountsSource src("bump");
-  auto conn = src.database.connect();
-  for (uint64_t i = 1; i <= 10; ++i) src.change(*conn, i, fmt::format("Account {}", i));
   BridgeProcess bridge(src.config);
-  bridge.start();
-  int port = bridge.httpPort();
-  BOOST_REQUIRE(waitUntil([&] { return src.published() == 10; }, 20s));
+  int port = src.seedAndStart(bridge, 10);
+  auto conn = src.database.connect();
   Replica replica(replicaOptions(port, src.spec.name));
   BOOST_REQUIRE(replica.bootstrap().isOk());
   auto bump = runBridge({"epoch", "bump", "--config", src.config, "--source", src.spec.name, "--reason", "test"});
@@ -261,12 +267,9 @@ BOOST_AUTO_TEST_CASE(the_replica_re_bootstraps_after_an_epoch_bump) {
 
 BOOST_AUTO_TEST_CASE(the_replica_re_bootstraps_when_it_meets_a_gap) {
   AccountsSource src("gap");
-  auto conn = src.database.connect();
-  for (uint64_t i = 1; i <= 10; ++i) src.change(*conn, i, fmt::format("Account {}", i));
   BridgeProcess bridge(src.config);
-  bridge.start();
-  int port = bridge.httpPort();
-  BOOST_REQUIRE(waitUntil([&] { return src.published() == 10; }, 20s));
+  int port = src.seedAndStart(bridge, 10);
+  auto conn = src.database.connect();
   const std::string path = "/v1/sources/" + src.spec.name + "/control-snapshot";
   std::string atTen = httpRequest(port, "GET", path).body;  // a snapshot taken at watermark 10
   for (uint64_t i = 11; i <= 20; ++i) src.change(*conn, i, fmt::format("Account {}", i));
@@ -407,12 +410,9 @@ BOOST_AUTO_TEST_CASE(a_slow_client_does_not_block_other_requests) {
 // The command-line consumer: bootstraps, follows, verifies, dumps the replica.
 BOOST_AUTO_TEST_CASE(the_replica_command_prints_its_state_changes_and_dumps_the_replica) {
   AccountsSource src("cli");
-  auto conn = src.database.connect();
-  for (uint64_t i = 1; i <= 5; ++i) src.change(*conn, i, fmt::format("Account {}", i));
   BridgeProcess bridge(src.config);
-  bridge.start();
-  int port = bridge.httpPort();
-  BOOST_REQUIRE(waitUntil([&] { return src.published() == 5; }, 20s));
+  int port = src.seedAndStart(bridge, 5);
+  auto conn = src.database.connect();
   std::string dump = "/tmp/outbox-tests/replica-" + src.spec.name + ".json";
   Subprocess replica;
   std::string log = "/tmp/outbox-tests/replica-" + src.spec.name + ".log";
