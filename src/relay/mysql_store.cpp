@@ -229,7 +229,9 @@ Result<SourceState> MysqlOutboxStore::epochBump(uint64_t highestStreamVersion, u
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
         "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",
         epoch + 1, highest, highest, streamLastSeq, sourceLiteral_)));
-    (void)reason;
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
+        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
+        sourceLiteral_, epoch + 1, conn_->quote(reason.substr(0, 1000)), highest, streamLastSeq)));
     result.epoch = epoch + 1;
     result.assignedThrough = highest;
     result.publishedThrough = highest;

@@ -31,8 +31,8 @@ class MysqlOutboxStore final : public OutboxStore {
 
   // `outbox-bridge epoch bump`: in one transaction, epoch + 1, assigned and published through
   // the highest version ever seen (in the stream or the table), versions of rows assigned but
-  // not published cleared so they are published again under new versions, halt cleared.
-  // Returns the new state.
+  // not published cleared so they are published again under new versions, halt cleared, and
+  // the reason recorded in outbox_epoch_history. Returns the new state.
   Result<SourceState> epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq, const std::string& reason);
 
   // Operator actions (admin API): every instance honours the flag.

@@ -92,6 +92,9 @@ BOOST_AUTO_TEST_CASE(a_restored_database_halts_until_epoch_bump_and_versions_are
   BOOST_TEST(state.epoch == 2u);
   BOOST_TEST(state.haltedReason.empty());
   BOOST_TEST(state.assignedThrough >= 100u);
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_epoch_history WHERE source = '{}' AND epoch = 2 "
+                                         "AND reason = 'restored backup' AND versions_after = 100",
+                                         source.name)) == 1u);
   // The running bridge notices the bump and publishes the 30 new rows above version 100.
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 130); }, 20s), bridge.log());
   auto messages = readStream(source);
