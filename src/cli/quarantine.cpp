@@ -25,10 +25,9 @@ Command addQuarantine(CLI::App& app) {
     db::initLibrary();
     MysqlOutboxStore store(src);
     if (Status s = store.connect(); !s.isOk()) throw Exit{kExitFailure, s.message()};
-    if (Status s = store.quarantine(*id, *reason); !s.isOk()) throw Exit{kExitFailure, s.message()};
-    auto state = store.loadState();
-    if (state.isOk() && state->haltedReason.rfind(fmt::format("poison row id={}:", *id), 0) == 0) {
-      if (Status s = store.clearHalt(); !s.isOk()) throw Exit{kExitFailure, s.message()};
+    auto cleared = store.quarantineAndResume(*id, *reason);
+    if (!cleared.isOk()) throw Exit{kExitFailure, cleared.status().message()};
+    if (*cleared) {
       std::printf("source %s: row %llu quarantined; the halt it caused is cleared\n", src.name.c_str(),
                   static_cast<unsigned long long>(*id));
     } else {

@@ -450,22 +450,19 @@ void HttpServer::adminRoutes() {
     }
     reason = std::string(reasonView);
     MysqlOutboxStore store(*source->config);
-    Status s = store.quarantine(id, reason);
-    if (!s.isOk()) {
+    auto cleared = store.quarantineAndResume(id, reason);
+    if (!cleared.isOk()) {
+      const Status& s = cleared.status();
       if (s.isPermanent() && s.message().find("mysql error") == std::string::npos) {
         return jsonError(res, 409, s.message());  // the row already has a version
       }
       spdlog::warn("[{}] admin quarantine: {}", source->config->name, s.message());
       return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
     }
-    auto state = store.loadState();
-    bool cleared = false;
-    if (state.isOk() && state->haltedReason.rfind(fmt::format("poison row id={}:", id), 0) == 0) {
-      cleared = store.clearHalt().isOk();
-    }
+    bool clearedHalt = *cleared;
     spdlog::info("[{}] row {} quarantined by the admin API: {}", source->config->name, id, reason);
     res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonString(source->config->name),
-                                id, cleared ? "true" : "false"),
+                                id, clearedHalt ? "true" : "false"),
                     "application/json");
   });
 }

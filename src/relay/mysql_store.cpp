@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "relay/poison.h"
+
 namespace outbox {
 
 namespace {
@@ -194,6 +196,15 @@ Status MysqlOutboxStore::setPaused(bool paused) {
   return s;
 }
 
+Result<bool> MysqlOutboxStore::quarantineAndResume(uint64_t outboxId, const std::string& reason) {
+  OUTBOX_RETURN_IF_ERROR(quarantine(outboxId, reason));
+  auto state = loadState();
+  if (!state.isOk()) return state.status();
+  if (!isPoisonHalt(state->haltedReason, outboxId)) return false;
+  OUTBOX_RETURN_IF_ERROR(clearHalt());
+  return true;
+}
+
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
   return inTransaction([&]() -> Status {
     auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE id = {} FOR UPDATE", table_, outboxId));
@@ -224,7 +235,7 @@ Result<SourceState> MysqlOutboxStore::epochBump(uint64_t highestStreamVersion, u
     uint64_t highest = std::max<uint64_t>({highestStreamVersion, maxInTable->value_or(0), assigned, published});
     // Assigned but never confirmed in the stream: publish again under fresh versions.
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
-        "UPDATE {} SET version = NULL WHERE version > {} ORDER BY version", table_, std::min(published, highestStreamVersion))));
+        "UPDATE {} SET version = NULL WHERE version > {}", table_, std::min(published, highestStreamVersion))));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
         "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",

@@ -35,8 +35,12 @@ class MysqlOutboxStore final : public OutboxStore {
   // the reason recorded in outbox_epoch_history. Returns the new state.
   Result<SourceState> epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq, const std::string& reason);
 
-  // Operator actions (admin API): every instance honours the flag.
+  // Operator actions (CLI and admin API).
+  // Every instance honours the flag.
   Status setPaused(bool paused);
+  // Quarantines an unpublished row and, when the source is halted on that very row, clears the
+  // halt. Returns whether it cleared one. A row that already has a version: permanent error.
+  Result<bool> quarantineAndResume(uint64_t outboxId, const std::string& reason);
 
  private:
   Status ensureConnected();

@@ -36,4 +36,11 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
   return std::nullopt;
 }
 
+std::string poisonHaltReason(uint64_t id, const std::string& why) { return fmt::format("poison row id={}: {}", id, why); }
+
+bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id) {
+  const std::string prefix = id ? fmt::format("poison row id={}:", *id) : std::string("poison row id=");
+  return haltedReason.rfind(prefix, 0) == 0;
+}
+
 }  // namespace outbox

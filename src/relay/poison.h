@@ -13,4 +13,9 @@ namespace outbox {
 // subject token, a header value with a line break, or a message over `maxPayload` bytes.
 std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRow& row, size_t maxPayload);
 
+// The halted_reason of a source stopped by poison row `id`: "poison row id=<id>: <why>".
+std::string poisonHaltReason(uint64_t id, const std::string& why);
+// Whether `haltedReason` is a poison halt (of row `id`, when given).
+bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id = std::nullopt);
+
 }  // namespace outbox

@@ -6,12 +6,12 @@
 #include <spdlog/spdlog.h>
 
 #include "common/backoff.h"
+#include "relay/poison.h"
 
 namespace outbox {
 
 namespace {
 
-constexpr const char* kPoisonPrefix = "poison row";
 constexpr std::chrono::seconds kProgressInterval{30};
 
 int64_t wallMicros() {
@@ -188,7 +188,7 @@ Status Relay::reconcile() {
   metrics_.assignedVersion = state_.assignedThrough;
   metrics_.publishedVersion = state_.publishedThrough;
   if (!state_.haltedReason.empty()) {
-    if (state_.haltedReason.rfind(kPoisonPrefix, 0) != 0) return Status::permanent(state_.haltedReason);
+    if (!isPoisonHalt(state_.haltedReason)) return Status::permanent(state_.haltedReason);
     OUTBOX_RETURN_IF_ERROR(recheckPoisonHalt());
   }
   if (state_.paused) return Status::permanent("paused by an operator: publishing nothing until resumed");
@@ -312,7 +312,7 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   OUTBOX_RETURN_IF_ERROR(publishRows(batch.rows));
   if (!batch.poison) return Status::ok();
   metrics_.poisonRows++;
-  std::string reason = fmt::format("{} id={}: {}", kPoisonPrefix, batch.poison->first, batch.poison->second);
+  std::string reason = poisonHaltReason(batch.poison->first, batch.poison->second);
   if (source_.onPoison == OnPoison::kQuarantine) {
     spdlog::warn("[{}] quarantining {}", source_.name, reason);
     return store_.quarantine(batch.poison->first, reason);
@@ -342,9 +342,9 @@ Status Relay::processAcks() {
   acks_.clear();
   publisher_.takeAcks(acks_);
   std::string failure;
+  if (!acks_.empty()) lastAck_ = clock_.now();
   for (const auto& ack : acks_) {
     if (outstanding_ > 0) --outstanding_;
-    lastAck_ = clock_.now();
     if (ack.ok) {
       tracker_.ack(ack.version, ack.seq);
     } else if (failure.empty()) {

@@ -67,7 +67,6 @@ class Relay {
   Status haltWith(const std::string& reason);
   // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
   void logProgress();
-  size_t outstanding() const { return outstanding_; }
 
   const SourceConfig& source_;
   OutboxStore& store_;
