@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Counts Boost.Test cases in a meson testlog.json: prints "PASSED FAILED SKIPPED".
+"""Counts test cases in a meson testlog.json: prints "PASSED FAILED SKIPPED".
 
-A test executable that ended without Boost's report (a crash, a timeout) counts as one failure.
+Reads Boost.Test's short report and Python unittest's summary ("Ran N tests" then "OK" or
+"FAILED (failures=F, errors=E, skipped=S)"). A test executable that ended without a report (a
+crash, a timeout) counts as one failure.
 """
 import json
 import re
@@ -15,6 +17,11 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
     p = sum(int(n) for n in re.findall(r"(\d+) test cases? out of \d+ passed", out))
     f = sum(int(n) for n in re.findall(r"(\d+) test cases? out of \d+ failed", out))
     s = sum(int(n) for n in re.findall(r"(\d+) test cases? out of \d+ skipped", out))
+    ran = re.search(r"^Ran (\d+) tests? in ", out, re.M)
+    if ran:  # Python unittest
+        bad = sum(int(n) for n in re.findall(r"(?:failures|errors|unexpected successes)=(\d+)", out))
+        s = sum(int(n) for n in re.findall(r"skipped=(\d+)", out))
+        p, f = int(ran.group(1)) - bad - s, bad
     if result == "SKIP":
         skipped += 1
         continue

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -21,12 +22,15 @@ void onSignal(int) { stopRequested = 1; }
 
 int main(int argc, char** argv) {
   CLI::App app{"outbox-demo-producer: writes accounts and stocks with their outbox rows"};
-  std::string dsnText, password;
+  std::string dsnText, password, passwordFile;
   double rate = 5;
   int64_t total = 0;
   double rollbackShare = 0.05;
   app.add_option("--dsn", dsnText, "mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE")->required();
-  app.add_option("--password", password, "database password (else from the DSN)");
+  app.add_option("--password", password, "database password (else from the DSN; prefer --password-file)");
+  app.add_option("--password-file", passwordFile, "read the database password from this file (e.g. a secret)")
+      ->check(CLI::ExistingFile)
+      ->excludes("--password");
   app.add_option("--rate", rate, "changes per second (default 5)")->check(CLI::PositiveNumber);
   app.add_option("--count", total, "stop after this many committed changes (default: run until stopped)");
   app.add_option("--rollback-share", rollbackShare, "share of transactions rolled back (default 0.05)")
@@ -39,6 +43,10 @@ int main(int argc, char** argv) {
   } catch (const outbox::ConfigError& e) {
     std::fprintf(stderr, "outbox-demo-producer: %s\n", e.what());
     return 2;
+  }
+  if (!passwordFile.empty()) {
+    std::ifstream in(passwordFile);
+    std::getline(in, password);  // one line; a trailing newline is not part of the password
   }
   if (!password.empty()) dsn.password = password;
   std::signal(SIGTERM, onSignal);

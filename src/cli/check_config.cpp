@@ -7,9 +7,9 @@ namespace outbox::cli {
 Command addCheckConfig(CLI::App& app) {
   auto* cmd = app.add_subcommand("check-config", "Validate the config and print the effective config, secrets masked");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("--config", *path, "TOML config file")->required();
+  addConfigOption(cmd, *path);
   return [path]() {
-    Config config = loadOrExit(*path);
+    Config config = loadOrExit(*path, "check-config");
     std::fputs(renderMasked(config).c_str(), stdout);
     return kExitOk;
   };

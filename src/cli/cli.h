@@ -19,10 +19,12 @@ struct Exit {
   std::string message;
 };
 
-// Loads the config or throws Exit{2} naming the key and the reason.
-Config loadOrExit(const std::string& path);
+// --config FILE, required unless $OUTBOX_BRIDGE_CONFIG names the file.
+CLI::Option* addConfigOption(CLI::App* command, std::string& path);
+// Loads the config or throws Exit{2} naming the key and the reason; then sets up logging as the
+// config says ([log] level and format) for `command`.
+Config loadOrExit(const std::string& path, const std::string& command);
 const SourceConfig& sourceOrExit(const Config& config, const std::string& name);
-void setupLogging(const std::string& level);
 
 // Each subcommand registers its options and returns the function that runs it.
 using Command = std::function<int()>;
@@ -33,5 +35,6 @@ Command addEpoch(CLI::App& app);
 Command addQuarantine(CLI::App& app);
 Command addReplica(CLI::App& app);
 Command addPrune(CLI::App& app);
+Command addHealthcheck(CLI::App& app);
 
 }  // namespace outbox::cli

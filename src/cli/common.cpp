@@ -1,16 +1,23 @@
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "cli/cli.h"
+#include "common/log.h"
 
 namespace outbox::cli {
 
-Config loadOrExit(const std::string& path) {
+CLI::Option* addConfigOption(CLI::App* command, std::string& path) {
+  return command->add_option("--config", path, fmt::format("TOML config file (or ${})", kConfigEnvironmentVariable))
+      ->envname(kConfigEnvironmentVariable)
+      ->required();
+}
+
+Config loadOrExit(const std::string& path, const std::string& command) {
+  Config config;
   try {
-    return loadConfig(path, processEnvironment());
+    config = loadConfig(path, processEnvironment());
   } catch (const ConfigError& e) {
     throw Exit{kExitUsage, fmt::format("config error: {}: {}", e.key(), e.reason())};
   }
+  setupLogging(config.logLevel, config.logFormat, command);
+  return config;
 }
 
 const SourceConfig& sourceOrExit(const Config& config, const std::string& name) {
@@ -21,14 +28,6 @@ const SourceConfig& sourceOrExit(const Config& config, const std::string& name) 
     throw Exit{kExitUsage, fmt::format("unknown source '{}' (configured: {})", name, known)};
   }
   return *source;
-}
-
-void setupLogging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("outbox-bridge");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
-  spdlog::set_level(spdlog::level::from_str(level));
-  spdlog::flush_on(spdlog::level::info);
 }
 
 }  // namespace outbox::cli

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.h"
+#include "common/log.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"
 #include "relay/jetstream_publisher.h"
@@ -20,11 +21,11 @@ Command addEpoch(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto source = std::make_shared<std::string>();
   auto reason = std::make_shared<std::string>();
-  bump->add_option("--config", *path, "TOML config file")->required();
+  addConfigOption(bump, *path);
   bump->add_option("--source", *source, "source name")->required();
   bump->add_option("--reason", *reason, "why, for the log")->required();
   return [=]() {
-    Config config = loadOrExit(*path);
+    Config config = loadOrExit(*path, "epoch bump");
     const SourceConfig& src = sourceOrExit(config, *source);
     db::initLibrary();
     // The highest version the stream ever held must be known, or a version could be reused.
@@ -40,10 +41,8 @@ Command addEpoch(CLI::App& app) {
     if (Status s = store.connect(); !s.isOk()) throw Exit{kExitFailure, s.message()};
     auto state = store.epochBump(tip->version.value_or(0), tip->lastSeq, *reason);
     if (!state.isOk()) throw Exit{kExitFailure, state.status().message()};
-    std::printf("source %s: epoch %llu, versions continue after %llu, stream sequence %llu (reason: %s)\n",
-                src.name.c_str(), static_cast<unsigned long long>(state->epoch),
-                static_cast<unsigned long long>(state->assignedThrough),
-                static_cast<unsigned long long>(state->publishedStreamSeq), reason->c_str());
+    resultLogger(src.name)->info("epoch {}, versions continue after {}, stream sequence {} (reason: {})", state->epoch,
+                                 state->assignedThrough, state->publishedStreamSeq, *reason);
     return kExitOk;
   };
 }

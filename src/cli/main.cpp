@@ -4,8 +4,11 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "cli/cli.h"
+#include "common/log.h"
+#include "common/log.h"
 #include "outbox_version.h"
 
 int main(int argc, char** argv) {
@@ -27,6 +30,7 @@ int main(int argc, char** argv) {
   add(&addEpoch);
   add(&addQuarantine);
   add(&addReplica);
+  add(&addHealthcheck);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -41,10 +45,19 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, run] : commands) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      // Until a command has loaded its config (which may ask for JSON or another level).
+      outbox::setupLogging("info", outbox::LogFormat::kText, sub->get_name());
+      return run();
     }
   } catch (const Exit& e) {
-    if (!e.message.empty()) std::fprintf(stderr, "outbox-bridge: %s\n", e.message.c_str());
+    if (e.message.empty()) return e.code;
+    // Usage and config errors come before the config's [log] settings: plain text, to the point.
+    if (e.code == kExitUsage) {
+      std::fprintf(stderr, "outbox-bridge: %s\n", e.message.c_str());
+    } else {
+      spdlog::error("{}", e.message);
+    }
     return e.code;
   }
   return kExitUsage;

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
 #include "cli/cli.h"
+#include "common/log.h"
 #include "db/connection.h"
 #include "db/migrate.h"
 
@@ -13,9 +16,9 @@ namespace outbox::cli {
 Command addMigrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("migrate", "Create the outbox tables and the bridge's tables (each schema file once)");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("--config", *path, "TOML config file")->required();
+  addConfigOption(cmd, *path);
   return [path]() {
-    Config config = loadOrExit(*path);
+    Config config = loadOrExit(*path, "migrate");
     db::initLibrary();
     // Sources sharing a database are migrated together.
     std::map<std::tuple<std::string, unsigned, std::string, std::string>, std::vector<const SourceConfig*>> byDatabase;
@@ -27,7 +30,7 @@ Command addMigrate(CLI::App& app) {
       const Dsn& dsn = sources.front()->dsn;
       auto conn = db::Connection::open(db::paramsFrom(dsn));
       if (!conn.isOk()) {
-        std::fprintf(stderr, "migrate %s: %s\n", dsn.masked().c_str(), conn.status().message().c_str());
+        spdlog::error("migrate {}: {}", dsn.masked(), conn.status().message());
         ++failures;
         continue;
       }
@@ -37,12 +40,12 @@ Command addMigrate(CLI::App& app) {
         names.push_back(s->name);
       }
       Status s = db::migrate(**conn, tables, names, applied);
-      for (const auto& a : applied) std::printf("migrate %s: applied %s\n", dsn.masked().c_str(), a.c_str());
+      for (const auto& a : applied) resultLogger("")->info("migrate {}: applied {}", dsn.masked(), a);
       if (!s.isOk()) {
-        std::fprintf(stderr, "migrate %s: %s\n", dsn.masked().c_str(), s.message().c_str());
+        spdlog::error("migrate {}: {}", dsn.masked(), s.message());
         ++failures;
       } else if (applied.empty()) {
-        std::printf("migrate %s: up to date\n", dsn.masked().c_str());
+        resultLogger("")->info("migrate {}: up to date", dsn.masked());
       }
     }
     return failures == 0 ? kExitOk : kExitFailure;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.h"
+#include "common/log.h"
 #include "db/connection.h"
 #include "prune/prune.h"
 
@@ -19,13 +20,13 @@ Command addPrune(CLI::App& app) {
     bool dryRun = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--config", args->config, "TOML config file")->required();
+  addConfigOption(cmd, args->config);
   cmd->add_option("--source", args->source, "only this source (default: every source)");
   cmd->add_option("--keep", args->keep, "keep rows younger than this (default 1h, at least 10m)");
   cmd->add_option("--batch", args->batch, "rows per transaction at most (default 5000)")->check(CLI::Range(1, 1'000'000));
   cmd->add_flag("--dry-run", args->dryRun, "delete nothing; report how many rows would go");
   return [args]() {
-    Config config = loadOrExit(args->config);
+    Config config = loadOrExit(args->config, "prune");
     PruneOptions options;
     try {
       options.keep = parseDuration("--keep", args->keep);
@@ -58,24 +59,22 @@ Command addPrune(CLI::App& app) {
       auto report = pruneSource(*source, options);
       if (terminal) std::fprintf(stderr, "\r\033[K");
       if (!report.isOk()) {
-        std::fprintf(stderr, "prune %s: failed: %s\n", source->name.c_str(), report.status().message().c_str());
+        sourceLogger(source->name)->error("prune failed: {}", report.status().message());
         ++failures;
         continue;
       }
       const PruneReport& r = *report;
       if (r.skipped) {
-        std::printf("prune %s: skipped, another prune of this source is running\n", source->name.c_str());
+        resultLogger(source->name)->info("prune: skipped, another prune of this source is running");
       } else if (options.dryRun) {
-        std::printf("prune %s: dry run, would delete %llu rows (published through %llu, older than %s)\n",
-                    source->name.c_str(), static_cast<unsigned long long>(r.deleted),
-                    static_cast<unsigned long long>(r.publishedThrough), args->keep.c_str());
+        resultLogger(source->name)->info("prune: dry run, would delete {} rows (published through {}, older than {})",
+                                         r.deleted, r.publishedThrough, args->keep);
       } else {
-        std::printf("prune %s: deleted %llu rows in %.2f s (%.0f rows/s, longest transaction %.1f ms); oldest row kept: %s\n",
-                    source->name.c_str(), static_cast<unsigned long long>(r.deleted), r.seconds,
-                    r.seconds > 0 ? static_cast<double>(r.deleted) / r.seconds : 0.0, r.longestTransactionMs,
-                    r.oldestKept.c_str());
+        resultLogger(source->name)->info(
+            "prune: deleted {} rows in {:.2f} s ({:.0f} rows/s, longest transaction {:.1f} ms); oldest row kept: {}",
+            r.deleted, r.seconds, r.seconds > 0 ? static_cast<double>(r.deleted) / r.seconds : 0.0,
+            r.longestTransactionMs, r.oldestKept);
       }
-      std::fflush(stdout);
     }
     return failures == 0 ? kExitOk : kExitFailure;
   };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.h"
+#include "common/log.h"
 #include "db/connection.h"
 #include "relay/mysql_store.h"
 
@@ -15,12 +16,12 @@ Command addQuarantine(CLI::App& app) {
   auto source = std::make_shared<std::string>();
   auto id = std::make_shared<uint64_t>(0);
   auto reason = std::make_shared<std::string>();
-  cmd->add_option("--config", *path, "TOML config file")->required();
+  addConfigOption(cmd, *path);
   cmd->add_option("--source", *source, "source name")->required();
   cmd->add_option("--id", *id, "outbox row id")->required();
   cmd->add_option("--reason", *reason, "why")->required();
   return [=]() {
-    Config config = loadOrExit(*path);
+    Config config = loadOrExit(*path, "quarantine");
     const SourceConfig& src = sourceOrExit(config, *source);
     db::initLibrary();
     MysqlOutboxStore store(src);
@@ -28,10 +29,9 @@ Command addQuarantine(CLI::App& app) {
     auto cleared = store.quarantineAndResume(*id, *reason);
     if (!cleared.isOk()) throw Exit{kExitFailure, cleared.status().message()};
     if (*cleared) {
-      std::printf("source %s: row %llu quarantined; the halt it caused is cleared\n", src.name.c_str(),
-                  static_cast<unsigned long long>(*id));
+      resultLogger(src.name)->info("row {} quarantined; the halt it caused is cleared", *id);
     } else {
-      std::printf("source %s: row %llu quarantined\n", src.name.c_str(), static_cast<unsigned long long>(*id));
+      resultLogger(src.name)->info("row {} quarantined", *id);
     }
     return kExitOk;
   };

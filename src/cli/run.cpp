@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "common/backoff.h"
+#include "common/log.h"
 #include "common/signal_watcher.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
@@ -44,10 +45,9 @@ std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSign
 Command addRun(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run the service: one relay per source");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("--config", *path, "TOML config file")->required();
+  addConfigOption(cmd, *path);
   return [path]() {
-    Config config = loadOrExit(*path);
-    setupLogging(config.logLevel);
+    Config config = loadOrExit(*path, "run");
     db::initLibrary();
     StopSignal stop;
     SignalWatcher signals(stop, [](int sig) {
@@ -91,7 +91,7 @@ Command addRun(CLI::App& app) {
       options.ackTimeout = config.nats.ackTimeout;
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
                                          *rt.metrics, options);
-      spdlog::info("[{}] {} -> stream {} ({}.>)", source.name, source.dsn.masked(), source.stream, source.subjectPrefix);
+      sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream, source.subjectPrefix);
       runtimes.push_back(std::move(rt));
     }
     HttpServer::Options httpOptions;

@@ -48,14 +48,17 @@ int64_t parseInteger(const std::string& key, const std::string& text) {
 // which keys it read so that finish() can reject the rest as unknown.
 class Section {
  public:
-  Section(const toml::table* table, std::string keyPrefix, std::string envPrefix,
-          const Environment& env)
-      : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env) {}
+  // `consulted` collects the name of every environment variable the section could read.
+  Section(const toml::table* table, std::string keyPrefix, std::string envPrefix, const Environment& env,
+          std::set<std::string>& consulted)
+      : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env),
+        consulted_(consulted) {}
 
   std::string keyName(const std::string& key) const { return keyPrefix_ + key; }
 
   std::optional<std::string> str(const std::string& key) {
     read_.insert(key);
+    consulted_.insert(envPrefix_ + upper(key));
     if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) return it->second;
     const toml::node* node = table_ ? table_->get(key) : nullptr;
     if (node == nullptr) return std::nullopt;
@@ -65,6 +68,7 @@ class Section {
 
   std::optional<int64_t> integer(const std::string& key) {
     read_.insert(key);
+    consulted_.insert(envPrefix_ + upper(key));
     if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) {
       return parseInteger(keyName(key), it->second);
     }
@@ -104,6 +108,7 @@ class Section {
   std::string keyPrefix_;
   std::string envPrefix_;
   const Environment& env_;
+  std::set<std::string>& consulted_;
   std::set<std::string> read_;
 };
 
@@ -140,10 +145,12 @@ bool isSubject(const std::string& subject) {
   }
 }
 
-SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env) {
+SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
+                         std::set<std::string>& consulted) {
   SourceConfig s;
   // The name decides the environment prefix, so it is read from TOML first.
-  Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env);
+  std::set<std::string> none;  // the name is never taken from the environment
+  Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env, none);
   auto name = nameOnly.str("name");
   if (!name) throw ConfigError(fmt::format("source[{}].name", index), "is required");
   if (!isSqlIdentifier(*name)) {
@@ -152,7 +159,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   }
   s.name = *name;
   Section sec(&table, fmt::format("source.{}.", s.name),
-              "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env);
+              "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env, consulted);
   sec.str("name");
 
   auto dsn = sec.str("dsn");
@@ -366,6 +373,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
                                           e.description()));
   }
   Config config;
+  std::set<std::string> consulted{kConfigEnvironmentVariable};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (key != "nats" && key != "http" && key != "lease" && key != "log" && key != "source") {
@@ -373,7 +381,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
     }
   }
 
-  Section nats(subTable(root, "nats"), "nats.", "OUTBOX_BRIDGE_NATS_", env);
+  Section nats(subTable(root, "nats"), "nats.", "OUTBOX_BRIDGE_NATS_", env, consulted);
   if (auto v = nats.str("url")) config.nats.url = *v;
   if (config.nats.url.rfind("nats://", 0) != 0 && config.nats.url.rfind("tls://", 0) != 0) {
     throw ConfigError("nats.url", fmt::format("'{}' must start with nats:// or tls://", config.nats.url));
@@ -389,7 +397,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (auto v = nats.integer("max_pending")) config.nats.maxPending = positiveInt("nats.max_pending", *v, 1'000'000);
   nats.finish();
 
-  Section http(subTable(root, "http"), "http.", "OUTBOX_BRIDGE_HTTP_", env);
+  Section http(subTable(root, "http"), "http.", "OUTBOX_BRIDGE_HTTP_", env, consulted);
   if (auto v = http.str("listen")) config.http.listen = *v;
   if (config.http.listen.find(':') == std::string::npos) {
     throw ConfigError("http.listen", fmt::format("'{}' must be HOST:PORT", config.http.listen));
@@ -404,7 +412,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   }
   http.finish();
 
-  Section lease(subTable(root, "lease"), "lease.", "OUTBOX_BRIDGE_LEASE_", env);
+  Section lease(subTable(root, "lease"), "lease.", "OUTBOX_BRIDGE_LEASE_", env, consulted);
   if (auto v = lease.duration("ttl")) config.lease.ttl = *v;
   if (auto v = lease.duration("heartbeat")) config.lease.heartbeat = *v;
   if (config.lease.heartbeat.count() < 100) throw ConfigError("lease.heartbeat", "must be at least 100ms");
@@ -414,8 +422,17 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   }
   lease.finish();
 
-  Section log(subTable(root, "log"), "log.", "OUTBOX_BRIDGE_LOG_", env);
+  Section log(subTable(root, "log"), "log.", "OUTBOX_BRIDGE_LOG_", env, consulted);
   if (auto v = log.str("level")) config.logLevel = *v;
+  if (auto v = log.str("format")) {
+    if (*v == "text") {
+      config.logFormat = LogFormat::kText;
+    } else if (*v == "json") {
+      config.logFormat = LogFormat::kJson;
+    } else {
+      throw ConfigError("log.format", fmt::format("'{}' is not one of text, json", *v));
+    }
+  }
   static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
   if (!levels.count(config.logLevel)) {
     throw ConfigError("log.level", fmt::format("'{}' is not one of trace, debug, info, warn, error, off", config.logLevel));
@@ -428,7 +445,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
     for (size_t i = 0; i < list->size(); ++i) {
       const toml::table* t = (*list)[i].as_table();
       if (t == nullptr) throw ConfigError(fmt::format("source[{}]", i), "expected a table");
-      SourceConfig s = parseSource(*t, i, env);
+      SourceConfig s = parseSource(*t, i, env, consulted);
       if (config.findSource(s.name)) throw ConfigError("source." + s.name, "defined twice");
       for (const auto& other : config.sources) {
         if (other.stream == s.stream) {
@@ -439,6 +456,11 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
     }
   }
   if (config.sources.empty()) throw ConfigError("source", "at least one [[source]] is required");
+  for (const auto& [name, value] : env) {
+    if (name.rfind("OUTBOX_BRIDGE_", 0) == 0 && !consulted.count(name)) {
+      throw ConfigError(name, "unknown environment variable (no config key of that name; a typo?)");
+    }
+  }
   return config;
 }
 
@@ -464,7 +486,8 @@ std::string mask(const std::string& secret) { return secret.empty() ? "\"\"" : "
 
 std::string renderMasked(const Config& c) {
   std::string out;
-  out += fmt::format("[log]\nlevel = {}\n\n", quoted(c.logLevel));
+  out += fmt::format("[log]\nlevel = {}\nformat = {}\n\n", quoted(c.logLevel),
+                     quoted(c.logFormat == LogFormat::kJson ? "json" : "text"));
   out += fmt::format("[nats]\nurl = {}\nuser = {}\npassword = {}\ntoken = {}\n", quoted(c.nats.url),
                      quoted(c.nats.user), mask(c.nats.password), mask(c.nats.token));
   out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",

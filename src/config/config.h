@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
+
 namespace outbox {
 
 // A configuration mistake: which key, and why. Thrown only while loading config (start-up).
@@ -94,6 +96,7 @@ struct Config {
   HttpConfig http;
   LeaseConfig lease;
   std::string logLevel = "info";
+  LogFormat logFormat = LogFormat::kText;
   std::vector<SourceConfig> sources;
 
   const SourceConfig* findSource(const std::string& name) const;
@@ -102,9 +105,14 @@ struct Config {
 using Environment = std::map<std::string, std::string>;
 Environment processEnvironment();
 
+// The variable that stands for --config when the option is not given.
+inline constexpr const char* kConfigEnvironmentVariable = "OUTBOX_BRIDGE_CONFIG";
+
 // Parses TOML text and applies environment overrides (OUTBOX_BRIDGE_NATS_URL,
 // OUTBOX_BRIDGE_SOURCE_<NAME>_<KEY>, ...). Unknown keys, bad values and missing required keys throw
-// ConfigError naming the key. `*_file` keys are read relative to the working directory.
+// ConfigError naming the key; so does an OUTBOX_BRIDGE_* variable that names no key (a typo such
+// as OUTBOX_BRIDGE_NATS_ULR), other than OUTBOX_BRIDGE_CONFIG. `*_file` keys are read relative to
+// the working directory.
 Config parseConfig(const std::string& tomlText, const Environment& env, const std::string& origin);
 Config loadConfig(const std::string& path, const Environment& env);
 

@@ -13,14 +13,14 @@
 #include <openssl/crypto.h>
 #include <simdjson.h>
 
+#include "common/log.h"
+#include "http/metrics_page.h"
 #include "relay/mysql_store.h"
 #include "snapshot/snapshot.h"
 
 namespace outbox {
 
 namespace {
-
-constexpr std::array<double, 10> kSnapshotBuckets{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
 std::string jsonString(std::string_view text) {
   std::string out = "\"";
@@ -44,25 +44,6 @@ void jsonError(httplib::Response& res, int status, std::string_view message) {
 }
 
 }  // namespace
-
-struct HttpServer::SnapshotMetrics {
-  std::mutex mu;
-  std::map<std::pair<std::string, int>, uint64_t> requests;  // (source, status) -> count
-  std::map<std::string, std::array<uint64_t, kSnapshotBuckets.size() + 1>> buckets;
-  std::map<std::string, double> seconds;
-  std::map<std::string, uint64_t> records;
-
-  void record(const std::string& source, int status, double elapsed, uint64_t count) {
-    std::lock_guard lock(mu);
-    requests[{source, status}]++;
-    if (status != 200) return;
-    size_t i = 0;
-    while (i < kSnapshotBuckets.size() && elapsed > kSnapshotBuckets[i]) ++i;
-    buckets[source][i]++;
-    seconds[source] += elapsed;
-    records[source] += count;
-  }
-};
 
 bool splitListen(const std::string& listen, std::string& host, int& port) {
   auto colon = listen.rfind(':');
@@ -137,7 +118,15 @@ void HttpServer::routes() {
     if (req.method == "GET" || req.method == "HEAD") return httplib::Server::HandlerResponse::Unhandled;
     bool known = std::find(aliasPaths.begin(), aliasPaths.end(), req.path) != aliasPaths.end();
     for (const auto& r : getRoutes) known = known || std::regex_match(req.path, r);
-    if (!known) return httplib::Server::HandlerResponse::Unhandled;
+    if (!known) {
+      // Without Content-Length or chunked encoding httplib would wait for a body until its read
+      // timeout and answer 400: answer 404 now. A request with a body is read (413 past the limit).
+      if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      jsonError(res, 404, fmt::format("no route for {} {}", req.method, req.path));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     res.set_header("Allow", "GET, HEAD");
     jsonError(res, 405, fmt::format("method {} is not allowed on {}; use GET", req.method, req.path));
     return httplib::Server::HandlerResponse::Handled;
@@ -201,66 +190,7 @@ void HttpServer::routes() {
   });
 
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::string out;
-    out += "# HELP outbox_published_rows_total Rows published and acknowledged by the stream.\n"
-           "# TYPE outbox_published_rows_total counter\n"
-           "# HELP outbox_publish_errors_total Failures by kind: fenced, publish, database, poison.\n"
-           "# TYPE outbox_publish_errors_total counter\n"
-           "# HELP outbox_published_version Highest version known to be in the stream.\n"
-           "# TYPE outbox_published_version gauge\n"
-           "# HELP outbox_halted 1 while the source is halted for an operator.\n"
-           "# TYPE outbox_halted gauge\n"
-           "# HELP outbox_leader 1 while this process holds the source's lease.\n"
-           "# TYPE outbox_leader gauge\n"
-           "# HELP outbox_commit_to_ack_seconds From the row's created_at to the stream's ack.\n"
-           "# TYPE outbox_commit_to_ack_seconds histogram\n"
-           "# HELP outbox_pending_rows Committed rows waiting for a version.\n"
-           "# TYPE outbox_pending_rows gauge\n"
-           "# HELP outbox_oldest_pending_seconds Age of the oldest pending row.\n"
-           "# TYPE outbox_oldest_pending_seconds gauge\n"
-           "# HELP outbox_source_up 1 while the source's database answers.\n"
-           "# TYPE outbox_source_up gauge\n";
-    for (size_t i = 0; i < sources_.size(); ++i) {
-      const auto& s = sources_[i];
-      if (s.metrics != nullptr) renderPrometheus(s.config->name, *s.metrics, out);
-      auto probe = probes_[i]->get();
-      out += fmt::format("outbox_source_up{{source=\"{}\"}} {}\n", s.config->name, probe.reachable ? 1 : 0);
-      if (probe.reachable) {
-        out += fmt::format("outbox_pending_rows{{source=\"{}\"}} {}\n", s.config->name, probe.pendingRows);
-        out += fmt::format("outbox_oldest_pending_seconds{{source=\"{}\"}} {:.3f}\n", s.config->name,
-                           probe.oldestPendingSeconds);
-      }
-    }
-    out += "# HELP outbox_snapshot_requests_total Snapshot requests by source and status code.\n"
-           "# TYPE outbox_snapshot_requests_total counter\n"
-           "# HELP outbox_snapshot_duration_seconds Time to stream a whole snapshot.\n"
-           "# TYPE outbox_snapshot_duration_seconds histogram\n"
-           "# HELP outbox_snapshot_records_total Records served in snapshots.\n"
-           "# TYPE outbox_snapshot_records_total counter\n";
-    {
-      std::lock_guard lock(snapshotMetrics_->mu);
-      for (const auto& [key, count] : snapshotMetrics_->requests) {
-        out += fmt::format("outbox_snapshot_requests_total{{source=\"{}\",code=\"{}\"}} {}\n", key.first, key.second,
-                           count);
-      }
-      for (const auto& [source, buckets] : snapshotMetrics_->buckets) {
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < kSnapshotBuckets.size(); ++b) {
-          cumulative += buckets[b];
-          out += fmt::format("outbox_snapshot_duration_seconds_bucket{{source=\"{}\",le=\"{}\"}} {}\n", source,
-                             kSnapshotBuckets[b], cumulative);
-        }
-        cumulative += buckets.back();
-        out += fmt::format("outbox_snapshot_duration_seconds_bucket{{source=\"{}\",le=\"+Inf\"}} {}\n", source,
-                           cumulative);
-        out += fmt::format("outbox_snapshot_duration_seconds_sum{{source=\"{}\"}} {:.6f}\n", source,
-                           snapshotMetrics_->seconds[source]);
-        out += fmt::format("outbox_snapshot_duration_seconds_count{{source=\"{}\"}} {}\n", source, cumulative);
-        out += fmt::format("outbox_snapshot_records_total{{source=\"{}\"}} {}\n", source,
-                           snapshotMetrics_->records[source]);
-      }
-    }
-    res.set_content(out, "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(renderMetricsPage(sources_, probes_, *snapshotMetrics_), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   auto snapshot = [this](const SourceConfig& source, const httplib::Request& req, httplib::Response& res) {
@@ -286,7 +216,7 @@ void HttpServer::routes() {
     auto opened = SnapshotStream::open(source, summaryOnly);
     if (!opened.isOk()) {
       activeSnapshots_.fetch_sub(1);
-      spdlog::warn("[{}] snapshot failed: {}", source.name, opened.status().message());
+      sourceLogger(source.name)->warn("snapshot failed: {}", opened.status().message());
       bool transient = opened.status().isTransient();
       jsonError(res, transient ? 503 : 500,
                 transient ? fmt::format("the database of source {} is not reachable; retry", source.name)
@@ -306,14 +236,14 @@ void HttpServer::routes() {
           });
           double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
           if (!s.isOk()) {
-            spdlog::warn("[{}] snapshot cut short after {} records: {}", source.name, stream->summary().recordCount,
+            sourceLogger(source.name)->warn("snapshot cut short after {} records: {}", stream->summary().recordCount,
                          s.message());
             snapshotMetrics_->record(source.name, 499, elapsed, 0);
             return false;
           }
           sink.done();
           const auto& sum = stream->summary();
-          spdlog::info("[{}] snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", source.name, sum.recordCount,
+          sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", sum.recordCount,
                        sum.epoch, sum.watermark, elapsed * 1000);
           snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
           return true;
@@ -357,6 +287,26 @@ bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res)
     return false;
   }
   return true;
+}
+
+void HttpServer::postWithBody(const std::string& pattern, BodyHandler handler) {
+  // A content-reader handler runs before httplib reads the body, so a POST that sends none (no
+  // Content-Length, no chunked encoding: `curl -X POST URL`) is answered at once, as one with an
+  // empty body, instead of after a read timeout with 400.
+  server_->Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                                             const httplib::ContentReader& reader) {
+    std::string body;
+    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+      bool tooLarge = false;
+      reader([&](const char* data, size_t size) {
+        body.append(data, size);
+        tooLarge = body.size() > options_.maxRequestBytes;
+        return !tooLarge;
+      });
+      if (tooLarge) return jsonError(res, 413, "request too large");
+    }
+    handler(req, body, res);
+  });
 }
 
 void HttpServer::adminRoutes() {
@@ -411,16 +361,16 @@ void HttpServer::adminRoutes() {
   });
 
   auto pauseOrResume = [this](bool pause) {
-    return [this, pause](const httplib::Request& req, httplib::Response& res) {
+    return [this, pause](const httplib::Request& req, const std::string&, httplib::Response& res) {
       if (!authorized(req, res)) return;
       const HttpSource* source = findSource(req.matches[1]);
       if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
       MysqlOutboxStore store(*source->config);
       if (Status s = store.setPaused(pause); !s.isOk()) {
-        spdlog::warn("[{}] admin {}: {}", source->config->name, pause ? "pause" : "resume", s.message());
+        sourceLogger(source->config->name)->warn("admin {}: {}", pause ? "pause" : "resume", s.message());
         return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
       }
-      spdlog::info("[{}] {} by the admin API", source->config->name, pause ? "paused" : "resumed");
+      sourceLogger(source->config->name)->info("{} by the admin API", pause ? "paused" : "resumed");
       for (size_t i = 0; i < sources_.size(); ++i) {
         if (&sources_[i] == source) probes_[i]->invalidate();
       }
@@ -429,10 +379,11 @@ void HttpServer::adminRoutes() {
                       "application/json");
     };
   };
-  svr.Post(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
-  svr.Post(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
+  postWithBody(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
+  postWithBody(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
 
-  svr.Post(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const httplib::Request& req, httplib::Response& res) {
+  postWithBody(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const httplib::Request& req, const std::string& requestBody,
+                                                                httplib::Response& res) {
     if (!authorized(req, res)) return;
     const HttpSource* source = findSource(req.matches[1]);
     if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
@@ -440,7 +391,7 @@ void HttpServer::adminRoutes() {
     std::string reason;
     simdjson::dom::parser parser;
     simdjson::dom::element body;
-    if (parser.parse(req.body).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
+    if (parser.parse(requestBody).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
         id == 0) {
       return jsonError(res, 400, R"(expected a JSON body {"id": <outbox row id>, "reason": "..."})");
     }
@@ -456,11 +407,11 @@ void HttpServer::adminRoutes() {
       if (s.isPermanent() && s.message().find("mysql error") == std::string::npos) {
         return jsonError(res, 409, s.message());  // the row already has a version
       }
-      spdlog::warn("[{}] admin quarantine: {}", source->config->name, s.message());
+      sourceLogger(source->config->name)->warn("admin quarantine: {}", s.message());
       return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
     }
     bool clearedHalt = *cleared;
-    spdlog::info("[{}] row {} quarantined by the admin API: {}", source->config->name, id, reason);
+    sourceLogger(source->config->name)->info("row {} quarantined by the admin API: {}", id, reason);
     res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonString(source->config->name),
                                 id, clearedHalt ? "true" : "false"),
                     "application/json");

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "http/probe.h"
+#include "metrics/snapshot_metrics.h"
 #include "metrics/source_metrics.h"
 
 namespace httplib {
@@ -51,9 +52,11 @@ class HttpServer {
   void stop();
 
  private:
-  struct SnapshotMetrics;
   void routes();
   void adminRoutes();
+  using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
+  // Registers a POST route whose handler gets the whole body ("" when the client sent none).
+  void postWithBody(const std::string& pattern, BodyHandler handler);
   // Whether the request carries the admin token; otherwise fills in 401/403.
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   const HttpSource* findSource(const std::string& name) const;

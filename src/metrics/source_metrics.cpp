@@ -1,43 +1,56 @@
 #include "metrics/source_metrics.h"
 
-#include <fmt/format.h>
-
 namespace outbox {
+
+using Type = PrometheusPage::Type;
 
 void SourceMetrics::observeLatency(double seconds) {
   size_t i = 0;
   while (i < kLatencyBuckets.size() && seconds > kLatencyBuckets[i]) ++i;
   latencyBuckets[i].fetch_add(1, std::memory_order_relaxed);
-  latencyCount.fetch_add(1, std::memory_order_relaxed);
   latencySumMicros.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
-void renderPrometheus(const std::string& name, const SourceMetrics& m, std::string& out) {
-  auto line = [&](const char* metric, const std::string& labels, auto value) {
-    out += fmt::format("{}{{source=\"{}\"{}}} {}\n", metric, name, labels, value);
-  };
-  line("outbox_published_rows_total", "", m.publishedRows.load());
-  line("outbox_publish_errors_total", ",kind=\"fenced\"", m.errorsFenced.load());
-  line("outbox_publish_errors_total", ",kind=\"publish\"", m.errorsPublish.load());
-  line("outbox_publish_errors_total", ",kind=\"database\"", m.errorsDatabase.load());
-  line("outbox_publish_errors_total", ",kind=\"poison\"", m.poisonRows.load());
-  line("outbox_published_version", "", m.publishedVersion.load());
-  line("outbox_assigned_version", "", m.assignedVersion.load());
-  line("outbox_epoch", "", m.epoch.load());
-  line("outbox_halted", "", m.halted.load() ? 1 : 0);
-  line("outbox_paused", "", m.paused.load() ? 1 : 0);
-  line("outbox_relay_running", "", m.running.load() ? 1 : 0);
-  line("outbox_leader", "", m.leader.load() ? 1 : 0);
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < SourceMetrics::kLatencyBuckets.size(); ++i) {
-    cumulative += m.latencyBuckets[i].load();
-    line("outbox_commit_to_ack_seconds_bucket", fmt::format(",le=\"{}\"", SourceMetrics::kLatencyBuckets[i]),
-         cumulative);
+void declareSourceFamilies(PrometheusPage& page) {
+  page.family("outbox_published_rows_total", Type::kCounter,
+              "Rows this process published and the stream acknowledged.");
+  page.family("outbox_publish_errors_total", Type::kCounter,
+              "Failures by kind: fenced (the stream refused a publish out of turn), publish (NATS), database, "
+              "poison (a row that cannot be published as is).");
+  page.family("outbox_published_version", Type::kGauge,
+              "Highest version acknowledged by the stream with every version below it (published_through), as "
+              "this process last knew it.");
+  page.family("outbox_assigned_version", Type::kGauge,
+              "Highest version assigned to a row (assigned_through), as this process last knew it.");
+  page.family("outbox_epoch", Type::kGauge, "The source's epoch; consumers re-bootstrap when it changes.");
+  page.family("outbox_halted", Type::kGauge, "1 while the source is halted until an operator acts (halted_reason).");
+  page.family("outbox_paused", Type::kGauge, "1 while an operator has paused the source.");
+  page.family("outbox_relay_running", Type::kGauge, "1 while this process runs the source's relay thread.");
+  page.family("outbox_leader", Type::kGauge, "1 while this process holds the source's leader lease.");
+  page.family("outbox_commit_to_ack_seconds", Type::kHistogram,
+              "From a row's created_at to the stream's acknowledgement of its message.");
+}
+
+void addSourceMetrics(PrometheusPage& page, const std::string& name, const SourceMetrics& m) {
+  const PrometheusPage::Labels source{{"source", name}};
+  page.sample("outbox_published_rows_total", source, m.publishedRows.load());
+  const std::pair<const char*, const std::atomic<uint64_t>*> errors[] = {
+      {"fenced", &m.errorsFenced}, {"publish", &m.errorsPublish}, {"database", &m.errorsDatabase},
+      {"poison", &m.poisonRows}};
+  for (const auto& [kind, counter] : errors) {
+    page.sample("outbox_publish_errors_total", {{"source", name}, {"kind", kind}}, counter->load());
   }
-  cumulative += m.latencyBuckets.back().load();
-  line("outbox_commit_to_ack_seconds_bucket", ",le=\"+Inf\"", cumulative);
-  line("outbox_commit_to_ack_seconds_sum", "", static_cast<double>(m.latencySumMicros.load()) / 1e6);
-  line("outbox_commit_to_ack_seconds_count", "", m.latencyCount.load());
+  page.sample("outbox_published_version", source, m.publishedVersion.load());
+  page.sample("outbox_assigned_version", source, m.assignedVersion.load());
+  page.sample("outbox_epoch", source, m.epoch.load());
+  page.sample("outbox_halted", source, uint64_t{m.halted.load() ? 1u : 0u});
+  page.sample("outbox_paused", source, uint64_t{m.paused.load() ? 1u : 0u});
+  page.sample("outbox_relay_running", source, uint64_t{m.running.load() ? 1u : 0u});
+  page.sample("outbox_leader", source, uint64_t{m.leader.load() ? 1u : 0u});
+  std::array<uint64_t, SourceMetrics::kLatencyBuckets.size() + 1> counts{};
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] = m.latencyBuckets[i].load();
+  page.histogram("outbox_commit_to_ack_seconds", source, SourceMetrics::kLatencyBuckets, counts,
+                 static_cast<double>(m.latencySumMicros.load()) / 1e6);
 }
 
 }  // namespace outbox

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "metrics/prometheus.h"
+
 namespace outbox {
 
 // Counters and gauges of one source, written by its relay thread and read by the HTTP thread.
@@ -27,13 +29,14 @@ struct SourceMetrics {
   std::atomic<bool> running{false};
   std::atomic<bool> leader{false};
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
-  std::atomic<uint64_t> latencyCount{0};
   std::atomic<uint64_t> latencySumMicros{0};
 
   void observeLatency(double seconds);
 };
 
-// Appends the Prometheus text exposition of `m` for source `name` to `out`.
-void renderPrometheus(const std::string& name, const SourceMetrics& m, std::string& out);
+// Declares the families that addSourceMetrics() fills, once per page.
+void declareSourceFamilies(PrometheusPage& page);
+// Adds the samples of source `name` to the families declared by declareSourceFamilies().
+void addSourceMetrics(PrometheusPage& page, const std::string& name, const SourceMetrics& m);
 
 }  // namespace outbox

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/backoff.h"
+#include "common/log.h"
 #include "relay/poison.h"
 
 namespace outbox {
@@ -24,6 +25,7 @@ int64_t wallMicros() {
 Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
              LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, Options options)
     : source_(source),
+      log_(sourceLogger(source.name)),
       store_(store),
       publisher_(publisher),
       lease_(lease),
@@ -48,21 +50,21 @@ void Relay::run() {
     if (stop_.stopped()) break;
     if (progressed_) backoff.reset();
     if (s.isPermanent() && state_.paused) {
-      if (s.message() != lastProblem) spdlog::info("[{}] {}", source_.name, s.message());
+      if (s.message() != lastProblem) log_->info("{}", s.message());
       lastProblem = s.message();
       stop_.waitFor(options_.haltRecheck);
       continue;
     }
     if (s.isPermanent()) {
       metrics_.halted = true;
-      if (s.message() != lastProblem) spdlog::error("[{}] halted: {}", source_.name, s.message());
+      if (s.message() != lastProblem) log_->error("halted: {}", s.message());
       lastProblem = s.message();
       stop_.waitFor(options_.haltRecheck);
       continue;
     }
     auto delay = backoff.next();
     if (s.message() != lastProblem || backoff.attempts() <= 1) {
-      spdlog::warn("[{}] {}; retrying in {} ms", source_.name, s.message(), delay.count());
+      log_->warn("{}; retrying in {} ms", s.message(), delay.count());
     }
     lastProblem = s.message();
     stop_.waitFor(delay);
@@ -71,7 +73,7 @@ void Relay::run() {
     lease_->release();  // a standby need not wait out the TTL
     metrics_.leader = false;
   }
-  spdlog::info("[{}] relay stopped at published version {}", source_.name, tracker_.contiguousVersion());
+  log_->info("relay stopped at published version {}", tracker_.contiguousVersion());
 }
 
 bool Relay::awaitLeadership() {
@@ -81,12 +83,12 @@ bool Relay::awaitLeadership() {
     Status s = lease_->refreshNow();
     if (s.isOk() && lease_->isLeader()) {
       metrics_.leader = true;
-      spdlog::info("[{}] leader (lease epoch {})", source_.name, lease_->leaseEpoch());
+      log_->info("leader (lease epoch {})", lease_->leaseEpoch());
       return true;
     }
     metrics_.leader = false;
     std::string now = s.isOk() ? "standby: the lease is held by " + lease_->currentHolder() : s.message();
-    if (now != reported) spdlog::info("[{}] {}", source_.name, now);
+    if (now != reported) log_->info("{}", now);
     reported = now;
     stop_.waitFor(lease_->heartbeat());
   }
@@ -96,7 +98,7 @@ bool Relay::awaitLeadership() {
 Status Relay::checkLeadership() {
   if (lease_ == nullptr) return Status::ok();
   Status s = lease_->refreshIfDue();
-  if (!s.isOk()) spdlog::warn("[{}] lease renewal failed: {}", source_.name, s.message());
+  if (!s.isOk()) log_->warn("lease renewal failed: {}", s.message());
   if (!lease_->isLeader() || lease_->leaseEpoch() != sessionLeaseEpoch_) {
     metrics_.leader = false;
     return Status::transient(fmt::format("lost the lease (now held by {}): standing by", lease_->currentHolder()));
@@ -165,7 +167,7 @@ void Relay::logProgress() {
   if (now - lastProgressLog_ < kProgressInterval) return;
   uint64_t rows = metrics_.publishedRows.load();
   if (rows != loggedPublishedRows_ && lastProgressLog_ != Clock::TimePoint{}) {
-    spdlog::info("[{}] published {} rows in the last {} s; through version {} (seq {})", source_.name,
+    log_->info("published {} rows in the last {} s; through version {} (seq {})",
                  rows - loggedPublishedRows_,
                  std::chrono::duration_cast<std::chrono::seconds>(now - lastProgressLog_).count(),
                  state_.publishedThrough, state_.publishedStreamSeq);
@@ -229,12 +231,11 @@ Status Relay::reconcile() {
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
     if (streamVersion > state_.publishedThrough) {
-      spdlog::info("[{}] reconcile: the stream holds versions through {} (marked {}): advancing the marks",
-                   source_.name, streamVersion, state_.publishedThrough);
+      log_->info("reconcile: the stream holds versions through {} (marked {}): advancing the marks", streamVersion, state_.publishedThrough);
     } else if (streamVersion < state_.publishedThrough) {
-      spdlog::warn("[{}] reconcile: stream {} holds versions only through {} but {} were published: "
-                   "publishing {}..{} again from the outbox table",
-                   source_.name, source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1,
+      log_->warn("reconcile: stream {} holds versions only through {} but {} were published: "
+                 "publishing {}..{} again from the outbox table",
+                 source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1,
                    state_.assignedThrough);
     }
     OUTBOX_RETURN_IF_ERROR(store_.setPublished(streamVersion, streamVersionSeq));
@@ -247,8 +248,7 @@ Status Relay::reconcile() {
   outstanding_ = 0;
   sentAt_.clear();
   metrics_.publishedVersion = streamVersion;
-  spdlog::info("[{}] in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}",
-               source_.name, source_.stream, state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
+  log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream, state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
   return Status::ok();
 }
 
@@ -258,7 +258,7 @@ Status Relay::recheckPoisonHalt() {
   if (!rows->empty()) {
     if (auto reason = publisher_.poisonReason(rows->front())) return Status::permanent(state_.haltedReason);
   }
-  spdlog::info("[{}] the poison row was fixed or quarantined: resuming", source_.name);
+  log_->info("the poison row was fixed or quarantined: resuming");
   OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
   state_.haltedReason.clear();
   metrics_.halted = false;
@@ -314,10 +314,10 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   metrics_.poisonRows++;
   std::string reason = poisonHaltReason(batch.poison->first, batch.poison->second);
   if (source_.onPoison == OnPoison::kQuarantine) {
-    spdlog::warn("[{}] quarantining {}", source_.name, reason);
+    log_->warn("quarantining {}", reason);
     return store_.quarantine(batch.poison->first, reason);
   }
-  spdlog::error("[{}] {}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", source_.name, reason,
+  log_->error("{}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", reason,
                 source_.name, batch.poison->first);
   return haltWith(reason);
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/logger.h>
+
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/stop_token.h"
@@ -69,6 +71,7 @@ class Relay {
   void logProgress();
 
   const SourceConfig& source_;
+  std::shared_ptr<spdlog::logger> log_;  // lines about this source
   OutboxStore& store_;
   Publisher& publisher_;
   LeaderLease* lease_;

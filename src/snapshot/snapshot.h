@@ -6,6 +6,7 @@
 #include <memory>
 #include <string_view>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "config/config.h"
 
@@ -47,7 +48,5 @@ class SnapshotStream {
   SnapshotSummary summary_;
 };
 
-// Appends `text` to `out` as the inside of a JSON string.
-void appendJsonEscaped(std::string& out, std::string_view text);
 
 }  // namespace outbox

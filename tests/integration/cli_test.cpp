@@ -126,3 +126,56 @@ BOOST_AUTO_TEST_CASE(secrets_never_reach_the_log) {
   BOOST_TEST(log.find(stack().mysqlPassword) == std::string::npos);
   BOOST_TEST(log.find(":****@") != std::string::npos);
 }
+
+// OUTBOX_BRIDGE_NATS_ULR (a typo) used to be ignored: the bridge then connected to the default URL.
+BOOST_AUTO_TEST_CASE(an_unknown_outbox_bridge_variable_exits_2_naming_it) {
+  auto path = writeText("typo.toml", kGood);
+  setenv("OUTBOX_BRIDGE_NATS_ULR", "nats://elsewhere:4222", 1);
+  auto check = runBridge({"check-config", "--config", path});
+  // Bounded: a bridge that ignored the variable would run (exit 124 here) instead of refusing.
+  auto run = runCommand(fmt::format("timeout 20 {} run --config {}", stack().bridgeBinary, path));
+  unsetenv("OUTBOX_BRIDGE_NATS_ULR");
+  BOOST_TEST(check.exitCode == 2);
+  BOOST_TEST(check.err.find("config error: OUTBOX_BRIDGE_NATS_ULR: unknown environment variable") != std::string::npos,
+             check.err);
+  BOOST_TEST(run.exitCode == 2);
+}
+
+BOOST_AUTO_TEST_CASE(outbox_bridge_config_stands_for_the_config_option) {
+  auto path = writeText("from-env.toml", kGood);
+  setenv("OUTBOX_BRIDGE_CONFIG", path.c_str(), 1);
+  auto r = runBridge({"check-config"});
+  unsetenv("OUTBOX_BRIDGE_CONFIG");
+  BOOST_TEST(r.exitCode == 0, r.err);
+  BOOST_TEST(r.out.find("stream = \"CONTROL_ACCOUNT\"") != std::string::npos, r.out);
+  auto none = runBridge({"check-config"});
+  BOOST_TEST(none.exitCode == 2);
+  BOOST_TEST(none.err.find("--config") != std::string::npos, none.err);
+}
+
+// The Docker image has no curl: its HEALTHCHECK is `outbox-bridge healthcheck`, which asks /readyz
+// at the config's http.listen (a wildcard address is asked on loopback).
+BOOST_AUTO_TEST_CASE(healthcheck_asks_readyz_of_a_running_bridge) {
+  TestDatabase database("health");
+  SourceSpec source{uniqueName("hc", database), &database, {}};
+  int port = freeLoopbackPort();  // a fixed listen address, as a container has
+  std::string config = writeConfig({source}, fmt::format("[http]\nlisten = \"0.0.0.0:{}\"\n", port));
+  migrate(config);
+  auto down = runBridge({"healthcheck", "--config", config});
+  BOOST_TEST(down.exitCode == 1);
+  BOOST_TEST(down.err.find(fmt::format("GET http://127.0.0.1:{}/readyz", port)) != std::string::npos, down.err);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE(bridge.httpPort() == port);
+  CommandResult up;
+  BOOST_TEST(waitUntil([&] {
+    up = runBridge({"healthcheck", "--config", config});
+    return up.exitCode == 0;
+  }, 10s), up.err);
+  BOOST_TEST(up.out.find("200 {\"status\":\"ready\"}") != std::string::npos, up.out);
+  BOOST_TEST(runBridge({"healthcheck", "--url", fmt::format("http://127.0.0.1:{}", port), "--path", "/healthz"}).exitCode == 0);
+  BOOST_TEST(runBridge({"healthcheck", "--url", fmt::format("http://127.0.0.1:{}", port), "--path", "/nope"}).exitCode == 1);
+  BOOST_TEST(bridge.stop() == 0);
+  BOOST_TEST(runBridge({"healthcheck", "--config", config}).exitCode == 1);
+  BOOST_TEST(runBridge({"healthcheck"}).exitCode == 2);
+}

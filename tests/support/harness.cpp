@@ -1,5 +1,9 @@
 #include "harness.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +62,8 @@ const StackEnv& stack() {
     e.mysqlPassword = requireEnv("OUTBOX_TEST_MYSQL_PASSWORD");
     e.natsUrl = requireEnv("OUTBOX_TEST_NATS_URL");
     e.stackScript = requireEnv("OUTBOX_STACK");
-    e.bridgeBinary = requireEnv("OUTBOX_BRIDGE_BIN");
+    e.bridgeBinary = requireEnv("OUTBOX_TEST_BRIDGE_BIN");
+    e.sourceRoot = requireEnv("OUTBOX_TEST_SOURCE_ROOT");
     db::initLibrary();
     return e;
   }();
@@ -176,10 +181,14 @@ std::string writeConfig(const std::vector<SourceSpec>& sources, const std::strin
 }
 
 CommandResult runBridge(const std::vector<std::string>& args) {
-  std::string base = fmt::format("{}/cmd-{}", tempDir(), randomSuffix());
   std::string cmd = stack().bridgeBinary;
   for (const auto& a : args) cmd += " '" + a + "'";
-  cmd += fmt::format(" >{}.out 2>{}.err", base, base);
+  return runCommand(cmd);
+}
+
+CommandResult runCommand(const std::string& shellCommand) {
+  std::string base = fmt::format("{}/cmd-{}", tempDir(), randomSuffix());
+  std::string cmd = shellCommand + fmt::format(" >{}.out 2>{}.err </dev/null", base, base);
   int raw = std::system(cmd.c_str());
   CommandResult r;
   r.exitCode = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -252,6 +261,56 @@ HttpReply httpRequest(int port, const std::string& method, const std::string& pa
   reply.status = res->status;
   reply.body = res->body;
   for (const auto& [k, v] : res->headers) reply.headers[k] = v;
+  return reply;
+}
+
+int freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  if (port == 0) throw std::runtime_error("no free loopback port");
+  return port;
+}
+
+HttpReply rawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {
+  HttpReply reply;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return reply;
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+      response.append(buf, static_cast<size_t>(n));
+      // One response is enough: stop at the end of its body.
+      auto headerEnd = response.find("\r\n\r\n");
+      auto lengthAt = response.find("Content-Length: ");
+      if (headerEnd != std::string::npos && lengthAt != std::string::npos && lengthAt < headerEnd &&
+          response.size() >= headerEnd + 4 + std::stoul(response.substr(lengthAt + 16))) {
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (response.rfind("HTTP/1.1 ", 0) != 0) return reply;
+  reply.status = std::stoi(response.substr(9, 3));
+  auto headerEnd = response.find("\r\n\r\n");
+  if (headerEnd != std::string::npos) reply.body = response.substr(headerEnd + 4);
   return reply;
 }
 

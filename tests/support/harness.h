@@ -31,9 +31,10 @@ struct StackEnv {
   std::string natsUrl;
   std::string stackScript;  // tools/stack, to restart services
   std::string bridgeBinary;
+  std::string sourceRoot;  // the repository, for scripts under tests/
 };
 
-// Reads OUTBOX_TEST_* and OUTBOX_BRIDGE_BIN; throws naming what is missing.
+// Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing.
 const StackEnv& stack();
 
 // Runs `tools/stack ACTION SERVICE` (restart, stop, start, kill); throws on failure.
@@ -86,6 +87,8 @@ struct CommandResult {
   std::string err;
 };
 CommandResult runBridge(const std::vector<std::string>& args);
+// Runs a shell command line (no standard input); returns the exit code, stdout and stderr.
+CommandResult runCommand(const std::string& shellCommand);
 
 // `outbox-bridge run` as a child process, its log in a file.
 class BridgeProcess {
@@ -142,6 +145,13 @@ struct HttpReply {
 };
 HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "",
                       const std::map<std::string, std::string>& headers = {});
+
+// A TCP port free on loopback when asked (bound to port 0, then closed).
+int freeLoopbackPort();
+
+// Sends `request` as it is (bytes of HTTP/1.1) and reads one response, for requests an HTTP client
+// library would "fix" (a POST without Content-Length). status 0: no answer within `timeout`.
+HttpReply rawHttp(int port, const std::string& request, std::chrono::milliseconds timeout);
 
 // An HTTP server on a free loopback port that forwards GETs to a bridge and lets the test
 // rewrite each answer: rewrite(n, target, body) gets the n-th request (from 0) and returns the

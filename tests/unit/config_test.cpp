@@ -185,3 +185,30 @@ BOOST_AUTO_TEST_CASE(durations) {
   BOOST_TEST(formatDuration(std::chrono::milliseconds(120'000)) == "2m");
   BOOST_TEST(formatDuration(std::chrono::milliseconds(250)) == "250ms");
 }
+
+// A typo in a variable name used to be ignored while the same typo in the file was an error.
+BOOST_AUTO_TEST_CASE(an_unknown_outbox_bridge_variable_is_an_error_naming_it) {
+  BOOST_TEST(errorKey(kMinimal, {{"OUTBOX_BRIDGE_NATS_ULR", "nats://x:4222"}}) == "OUTBOX_BRIDGE_NATS_ULR");
+  BOOST_TEST(errorText(kMinimal, {{"OUTBOX_BRIDGE_NATS_ULR", "x"}}).find("unknown environment variable") !=
+             std::string::npos);
+  // A variable for a source the config does not have.
+  BOOST_TEST(errorKey(kMinimal, {{"OUTBOX_BRIDGE_SOURCE_STOCK_DSN", "mysql://u@h/db"}}) == "OUTBOX_BRIDGE_SOURCE_STOCK_DSN");
+  BOOST_TEST(errorKey(kMinimal, {{"OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCHSIZE", "5"}}) == "OUTBOX_BRIDGE_SOURCE_ACCOUNT_BATCHSIZE");
+  // Every key's variable, *_file variants and OUTBOX_BRIDGE_CONFIG are known.
+  Environment known{{"OUTBOX_BRIDGE_CONFIG", "/etc/outbox-bridge.toml"},
+                    {"OUTBOX_BRIDGE_LOG_LEVEL", "warn"},
+                    {"OUTBOX_BRIDGE_LOG_FORMAT", "json"},
+                    {"OUTBOX_BRIDGE_LEASE_TTL", "40s"},
+                    {"OUTBOX_BRIDGE_HTTP_ADMIN_TOKEN", "t"},
+                    {"OUTBOX_BRIDGE_SOURCE_ACCOUNT_ON_POISON", "quarantine"}};
+  BOOST_TEST(errorKey(kMinimal, known) == "");
+}
+
+BOOST_AUTO_TEST_CASE(log_format_is_text_or_json) {
+  BOOST_TEST((parseConfig(kMinimal, {}, "t").logFormat == LogFormat::kText));
+  BOOST_TEST((parseConfig(std::string("[log]\nformat = \"json\"\n") + kMinimal, {}, "t").logFormat == LogFormat::kJson));
+  BOOST_TEST((parseConfig(kMinimal, {{"OUTBOX_BRIDGE_LOG_FORMAT", "json"}}, "t").logFormat == LogFormat::kJson));
+  BOOST_TEST(errorKey(std::string("[log]\nformat = \"yaml\"\n") + kMinimal) == "log.format");
+  BOOST_TEST(renderMasked(parseConfig(kMinimal, {{"OUTBOX_BRIDGE_LOG_FORMAT", "json"}}, "t")).find("format = \"json\"") !=
+             std::string::npos);
+}

@@ -1,0 +1,58 @@
+// outbox-bridge healthcheck: GET /readyz (or another path) of a running bridge; exit 0 when it
+// answers 200. For container HEALTHCHECKs, where the image has no curl.
+
+#include <cstdio>
+
+#include <httplib.h>
+
+#include "cli/cli.h"
+#include "http/server.h"
+
+namespace outbox::cli {
+
+Command addHealthcheck(CLI::App& app) {
+  auto* cmd = app.add_subcommand("healthcheck",
+                                 "GET /readyz of the bridge at the config's http.listen (or --url); exit 0 on 200, 1 "
+                                 "otherwise");
+  struct Args {
+    std::string config, url, path = "/readyz";
+    double timeout = 3;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--config", args->config, fmt::format("TOML config file (or ${})", kConfigEnvironmentVariable))
+      ->envname(kConfigEnvironmentVariable);
+  cmd->add_option("--url", args->url, "base URL instead of the config's http.listen, e.g. http://127.0.0.1:8080");
+  cmd->add_option("--path", args->path, "path to ask (default /readyz; /healthz for liveness)");
+  cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")->check(CLI::PositiveNumber);
+  return [args]() {
+    std::string base = args->url;
+    if (base.empty()) {
+      if (args->config.empty()) throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};
+      Config config = loadOrExit(args->config, "healthcheck");
+      std::string host;
+      int port = 0;
+      if (!splitListen(config.http.listen, host, port) || port == 0) {
+        throw Exit{kExitUsage, fmt::format("healthcheck: http.listen '{}' names no fixed port; use --url",
+                                           config.http.listen)};
+      }
+      // A wildcard listener is asked on loopback.
+      if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+      if (host == "::") host = "::1";
+      base = fmt::format("http://{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
+    }
+    httplib::Client client(base);
+    auto timeout = std::chrono::milliseconds(static_cast<int64_t>(args->timeout * 1000));
+    client.set_connection_timeout(timeout);
+    client.set_read_timeout(timeout);
+    auto res = client.Get(args->path);
+    if (!res) {
+      std::fprintf(stderr, "healthcheck: GET %s%s: %s\n", base.c_str(), args->path.c_str(),
+                   httplib::to_string(res.error()).c_str());
+      return kExitFailure;
+    }
+    std::fprintf(res->status == 200 ? stdout : stderr, "%d %s\n", res->status, res->body.c_str());
+    return res->status == 200 ? kExitOk : kExitFailure;
+  };
+}
+
+}  // namespace outbox::cli

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <spdlog/logger.h>
+
+namespace outbox {
+
+// How log lines look on stderr:
+//   kText: 2026-11-30T20:21:56.123Z INFO  [account] published 1000 rows ...
+//   kJson: {"time":"2026-11-30T20:21:56.123456Z","level":"info","source":"account",
+//           "message":"published 1000 rows ...","command":"run","pid":4242}
+// one object a line; "source" only on lines about one source.
+enum class LogFormat { kText, kJson };
+
+// Sets up the process's logging on stderr: `level` is one of trace, debug, info, warn, error, off
+// (validated by the config); `command` (the subcommand) goes into every JSON line. Call once,
+// before the first log line; the default logger and every sourceLogger() follow it.
+void setupLogging(const std::string& level, LogFormat format, const std::string& command);
+
+// The logger for lines about one source: the default logger's sink, level and format, with the
+// source shown as "[name]" in text and as the "source" field in JSON. Thread-safe; the same
+// logger for the same name.
+std::shared_ptr<spdlog::logger> sourceLogger(const std::string& source);
+
+// The same on stdout, for a command's results (prune's summary per source, migrate's applied
+// files, the epoch bump): a cron job or a script reads them apart from the diagnostics on stderr.
+// `source` may be empty.
+std::shared_ptr<spdlog::logger> resultLogger(const std::string& source);
+
+}  // namespace outbox

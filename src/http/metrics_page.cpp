@@ -1,0 +1,38 @@
+#include "http/metrics_page.h"
+
+#include "metrics/prometheus.h"
+#include "metrics/source_metrics.h"
+#include "outbox_version.h"
+
+namespace outbox {
+
+std::string renderMetricsPage(const std::vector<HttpSource>& sources,
+                              const std::vector<std::unique_ptr<SourceProbe>>& probes,
+                              const SnapshotMetrics& snapshots) {
+  using Type = PrometheusPage::Type;
+  PrometheusPage page;
+  page.family("outbox_build_info", Type::kGauge, "Always 1; the version of the running outbox-bridge.");
+  page.sample("outbox_build_info", {{"version", OUTBOX_BRIDGE_VERSION}}, uint64_t{1});
+
+  declareSourceFamilies(page);
+  page.family("outbox_source_up", Type::kGauge, "1 while the source's database answers.");
+  page.family("outbox_pending_rows", Type::kGauge,
+              "Rows not yet acknowledged by the stream: committed rows still without a version, plus rows with "
+              "a version above published_through. Quarantined rows are not counted.");
+  page.family("outbox_oldest_pending_seconds", Type::kGauge,
+              "Age (from created_at) of the oldest row counted in outbox_pending_rows; 0 when there is none.");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::string& name = sources[i].config->name;
+    if (sources[i].metrics != nullptr) addSourceMetrics(page, name, *sources[i].metrics);
+    auto probe = probes[i]->get();
+    page.sample("outbox_source_up", {{"source", name}}, uint64_t{probe.reachable ? 1u : 0u});
+    if (probe.reachable) {
+      page.sample("outbox_pending_rows", {{"source", name}}, probe.pendingRows);
+      page.sample("outbox_oldest_pending_seconds", {{"source", name}}, probe.oldestPendingSeconds);
+    }
+  }
+  snapshots.addTo(page);
+  return page.render();
+}
+
+}  // namespace outbox

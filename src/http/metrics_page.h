@@ -1,0 +1,20 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "http/probe.h"
+#include "http/server.h"
+#include "metrics/snapshot_metrics.h"
+
+namespace outbox {
+
+// The /metrics page: build info, every source's relay metrics and database probe, and the
+// snapshot metrics, each family once (Prometheus text format 0.0.4). `probes[i]` belongs to
+// `sources[i]`.
+std::string renderMetricsPage(const std::vector<HttpSource>& sources,
+                              const std::vector<std::unique_ptr<SourceProbe>>& probes,
+                              const SnapshotMetrics& snapshots);
+
+}  // namespace outbox

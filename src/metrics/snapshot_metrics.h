@@ -1,0 +1,37 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "metrics/prometheus.h"
+
+namespace outbox {
+
+// Snapshot requests served by the HTTP server, per source. Thread-safe (one mutex; a request
+// records once, when it ends).
+class SnapshotMetrics {
+ public:
+  static constexpr std::array<double, 10> kDurationBuckets{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+  // One finished request: its status (499 when the client went away mid-stream), and for a 200 how
+  // long the whole stream took and how many records it carried.
+  void record(const std::string& source, int status, double seconds, uint64_t records);
+
+  // Declares the snapshot families and adds every source's samples.
+  void addTo(PrometheusPage& page) const;
+
+ private:
+  struct PerSource {
+    std::map<int, uint64_t> requests;  // status -> count
+    std::array<uint64_t, kDurationBuckets.size() + 1> buckets{};
+    double seconds = 0;
+    uint64_t records = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, PerSource> sources_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace outbox

@@ -1,0 +1,100 @@
+#define BOOST_TEST_MODULE metrics_page
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "outbox_version.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct ParsedFamily {
+  std::string type;
+  int samples = 0;
+  std::string sources;  // comma-separated, "-" when the family has no source label
+};
+
+// /metrics as Prometheus' own Python parser reads it (tests/support/check_metrics.py): the
+// families by name (counters without their _total, as the client names them).
+std::map<std::string, ParsedFamily> parseWithPrometheusClient(const std::string& file, CommandResult& result) {
+  result = runCommand(fmt::format("/usr/bin/python3 {}/tests/support/check_metrics.py {}", stack().sourceRoot, file));
+  std::map<std::string, ParsedFamily> families;
+  std::istringstream lines(result.out);
+  std::string name;
+  ParsedFamily f;
+  while (lines >> name >> f.type >> f.samples >> f.sources) families[name] = f;
+  return families;
+}
+
+}  // namespace
+
+// What a Prometheus server, promtool and the client libraries parse: every family once, HELP and
+// TYPE first, the samples of every source inside it. Before: four families untyped, samples
+// grouped by source, and the Python client read 103 untyped families for 26 names.
+BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) {
+  TestDatabase database("metrics");
+  SourceSpec first{uniqueName("ma", database), &database, {{"snapshot_query", "\"SELECT 1 AS id\""}}};
+  SourceSpec second{uniqueName("mb", database), &database, {{"snapshot_query", "\"SELECT 2 AS id\""}}};
+  std::string config = writeConfig({first, second});
+  migrate(config);
+  insertRows(database.sql(), first.outboxTable(), 30);
+  insertRows(database.sql(), second.outboxTable(), 20);
+  BridgeProcess bridge(config);
+  bridge.start();
+  int port = bridge.httpPort();
+  BOOST_REQUIRE(waitUntil([&] {
+    return database.state(first.name).publishedThrough == 30 && database.state(second.name).publishedThrough == 20;
+  }, 20s));
+  for (const auto* s : {&first, &second}) {
+    BOOST_REQUIRE(httpRequest(port, "GET", "/v1/sources/" + s->name + "/control-snapshot").status == 200);
+  }
+  BOOST_TEST(httpRequest(port, "GET", "/v1/sources/nope/control-snapshot").status == 404);
+
+  auto reply = httpRequest(port, "GET", "/metrics");
+  BOOST_REQUIRE(reply.status == 200);
+  BOOST_TEST(reply.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8");
+  std::string file = fmt::format("/tmp/outbox-tests/metrics-{}.txt", database.name());
+  std::ofstream(file) << reply.body;
+
+  CommandResult parsed;
+  auto families = parseWithPrometheusClient(file, parsed);
+  BOOST_TEST(parsed.exitCode == 0, parsed.err << "\n" << reply.body);
+  const std::string both = first.name < second.name ? first.name + "," + second.name : second.name + "," + first.name;
+  const std::map<std::string, std::string> expected{
+      {"outbox_published_rows", "counter"},   {"outbox_publish_errors", "counter"},
+      {"outbox_published_version", "gauge"},  {"outbox_assigned_version", "gauge"},
+      {"outbox_epoch", "gauge"},              {"outbox_halted", "gauge"},
+      {"outbox_paused", "gauge"},             {"outbox_relay_running", "gauge"},
+      {"outbox_leader", "gauge"},             {"outbox_commit_to_ack_seconds", "histogram"},
+      {"outbox_source_up", "gauge"},          {"outbox_pending_rows", "gauge"},
+      {"outbox_oldest_pending_seconds", "gauge"}, {"outbox_snapshot_requests", "counter"},
+      {"outbox_snapshot_duration_seconds", "histogram"}, {"outbox_snapshot_records", "counter"}};
+  for (const auto& [name, type] : expected) {
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_REQUIRE(families.count(name) == 1);
+      BOOST_TEST(families[name].type == type);
+      BOOST_TEST(families[name].sources == both, "every source's samples in the one family");
+    }
+  }
+  BOOST_TEST(families["outbox_build_info"].type == "gauge");
+  BOOST_TEST(reply.body.find(fmt::format("outbox_build_info{{version=\"{}\"}} 1\n", OUTBOX_BRIDGE_VERSION)) !=
+             std::string::npos);
+  BOOST_TEST(reply.body.find(fmt::format("outbox_published_rows_total{{source=\"{}\"}} 30\n", first.name)) !=
+             std::string::npos);
+  BOOST_TEST(reply.body.find(fmt::format("outbox_commit_to_ack_seconds_count{{source=\"{}\"}} 20\n", second.name)) !=
+             std::string::npos);
+  BOOST_TEST(reply.body.find("# HELP outbox_pending_rows Rows not yet acknowledged by the stream") != std::string::npos);
+
+  // promtool (Debian's prometheus package, role test in tools/packages.txt) lints the page too.
+  auto promtool = runCommand(fmt::format("promtool check metrics < {}", file));
+  BOOST_TEST(promtool.exitCode == 0, promtool.out << promtool.err);
+  BOOST_TEST(bridge.stop() == 0);
+}
