@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <csignal>
 #include <functional>
 #include <thread>
@@ -8,12 +9,16 @@
 
 namespace outbox {
 
-// Blocks SIGTERM and SIGINT in every thread started after it and turns them into a stop request
-// on a thread of its own. Create it in main's thread before any other thread; one per process.
+// Blocks SIGTERM and SIGINT in every thread started after it and turns the first into a stop
+// request on a thread of its own; a second one ends the process at once with 128 + the signal
+// (the impatient operator's Ctrl-C Ctrl-C). Create it in main's thread before any other thread;
+// one per process.
 class SignalWatcher {
  public:
-  // `onSignal`, if given, runs on the watcher's thread when a signal arrives, before the stop.
-  explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr);
+  // `onSignal`, if given, runs on the watcher's thread when the first signal arrives, before the
+  // stop; `onSecond` when the second arrives, before the exit.
+  explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr,
+                         std::function<void(int)> onSecond = nullptr);
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
@@ -23,8 +28,10 @@ class SignalWatcher {
  private:
   StopSignal& stop_;
   std::function<void(int)> onSignal_;
+  std::function<void(int)> onSecond_;
   sigset_t set_;
-  volatile int received_ = 0;
+  std::atomic<int> received_{0};
+  std::atomic<bool> closing_{false};
   std::thread thread_;
 };
 

@@ -13,6 +13,7 @@ Subprocess::~Subprocess() { kill(); }
 
 bool Subprocess::start(const std::vector<std::string>& argv, const std::string& logPath) {
   if (pid_ > 0 || argv.empty()) return false;
+  exitCode_.reset();
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -32,7 +33,7 @@ bool Subprocess::start(const std::vector<std::string>& argv, const std::string& 
 }
 
 std::optional<int> Subprocess::terminate(std::chrono::milliseconds grace) {
-  if (pid_ <= 0) return std::nullopt;
+  if (pid_ <= 0) return exitCode_;
   ::kill(pid_, SIGTERM);
   auto deadline = std::chrono::steady_clock::now() + grace;
   int status = 0;
@@ -44,8 +45,8 @@ std::optional<int> Subprocess::terminate(std::chrono::milliseconds grace) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   pid_ = -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return std::nullopt;
+  exitCode_ = WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
+  return exitCode_;
 }
 
 void Subprocess::kill() {
@@ -65,6 +66,7 @@ bool Subprocess::running() {
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
     pid_ = -1;
+    exitCode_ = WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
     return false;
   }
   return true;

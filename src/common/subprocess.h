@@ -22,7 +22,8 @@ class Subprocess {
   // Starts argv[0] with arguments; false if fork or exec could not even begin.
   bool start(const std::vector<std::string>& argv, const std::string& logPath);
   // SIGTERM, then waits up to `grace` (SIGKILL after). Returns the exit code, or nullopt when the
-  // child had to be killed or died from a signal.
+  // child had to be killed or died from a signal. A child already reaped by running() returns
+  // the code it exited with.
   std::optional<int> terminate(std::chrono::milliseconds grace);
   void kill();  // SIGKILL and reap
   void signal(int sig);  // e.g. SIGSTOP / SIGCONT
@@ -31,6 +32,7 @@ class Subprocess {
 
  private:
   pid_t pid_ = -1;
+  std::optional<int> exitCode_;  // of the last child reaped
 };
 
 }  // namespace outbox

@@ -301,13 +301,14 @@ Status JetStream::publishAsync(const OutgoingMessage& message) {
     if (s != NATS_OK) return fromNats(s, 0, "set header");
   }
   natsMsg* owned = msg.release();
-  publishedAsync_ = true;
   // No per-message MaxWait: nats.c would arm a timer for every message. The relay keeps its
   // own deadline for acks and abandons what is pending when it passes.
   s = js_PublishMsgAsync(js_, &owned, nullptr);
   // On success nats.c took the message and cleared `owned`; on failure it is still ours.
   natsMsg_Destroy(owned);
   if (s != NATS_OK) return fromNats(s, 0, "publish");
+  // Only now has nats.c set up its pending list (see abandonPending).
+  publishedAsync_ = true;
   return Status::ok();
 }
 
@@ -325,9 +326,13 @@ void JetStream::waitForAcks(std::chrono::milliseconds timeout) {
 }
 
 void JetStream::abandonPending() {
-  if (!publishedAsync_) return;
-  natsMsgList pending{};
-  if (js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) natsMsgList_Destroy(&pending);
+  if (publishedAsync_) {
+    natsMsgList pending{};
+    if (js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) natsMsgList_Destroy(&pending);
+  }
+  // Acks already queued belong to the publishes just abandoned: the next session must not see them.
+  std::lock_guard lock(mu_);
+  acks_.clear();
 }
 
 }  // namespace outbox::nats

@@ -110,7 +110,7 @@ struct AckEvent {
   std::string msgId;          // the Nats-Msg-Id header of the message
   uint64_t seq = 0;           // valid when ok
   bool ok = false;
-  bool duplicate = false;     // the server had this Nats-Msg-Id already
+  bool duplicate = false;     // the server had this Nats-Msg-Id already (seq: the first copy's)
   bool wrongLastSeq = false;  // the fence rejected it
   std::string error;          // set when !ok
 };

@@ -105,8 +105,27 @@ void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {
     ack.ok = event.ok;
     ack.fenced = event.wrongLastSeq;
     ack.error = std::move(event.error);
+    if (ack.ok && event.duplicate) checkDuplicate(event.msgId, ack);
     out.push_back(std::move(ack));
   }
+}
+
+void JetStreamPublisher::checkDuplicate(const std::string& msgId, VersionAck& ack) {
+  // The server deduplicated by Nats-Msg-Id and named the first copy's sequence; that copy may
+  // since have been deleted, purged or expired. Only a stream that holds it there counts.
+  auto stored = js_->getMessage(source_.stream, ack.seq);
+  if (stored.isOk() && stored->has_value()) {
+    auto it = (*stored)->headers.find("Nats-Msg-Id");
+    if (it != (*stored)->headers.end() && it->second == msgId) return;
+  }
+  ack.ok = false;
+  ack.error = stored.isOk()
+                  ? fmt::format("acknowledged as a duplicate of sequence {}, which no longer holds it (deleted or "
+                                "expired inside the duplicate window of {}); it is published again once that "
+                                "window has passed",
+                                ack.seq, formatDuration(source_.duplicateWindow))
+                  : fmt::format("acknowledged as a duplicate of sequence {}, which could not be checked: {}", ack.seq,
+                                stored.status().message());
 }
 
 void JetStreamPublisher::waitForAcks(std::chrono::milliseconds timeout) { js_->waitForAcks(timeout); }

@@ -28,6 +28,9 @@ class JetStreamPublisher final : public Publisher {
   std::optional<std::string> poisonReason(const OutboxRow& row) override;
 
  private:
+  // A duplicate ack counts only if the stream still holds this Msg-Id at the acked sequence.
+  void checkDuplicate(const std::string& msgId, VersionAck& ack);
+
   const SourceConfig& source_;
   const NatsConfig& nats_;
   nats::Connection& connection_;

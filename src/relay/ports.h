@@ -31,6 +31,9 @@ struct SourceState {
   uint64_t publishedStreamSeq = 0;
   std::string haltedReason;  // empty: not halted
   bool paused = false;       // an operator paused the source (admin API)
+  // The epoch's versions start above this (outbox_epoch_history.versions_after; 0 in epoch 1):
+  // a stream that lost everything is published again from here.
+  uint64_t epochVersionsAfter = 0;
 };
 
 // The stream's last message, as reconcile needs it.
@@ -49,6 +52,8 @@ struct VersionAck {
   bool fenced = false;  // Nats-Expected-Last-Sequence did not match: reconcile
   std::string error;
 };
+// A publisher reports an ack as ok only when the stream holds the version at `seq`: a duplicate
+// ack whose first copy was deleted or expired (inside the duplicate window) is a failure.
 
 // Who may write: the assign, mark and reconcile statements check it in their own transaction
 // against outbox_bridge_lease, so a stale leader's writes change nothing.
@@ -95,7 +100,7 @@ class Publisher {
   virtual Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) = 0;
   virtual void takeAcks(std::vector<VersionAck>& out) = 0;
   virtual void waitForAcks(std::chrono::milliseconds timeout) = 0;
-  // Forgets every publish still in flight; no ack will come for them.
+  // Forgets every publish still in flight, and every ack not yet taken; none will come for them.
   virtual void abandon() = 0;
   // Why this row cannot be published as is, or nullopt when it can. Thread-safe: the Assigner
   // calls it from its own thread.

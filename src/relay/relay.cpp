@@ -120,7 +120,7 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
   metrics_.running = true;
-  nextPoll_ = lastMark_ = lastAck_ = clock_.now();
+  nextPoll_ = lastMark_ = clock_.now();
   const auto batch = static_cast<size_t>(source_.batchSize);
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(checkLeadership());
@@ -128,7 +128,7 @@ Status Relay::session() {
     logProgress();
     if (assigner_.busy()) {
       // Wait briefly for the batch being assigned, without letting acks pile up.
-      auto ready = assigner_.take(outstanding_ > 0 ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
+      auto ready = assigner_.take(!inFlight_.empty() ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
       continue;
     }
@@ -144,11 +144,14 @@ Status Relay::session() {
       }
       continue;
     }
-    if (outstanding_ > 0) {
-      if (now - lastAck_ > options_.ackTimeout + std::chrono::milliseconds(500)) {
+    if (!inFlight_.empty()) {
+      // The deadline is per publish: acks of later versions do not excuse a lost one.
+      if (now - inFlight_.front().sentAt > options_.ackTimeout) {
         metrics_.errorsPublish++;
-        return Status::transient(fmt::format("no ack from the stream for {} ms with {} publishes in flight",
-                                              options_.ackTimeout.count(), outstanding_));
+        return Status::transient(fmt::format("the stream has not acknowledged version {} within {} ms ({} publishes in "
+                                             "flight); reconciling",
+                                             inFlight_.front().version, options_.ackTimeout.count(),
+                                             inFlight_.size()));
       }
       auto wait = roomFor(batch) ? std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now)
                                  : std::chrono::milliseconds(50);
@@ -177,10 +180,11 @@ void Relay::logProgress() {
 }
 
 bool Relay::roomFor(size_t rows) const {
-  return outstanding_ + rows <= static_cast<size_t>(options_.maxInFlight);
+  return inFlight_.size() + rows <= static_cast<size_t>(options_.maxInFlight);
 }
 
 Status Relay::reconcile() {
+  dropAckState();
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;
@@ -215,18 +219,30 @@ Status Relay::reconcile() {
                                   "nothing until 'outbox-bridge epoch bump'",
                                   streamVersion, source_.stream, state_.assignedThrough));
     }
-  } else if (tip.lastSeq == state_.publishedStreamSeq) {
-    // Nothing of this epoch in the stream yet (or it all expired by max_age): trust the marks.
-    streamVersion = state_.publishedThrough;
-    streamVersionSeq = state_.publishedStreamSeq;
-  } else if (state_.epoch == 1) {
-    // The stream lost messages (deleted, recreated, or lost on a crash): publish again from the table.
-    streamVersion = 0;
-    streamVersionSeq = 0;
+  } else if (tip.lastSeq >= state_.publishedStreamSeq && (!tip.version || tip.seq <= state_.publishedStreamSeq)) {
+    // No message of this epoch is stored, and none at all past the marks. Every sequence after
+    // published_stream_seq was this bridge's (it is the stream's only writer), stored and then
+    // purged or expired by max_age: the marks lag by that many versions. Publishing them again
+    // would hand consumers versions they already applied.
+    uint64_t lag = tip.lastSeq - state_.publishedStreamSeq;
+    streamVersion = state_.publishedThrough + lag;
+    streamVersionSeq = tip.lastSeq;
+    if (streamVersion > state_.assignedThrough) {
+      return haltWith(fmt::format("stream {} has stored {} messages past published_stream_seq {} but only {} versions "
+                                  "were assigned after published_through {} (the database was restored from a "
+                                  "backup?); publishing nothing until 'outbox-bridge epoch bump'",
+                                  source_.stream, lag, state_.publishedStreamSeq,
+                                  state_.assignedThrough - state_.publishedThrough, state_.publishedThrough));
+    }
+  } else if (tip.lastSeq < state_.publishedStreamSeq) {
+    // The stream lost messages (deleted and recreated, or its tail lost on a crash): publish this
+    // epoch's versions again from the table; publishTail halts if their rows were pruned.
+    streamVersion = state_.epochVersionsAfter;
+    streamVersionSeq = tip.lastSeq;
   } else {
-    return haltWith(fmt::format("stream {} lost messages of epoch {} (last sequence {}, expected {}); run "
-                                "'outbox-bridge epoch bump' so consumers re-bootstrap",
-                                source_.stream, state_.epoch, tip.lastSeq, state_.publishedStreamSeq));
+    return haltWith(fmt::format("stream {} holds a message of epoch {} at sequence {}, after published_stream_seq {} "
+                                "of epoch {}: another writer, or a leader that kept publishing through an epoch bump",
+                                source_.stream, tip.epoch, tip.seq, state_.publishedStreamSeq, state_.epoch));
   }
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
@@ -243,10 +259,9 @@ Status Relay::reconcile() {
     state_.publishedStreamSeq = streamVersionSeq;
   }
   tracker_.reset(streamVersion, streamVersionSeq);
+  ackStateValid_ = true;
   nextVersion_ = streamVersion + 1;
   expectedSeq_ = tip.lastSeq;
-  outstanding_ = 0;
-  sentAt_.clear();
   metrics_.publishedVersion = streamVersion;
   log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream, state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
   return Status::ok();
@@ -329,22 +344,19 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
       metrics_.errorsPublish++;
       return s;
     }
-    if (outstanding_ == 0) lastAck_ = clock_.now();
     ++expectedSeq_;
     ++nextVersion_;
-    ++outstanding_;
-    sentAt_.emplace_back(row.version, row.createdAtMicros);
+    inFlight_.push_back({row.version, row.createdAtMicros, clock_.now()});
   }
   return Status::ok();
 }
 
-Status Relay::processAcks() {
+std::string Relay::applyAcks() {
   acks_.clear();
   publisher_.takeAcks(acks_);
   std::string failure;
-  if (!acks_.empty()) lastAck_ = clock_.now();
   for (const auto& ack : acks_) {
-    if (outstanding_ > 0) --outstanding_;
+    if (ack.version <= tracker_.contiguousVersion() || ack.version >= nextVersion_) continue;
     if (ack.ok) {
       tracker_.ack(ack.version, ack.seq);
     } else if (failure.empty()) {
@@ -353,12 +365,17 @@ Status Relay::processAcks() {
                             ack.fenced ? ": another writer, or the stream changed; reconciling" : "");
     }
   }
+  return failure;
+}
+
+Status Relay::processAcks() {
+  std::string failure = applyAcks();
   if (!acks_.empty()) {
     int64_t now = wallMicros();
     uint64_t published = 0;
-    while (!sentAt_.empty() && sentAt_.front().first <= tracker_.contiguousVersion()) {
-      metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - sentAt_.front().second)) / 1e6);
-      sentAt_.pop_front();
+    while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) {
+      metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - inFlight_.front().createdAtMicros)) / 1e6);
+      inFlight_.pop_front();
       ++published;
     }
     metrics_.publishedRows += published;
@@ -373,7 +390,7 @@ Status Relay::mark(bool force) {
   uint64_t version = tracker_.contiguousVersion();
   if (version <= state_.publishedThrough) return Status::ok();
   auto now = clock_.now();
-  bool due = force || outstanding_ == 0 || now - lastMark_ >= options_.markInterval ||
+  bool due = force || inFlight_.empty() || now - lastMark_ >= options_.markInterval ||
              version - state_.publishedThrough >= static_cast<uint64_t>(source_.batchSize);
   if (!due) return Status::ok();
   Status s = store_.markPublished(version, tracker_.contiguousSeq());
@@ -389,25 +406,27 @@ Status Relay::mark(bool force) {
 }
 
 void Relay::settle(std::chrono::milliseconds limit) {
+  if (!ackStateValid_) return dropAckState();
   auto deadline = clock_.now() + limit;
-  while (outstanding_ > 0 && clock_.now() < deadline) {
+  while (!inFlight_.empty() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
-    acks_.clear();
-    publisher_.takeAcks(acks_);
-    for (const auto& ack : acks_) {
-      if (outstanding_ > 0) --outstanding_;
-      if (ack.ok) tracker_.ack(ack.version, ack.seq);
-    }
+    applyAcks();
+    while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) inFlight_.pop_front();
   }
-  outstanding_ = 0;
-  sentAt_.clear();
   if (tracker_.contiguousVersion() > state_.publishedThrough) {
     Status s = store_.markPublished(tracker_.contiguousVersion(), tracker_.contiguousSeq());
     if (s.isOk()) {
       state_.publishedThrough = tracker_.contiguousVersion();
+      state_.publishedStreamSeq = tracker_.contiguousSeq();
       metrics_.publishedVersion = state_.publishedThrough;
     }
   }
+  dropAckState();
+}
+
+void Relay::dropAckState() {
+  ackStateValid_ = false;
+  inFlight_.clear();
 }
 
 }  // namespace outbox

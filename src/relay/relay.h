@@ -63,9 +63,16 @@ class Relay {
   Status publishRows(const std::vector<OutboxRow>& rows);
   // Applies the acks received so far; marks; returns the first publish failure, if any.
   Status processAcks();
+  // Applies acks of versions this session sent and the stream has not yet acknowledged; ignores
+  // the rest (an ack queued by an earlier session, a second ack of the same version). Returns
+  // the first failure's text ("" when none).
+  std::string applyAcks();
   Status mark(bool force);
-  // After a failure: waits (bounded) for acks of what is in flight and marks them.
+  // After a failure: waits (bounded) for acks of what this session has in flight and marks them.
+  // Marks nothing unless this session's reconcile set the ack state up.
   void settle(std::chrono::milliseconds limit);
+  // Forgets what is in flight; settle() will mark nothing until reconcile() sets it up again.
+  void dropAckState();
   Status haltWith(const std::string& reason);
   // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
   void logProgress();
@@ -86,11 +93,19 @@ class Relay {
   SourceState state_;
   uint64_t nextVersion_ = 1;   // the next version to publish
   uint64_t expectedSeq_ = 0;   // the stream's last sequence once everything sent is stored
-  size_t outstanding_ = 0;     // publishes sent whose ack has not come
+  // The ack state of this session: valid from reconcile() to the end of settle(). Marks come only
+  // from it, never from a tracker an earlier session left behind.
+  bool ackStateValid_ = false;
   AckTracker tracker_;
-  std::deque<std::pair<uint64_t, int64_t>> sentAt_;  // (version, created_at micros) in flight
+  struct Sent {
+    uint64_t version;
+    int64_t createdAtMicros;  // the row's created_at, for commit-to-ack latency
+    Clock::TimePoint sentAt;  // its ack is due by sentAt + ackTimeout
+  };
+  // Versions sent and not yet below the contiguous mark, oldest first: its size bounds the
+  // tracker's memory, its front is the oldest publish still waiting for an ack.
+  std::deque<Sent> inFlight_;
   std::vector<VersionAck> acks_;
-  Clock::TimePoint lastAck_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started
   Clock::TimePoint lastMark_;

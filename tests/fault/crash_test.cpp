@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE fault_crash
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
+
 #include <random>
 #include <thread>
 
@@ -72,6 +74,37 @@ BOOST_AUTO_TEST_CASE(sigterm_mid_drain_exits_within_five_seconds_and_resumes) {
   std::chrono::milliseconds took{};
   BOOST_TEST(bridge.stop(&took) == 0);
   BOOST_TEST(took.count() < 5000);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 30000; }, 60s),
+                        bridge.log());
+  requireDenseOnce(source, 30000);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Issue 8: after the first signal the watcher thread ended and signals stayed blocked, so a
+// second Ctrl-C did nothing while a stop waited on a nats-server that did not answer. A second
+// SIGTERM now exits at once (143); nothing is lost.
+BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
+  TestDatabase database("term2");
+  SourceSpec source{uniqueName("tr2", database), &database, {{"batch_size", "200"}}};
+  // The process that exits at once keeps its lease until the TTL: keep that short here.
+  std::string config = writeConfig({source}, "[lease]\nttl = \"3s\"\nheartbeat = \"1s\"\n");
+  migrate(config);
+  insertRows(database.sql(), source.outboxTable(), 30000, 0, "item", 150);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough > 2000; }, 30s));
+  {
+    // nats-server frozen: publishes in flight get no ack, so the first SIGTERM waits for them.
+    FrozenProcess frozenNats(readFile(stack().stackDir + "/nats/nats.pid"));
+    bridge.sendSignal(SIGTERM);
+    std::this_thread::sleep_for(300ms);
+    BOOST_REQUIRE_MESSAGE(bridge.running(), "the first SIGTERM did not wait for anything: nothing to test");
+    bridge.sendSignal(SIGTERM);
+    BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 1s), "still running 1 s after the second SIGTERM");
+  }
+  BOOST_TEST(bridge.stop() == 128 + SIGTERM);
+  BOOST_TEST(bridge.log().find("received SIGTERM again: exiting now") != std::string::npos, bridge.log());
   bridge.start();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 30000; }, 60s),
                         bridge.log());

@@ -37,12 +37,6 @@ std::string randomSuffix() {
   return fmt::format("{:x}", rng() & 0xffffffffffULL);
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream b;
-  b << in.rdbuf();
-  return b.str();
-}
 
 std::string tempDir() {
   const char* dir = std::getenv("OUTBOX_TEST_TMP");
@@ -64,11 +58,25 @@ const StackEnv& stack() {
     e.stackScript = requireEnv("OUTBOX_STACK");
     e.bridgeBinary = requireEnv("OUTBOX_TEST_BRIDGE_BIN");
     e.sourceRoot = requireEnv("OUTBOX_TEST_SOURCE_ROOT");
+    e.stackDir = requireEnv("OUTBOX_STACK_DIR");
     db::initLibrary();
     return e;
   }();
   return env;
 }
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream b;
+  b << in.rdbuf();
+  return b.str();
+}
+
+FrozenProcess::FrozenProcess(const std::string& pidText) : pid_(static_cast<pid_t>(std::stol(pidText))) {
+  if (::kill(pid_, SIGSTOP) != 0) throw std::runtime_error("cannot SIGSTOP pid " + pidText);
+}
+
+FrozenProcess::~FrozenProcess() { ::kill(pid_, SIGCONT); }
 
 void stackCommand(const std::string& action, const std::string& service) {
   std::string cmd = fmt::format("{} {} {} >/dev/null 2>&1", stack().stackScript, action, service);
@@ -225,6 +233,8 @@ void BridgeProcess::kill() { process_.kill(); }
 void BridgeProcess::pause() { process_.signal(SIGSTOP); }
 
 void BridgeProcess::resume() { process_.signal(SIGCONT); }
+
+void BridgeProcess::sendSignal(int sig) { process_.signal(sig); }
 
 bool BridgeProcess::running() { return process_.running(); }
 

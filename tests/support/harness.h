@@ -32,10 +32,27 @@ struct StackEnv {
   std::string stackScript;  // tools/stack, to restart services
   std::string bridgeBinary;
   std::string sourceRoot;  // the repository, for scripts under tests/
+  std::string stackDir;    // OUTBOX_STACK_DIR: the services' pid files
 };
 
 // Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing.
 const StackEnv& stack();
+
+// SIGSTOPs the process whose pid `pidText` holds for its lifetime (SIGCONT on destruction): a
+// service frozen mid-flight.
+class FrozenProcess {
+ public:
+  explicit FrozenProcess(const std::string& pidText);
+  ~FrozenProcess();
+  FrozenProcess(const FrozenProcess&) = delete;
+  FrozenProcess& operator=(const FrozenProcess&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+// The whole of a file ("" when it cannot be read).
+std::string readFile(const std::string& path);
 
 // Runs `tools/stack ACTION SERVICE` (restart, stop, start, kill); throws on failure.
 void stackCommand(const std::string& action, const std::string& service);
@@ -100,6 +117,7 @@ class BridgeProcess {
   void kill();  // SIGKILL, reaped
   void pause();   // SIGSTOP: a process frozen mid-flight (GC pause, VM stall)
   void resume();  // SIGCONT
+  void sendSignal(int sig);
   bool running();
   std::string log() const;
   // The HTTP port it logged ("http: listening on http://HOST:PORT"); throws if none in time.

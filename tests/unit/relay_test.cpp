@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -26,6 +28,10 @@ class FakeStore final : public OutboxStore {
   SourceState state;
   std::set<uint64_t> quarantined;
   int failNextAssigns = 0;
+  // What the stream holds contiguously from version 1 (set by the test): a mark past it is a lie
+  // the snapshot would serve and prune would act on.
+  std::function<uint64_t()> streamHolds;
+  std::vector<std::string> violations;
 
   void add(int n, const std::string& type = "item") {
     std::lock_guard lock(mu);
@@ -85,6 +91,10 @@ class FakeStore final : public OutboxStore {
   }
   Status markPublished(uint64_t version, uint64_t seq) override {
     std::lock_guard lock(mu);
+    if (streamHolds && version > streamHolds()) {
+      violations.push_back(fmt::format("published_through {} marked while the stream holds through {}", version,
+                                       streamHolds()));
+    }
     if (version > state.publishedThrough) {
       state.publishedThrough = version;
       state.publishedStreamSeq = seq;
@@ -119,6 +129,7 @@ class FakePublisher final : public Publisher {
  public:
   struct Message {
     uint64_t version, epoch;
+    bool deleted = false;  // purged or expired: the sequence stays used
   };
   std::mutex mu;
   std::vector<Message> stream;  // seq = index + 1
@@ -126,6 +137,26 @@ class FakePublisher final : public Publisher {
   std::vector<VersionAck> queue;
   std::mt19937 rng{7};
   int dropNextAcks = 0;  // stored but the ack is lost (a timeout from the relay's view)
+  std::set<uint64_t> loseAckOf;  // versions whose first ack is lost while others arrive
+  int failNextTips = 0;
+
+  // Versions 1..n stored, in order, with none deleted: the longest such n.
+  uint64_t holdsThrough() {
+    std::lock_guard lock(mu);
+    uint64_t n = 0;
+    for (const auto& m : stream) {
+      if (m.deleted || m.version != n + 1) break;
+      ++n;
+    }
+    return n;
+  }
+  // Every message deleted, as a purge or max_age would; the sequences stay used. Past the
+  // duplicate window the server has forgotten their Msg-Ids too.
+  void purge(bool forgetMsgIds) {
+    std::lock_guard lock(mu);
+    for (auto& m : stream) m.deleted = true;
+    if (forgetMsgIds) dedup.clear();
+  }
 
   std::vector<Message> copy() {
     std::lock_guard lock(mu);
@@ -135,12 +166,18 @@ class FakePublisher final : public Publisher {
   Status prepare() override { return Status::ok(); }
   Result<StreamTip> tip() override {
     std::lock_guard lock(mu);
+    if (failNextTips > 0) {
+      --failNextTips;
+      return Status::transient("injected stream info failure");
+    }
     StreamTip t;
     t.lastSeq = stream.size();
-    if (!stream.empty()) {
-      t.version = stream.back().version;
-      t.epoch = stream.back().epoch;
-      t.seq = stream.size();
+    for (size_t i = stream.size(); i > 0; --i) {
+      if (stream[i - 1].deleted) continue;
+      t.version = stream[i - 1].version;
+      t.epoch = stream[i - 1].epoch;
+      t.seq = i;
+      break;
     }
     return t;
   }
@@ -164,6 +201,7 @@ class FakePublisher final : public Publisher {
       --dropNextAcks;
       return Status::ok();
     }
+    if (loseAckOf.erase(row.version) > 0) return Status::ok();
     queue.push_back(ack);
     return Status::ok();
   }
@@ -174,7 +212,10 @@ class FakePublisher final : public Publisher {
     queue.clear();
   }
   void waitForAcks(std::chrono::milliseconds timeout) override { std::this_thread::sleep_for(std::min(timeout, 2ms)); }
-  void abandon() override {}
+  void abandon() override {
+    std::lock_guard lock(mu);
+    queue.clear();
+  }
   std::optional<std::string> poisonReason(const OutboxRow& row) override {
     SourceConfig source;
     source.name = "s";
@@ -335,6 +376,106 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_after_the_rows_before_it) {
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 6; }));
   BOOST_TEST(h.streamIsDense(6));
   BOOST_TEST(h.store.snapshot().haltedReason.empty());
+}
+
+// Issue 8, finding 1: the ack deadline counted from the last ack of any message, so one lost
+// ack froze published_through for as long as other acks kept coming.
+BOOST_AUTO_TEST_CASE(one_lost_ack_does_not_freeze_the_marks_while_traffic_flows) {
+  Harness h;
+  h.publisher.loseAckOf = {5};
+  h.store.add(10);
+  h.start();
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (int i = 0; i < 400; ++i) {  // ~2 s of steady traffic
+      h.store.add(1);
+      std::this_thread::sleep_for(5ms);
+    }
+    done = true;
+  });
+  // The deadline is 300 ms per publish: the marks pass version 5 while rows still flow.
+  bool passedWhileFlowing = false;
+  h.waitFor([&] {
+    if (done) return true;
+    passedWhileFlowing = h.store.snapshot().publishedThrough > 5;
+    return passedWhileFlowing;
+  });
+  BOOST_TEST(passedWhileFlowing, "published_through stayed at 4 while acks of later versions kept coming");
+  producer.join();
+  uint64_t total = h.store.rows.size();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == total; }));
+  BOOST_TEST(h.streamIsDense(total));
+  BOOST_TEST(h.metrics.errorsPublish.load() >= 1u);
+}
+
+// Issue 8, finding 2: a session that ended before its reconcile finished (here: the stream's
+// info failed) used to mark the previous session's ack state over a freshly reconciled
+// published_through — a watermark the stream did not hold.
+BOOST_AUTO_TEST_CASE(marks_never_come_from_an_earlier_sessions_acks) {
+  Harness h;
+  h.store.streamHolds = [&] { return h.publisher.holdsThrough(); };
+  h.store.add(30);
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 30; }));
+  {
+    // Meanwhile another leader found the stream had lost 21..30 and set the marks back to 20.
+    std::lock_guard lock(h.publisher.mu);
+    h.publisher.stream.resize(20);
+    for (uint64_t v = 21; v <= 30; ++v) h.publisher.dedup.erase(v);
+    h.publisher.failNextTips = 1;  // and our next reconcile cannot read the stream at once
+  }
+  BOOST_REQUIRE(h.store.setPublished(20, 20).isOk());
+  h.store.add(5);  // the next publish is fenced: a new session begins
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 35; }));
+  BOOST_TEST(h.streamIsDense(35));
+  std::lock_guard lock(h.store.mu);
+  BOOST_TEST(h.store.violations.empty(), (h.store.violations.empty() ? "" : h.store.violations.front()));
+}
+
+// Issue 8, finding 4: a crash between ack and mark, then every message expired (max_age) or
+// purged. The bridge is the stream's only writer, so the sequences past the marks were its own
+// versions: advance the marks. It used to publish 1..12 again, which consumers had applied.
+BOOST_AUTO_TEST_CASE(a_purged_stream_past_the_marks_advances_them_and_republishes_nothing) {
+  Harness h;
+  h.store.add(20);
+  for (uint64_t v = 1; v <= 12; ++v) {
+    h.store.rows[v - 1].version = v;
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.store.state.assignedThrough = 12;
+  h.store.state.publishedThrough = 4;
+  h.store.state.publishedStreamSeq = 4;
+  h.publisher.purge(/*forgetMsgIds=*/true);
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 20; }));
+  auto stream = h.publisher.copy();
+  BOOST_TEST(stream.size() == 20u, "sequences 13..20 hold versions 13..20; nothing was published twice");
+  for (size_t i = 12; i < stream.size(); ++i) BOOST_TEST(stream[i].version == i + 1);
+  BOOST_TEST(h.store.snapshot().publishedStreamSeq == 20u);
+}
+
+// Issue 8, finding 4: a stream deleted in epoch 2 used to halt ("lost messages of epoch 2");
+// the contract republishes from the rows in every epoch, from where the epoch's versions begin.
+BOOST_AUTO_TEST_CASE(a_deleted_stream_is_republished_from_the_rows_in_a_later_epoch) {
+  Harness h;
+  h.store.add(15);
+  for (uint64_t v = 1; v <= 15; ++v) h.store.rows[v - 1].version = v;
+  h.store.state.epoch = 2;
+  h.store.state.epochVersionsAfter = 10;  // epoch 2 began after version 10
+  h.store.state.assignedThrough = 15;
+  h.store.state.publishedThrough = 15;
+  h.store.state.publishedStreamSeq = 17;
+  h.start();  // the stream is empty: deleted and recreated
+  BOOST_REQUIRE(h.waitFor([&] { return h.publisher.copy().size() == 5; }));
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedStreamSeq == 5; }));
+  auto stream = h.publisher.copy();
+  for (size_t i = 0; i < stream.size(); ++i) {
+    BOOST_TEST(stream[i].version == 11 + i);
+    BOOST_TEST(stream[i].epoch == 2u);
+  }
+  BOOST_TEST(h.store.snapshot().haltedReason.empty(), h.store.snapshot().haltedReason);
+  BOOST_TEST(h.store.snapshot().publishedThrough == 15u);
 }
 
 BOOST_AUTO_TEST_CASE(poison_rules) {

@@ -1,0 +1,110 @@
+#define BOOST_TEST_MODULE jetstream_publisher
+#include <boost/test/unit_test.hpp>
+
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "relay/jetstream_publisher.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A JetStreamPublisher on a stream of its own, against the stack's nats-server.
+struct PublisherFixture {
+  SourceConfig source;
+  NatsConfig nats;
+  std::unique_ptr<nats::Connection> connection;
+  std::unique_ptr<JetStreamPublisher> publisher;
+  StreamReader reader;
+
+  PublisherFixture() {
+    std::random_device rd;
+    source.name = fmt::format("jp{}", rd() % 1000000);
+    source.stream = "CONTROL_" + source.name;
+    source.subjectPrefix = "control." + source.name;
+    nats.url = stack().natsUrl;
+    auto conn = nats::Connection::connect({stack().natsUrl, "", "", "", 5s});
+    if (!conn.isOk()) throw std::runtime_error("nats-server is not reachable: " + conn.status().message());
+    connection = std::move(conn).value();
+    publisher = std::make_unique<JetStreamPublisher>(source, nats, *connection);
+    BOOST_REQUIRE(publisher->prepare().isOk());
+  }
+  ~PublisherFixture() { (void)reader.js().deleteStream(source.stream); }
+
+  static OutboxRow row(uint64_t version, size_t payloadBytes = 10) {
+    return OutboxRow{version, "item", std::to_string(version), "upsert",
+                     "\"" + std::string(payloadBytes, 'x') + "\"", 0, version};
+  }
+  // Waits for `count` acks and returns them.
+  std::vector<VersionAck> acks(size_t count) {
+    std::vector<VersionAck> out;
+    for (int i = 0; i < 250 && out.size() < count; ++i) {
+      publisher->waitForAcks(20ms);
+      publisher->takeAcks(out);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+// Issue 8: JetStream checks Nats-Msg-Id before anything else, so a version published again
+// inside the duplicate window acks as a duplicate with the first copy's sequence — even when
+// that copy has since been deleted. Marking it published would leave a hole in the stream.
+BOOST_AUTO_TEST_CASE(a_duplicate_ack_counts_only_while_the_stream_holds_the_first_copy) {
+  PublisherFixture f;
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 1).isOk());
+  auto first = f.acks(2);
+  BOOST_REQUIRE(first.size() == 2u);
+  BOOST_TEST((first[0].ok && first[1].ok));
+
+  // Version 2 again while the stream holds it: a good duplicate (the retry after a lost ack).
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 2).isOk());
+  auto again = f.acks(1);
+  BOOST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].ok, again[0].error);
+  BOOST_TEST(again[0].seq == 2u);
+
+  // Version 1's message deleted (an operator, or max_age); its Msg-Id is still in the window.
+  BOOST_REQUIRE(f.reader.js().deleteMessage(f.source.stream, 1).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 2).isOk());
+  auto lost = f.acks(1);
+  BOOST_REQUIRE(lost.size() == 1u);
+  BOOST_TEST(!lost[0].ok);
+  BOOST_TEST(lost[0].error.find("no longer holds it") != std::string::npos, lost[0].error);
+}
+
+// Issue 8: acks queued before abandon() belong to publishes the next session never made.
+BOOST_AUTO_TEST_CASE(abandon_forgets_acks_already_queued) {
+  PublisherFixture f;
+  for (uint64_t v = 1; v <= 3; ++v) BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(v), 1, v - 1).isOk());
+  // Let the acks arrive and queue up, untaken.
+  BOOST_REQUIRE(waitUntil([&] { return f.reader.state(f.source.stream).lastSeq == 3; }, 5s));
+  std::this_thread::sleep_for(200ms);
+  f.publisher->abandon();
+  std::vector<VersionAck> after;
+  f.publisher->waitForAcks(200ms);
+  f.publisher->takeAcks(after);
+  BOOST_TEST(after.empty());
+}
+
+// Issue 8: the flag that tells abandon() nats.c has a pending list was set before the first
+// js_PublishMsgAsync; when that publish failed, abandon() asked nats.c for a list it never made.
+BOOST_AUTO_TEST_CASE(abandon_after_a_failed_first_publish_is_safe) {
+  PublisherFixture f;
+  auto tooBig = PublisherFixture::row(1, static_cast<size_t>(f.connection->maxPayload()) + 1024);
+  BOOST_TEST(!f.publisher->publish(tooBig, 1, 0).isOk());
+  f.publisher->abandon();
+  // Still usable: the next publish is stored and acked.
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0).isOk());
+  auto acked = f.acks(1);
+  BOOST_REQUIRE(acked.size() == 1u);
+  BOOST_TEST(acked[0].ok, acked[0].error);
+}
