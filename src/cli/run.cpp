@@ -50,16 +50,9 @@ Command addRun(CLI::App& app) {
     Config config = loadOrExit(*path, "run");
     db::initLibrary();
     StopSignal stop;
-    SignalWatcher signals(
-        stop,
-        [](int sig) {
-          spdlog::info("received {}: stopping (a second one exits at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        },
-        [](int sig) {
-          spdlog::warn("received {} again: exiting now; publishes in flight are reconciled on the next start",
-                       sig == SIGTERM ? "SIGTERM" : "SIGINT");
-          spdlog::default_logger()->flush();
-        });
+    SignalWatcher signals(stop, [](int sig) {
+      spdlog::info("received {}: stopping (a second one exits at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    });
     spdlog::info("outbox-bridge {} starting as {}: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, makeHolderId(),
                  config.sources.size(), config.nats.url);
 

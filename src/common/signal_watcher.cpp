@@ -1,13 +1,14 @@
 #include "common/signal_watcher.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
 namespace outbox {
 
-SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal, std::function<void(int)> onSecond)
-    : stop_(stop), onSignal_(std::move(onSignal)), onSecond_(std::move(onSecond)) {
+SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal)
+    : stop_(stop), onSignal_(std::move(onSignal)) {
   sigemptyset(&set_);
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
@@ -24,8 +25,13 @@ SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal
         continue;
       }
       // A second signal: the operator wants out now. Nothing is lost: versions in flight are
-      // reconciled with the stream on the next start.
-      if (onSecond_) onSecond_(sig);
+      // reconciled with the stream on the next start. A fixed line by write(2): a logger's lock,
+      // held by a thread stuck on a full pipe, must not keep the process alive.
+      static constexpr char kLine[] =
+          "outbox-bridge: a second SIGTERM/SIGINT: exiting now; publishes in flight are reconciled on the next "
+          "start\n";
+      ssize_t ignored = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+      (void)ignored;
       std::_Exit(128 + sig);
     }
   });

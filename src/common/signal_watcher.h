@@ -16,9 +16,8 @@ namespace outbox {
 class SignalWatcher {
  public:
   // `onSignal`, if given, runs on the watcher's thread when the first signal arrives, before the
-  // stop; `onSecond` when the second arrives, before the exit.
-  explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr,
-                         std::function<void(int)> onSecond = nullptr);
+  // stop. The second writes one fixed line to stderr and exits.
+  explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr);
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
@@ -28,7 +27,6 @@ class SignalWatcher {
  private:
   StopSignal& stop_;
   std::function<void(int)> onSignal_;
-  std::function<void(int)> onSecond_;
   sigset_t set_;
   std::atomic<int> received_{0};
   std::atomic<bool> closing_{false};

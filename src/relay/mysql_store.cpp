@@ -65,7 +65,8 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto rows = conn_->query(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, "
-      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0) "
+      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
+      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0) "
       "FROM outbox_source_state s WHERE source = {}",
       sourceLiteral_));
   if (!rows.isOk()) {
@@ -81,6 +82,7 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   state.haltedReason = std::string(rows->text(4));
   state.paused = rows->u64(5) != 0;
   state.epochVersionsAfter = rows->u64(6);
+  state.epochStreamSeq = rows->u64(7);
   return state;
 }
 

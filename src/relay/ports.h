@@ -31,9 +31,11 @@ struct SourceState {
   uint64_t publishedStreamSeq = 0;
   std::string haltedReason;  // empty: not halted
   bool paused = false;       // an operator paused the source (admin API)
-  // The epoch's versions start above this (outbox_epoch_history.versions_after; 0 in epoch 1):
-  // a stream that lost everything is published again from here.
+  // The epoch's versions start above this, and its messages after this stream sequence
+  // (outbox_epoch_history.versions_after and stream_seq; 0 in epoch 1): a stream that lost
+  // everything is published again from here.
   uint64_t epochVersionsAfter = 0;
+  uint64_t epochStreamSeq = 0;
 };
 
 // The stream's last message, as reconcile needs it.

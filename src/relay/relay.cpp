@@ -8,6 +8,7 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "relay/poison.h"
+#include "relay/resume_point.h"
 
 namespace outbox {
 
@@ -145,8 +146,10 @@ Status Relay::session() {
       continue;
     }
     if (!inFlight_.empty()) {
-      // The deadline is per publish: acks of later versions do not excuse a lost one.
-      if (now - inFlight_.front().sentAt > options_.ackTimeout) {
+      // The deadline is per publish: acks of later versions do not excuse a lost one. Its ack may
+      // be queued but not yet taken (a slow mark): take acks once more before giving up.
+      if (now - inFlight_.front().sentAt > options_.ackTimeout) OUTBOX_RETURN_IF_ERROR(processAcks());
+      if (!inFlight_.empty() && clock_.now() - inFlight_.front().sentAt > options_.ackTimeout) {
         metrics_.errorsPublish++;
         return Status::transient(fmt::format("the stream has not acknowledged version {} within {} ms ({} publishes in "
                                              "flight); reconciling",
@@ -202,48 +205,13 @@ Status Relay::reconcile() {
   auto tipResult = publisher_.tip();
   if (!tipResult.isOk()) return tipResult.status();
   const StreamTip tip = *tipResult;
-  uint64_t streamVersion = 0;
-  uint64_t streamVersionSeq = 0;
-
-  if (tip.version && tip.epoch > state_.epoch) {
-    return haltWith(fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
-                                "restored from a backup? run 'outbox-bridge epoch bump'",
-                                tip.epoch, state_.epoch));
+  auto resume = findResumePoint(state_, tip, source_.stream);
+  if (!resume.isOk()) {
+    if (resume.status().isPermanent()) return haltWith(resume.status().message());
+    return resume.status();
   }
-  if (tip.version && tip.epoch == state_.epoch) {
-    streamVersion = *tip.version;
-    streamVersionSeq = tip.seq;
-    if (streamVersion > state_.assignedThrough) {
-      return haltWith(fmt::format("the stream is ahead of the database: version {} is in stream {} but "
-                                  "assigned_through is {} (the database was restored from a backup?); publishing "
-                                  "nothing until 'outbox-bridge epoch bump'",
-                                  streamVersion, source_.stream, state_.assignedThrough));
-    }
-  } else if (tip.lastSeq >= state_.publishedStreamSeq && (!tip.version || tip.seq <= state_.publishedStreamSeq)) {
-    // No message of this epoch is stored, and none at all past the marks. Every sequence after
-    // published_stream_seq was this bridge's (it is the stream's only writer), stored and then
-    // purged or expired by max_age: the marks lag by that many versions. Publishing them again
-    // would hand consumers versions they already applied.
-    uint64_t lag = tip.lastSeq - state_.publishedStreamSeq;
-    streamVersion = state_.publishedThrough + lag;
-    streamVersionSeq = tip.lastSeq;
-    if (streamVersion > state_.assignedThrough) {
-      return haltWith(fmt::format("stream {} has stored {} messages past published_stream_seq {} but only {} versions "
-                                  "were assigned after published_through {} (the database was restored from a "
-                                  "backup?); publishing nothing until 'outbox-bridge epoch bump'",
-                                  source_.stream, lag, state_.publishedStreamSeq,
-                                  state_.assignedThrough - state_.publishedThrough, state_.publishedThrough));
-    }
-  } else if (tip.lastSeq < state_.publishedStreamSeq) {
-    // The stream lost messages (deleted and recreated, or its tail lost on a crash): publish this
-    // epoch's versions again from the table; publishTail halts if their rows were pruned.
-    streamVersion = state_.epochVersionsAfter;
-    streamVersionSeq = tip.lastSeq;
-  } else {
-    return haltWith(fmt::format("stream {} holds a message of epoch {} at sequence {}, after published_stream_seq {} "
-                                "of epoch {}: another writer, or a leader that kept publishing through an epoch bump",
-                                source_.stream, tip.epoch, tip.seq, state_.publishedStreamSeq, state_.epoch));
-  }
+  const uint64_t streamVersion = resume->version;
+  const uint64_t streamVersionSeq = resume->seq;
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
     if (streamVersion > state_.publishedThrough) {

@@ -95,9 +95,11 @@ BOOST_AUTO_TEST_CASE(abandon_forgets_acks_already_queued) {
   BOOST_TEST(after.empty());
 }
 
-// Issue 8: the flag that tells abandon() nats.c has a pending list was set before the first
-// js_PublishMsgAsync; when that publish failed, abandon() asked nats.c for a list it never made.
-BOOST_AUTO_TEST_CASE(abandon_after_a_failed_first_publish_is_safe) {
+// Issue 8 suspected a crash when the first js_PublishMsgAsync fails and abandon() then asks
+// nats.c for its pending list. Refuted for nats.c 3.4.1: an oversized first message fails after
+// nats.c has made the list (this passed before the flag moved). What users rely on stays tested:
+// the publisher is usable after a failed first publish and an abandon.
+BOOST_AUTO_TEST_CASE(a_failed_first_publish_and_abandon_leave_the_publisher_usable) {
   PublisherFixture f;
   auto tooBig = PublisherFixture::row(1, static_cast<size_t>(f.connection->maxPayload()) + 1024);
   BOOST_TEST(!f.publisher->publish(tooBig, 1, 0).isOk());

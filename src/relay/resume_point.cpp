@@ -1,0 +1,65 @@
+#include "relay/resume_point.h"
+
+#include <fmt/format.h>
+
+namespace outbox {
+
+namespace {
+
+Status aheadOfDatabase(const std::string& stream, uint64_t version, uint64_t assignedThrough) {
+  return Status::permanent(fmt::format("the stream is ahead of the database: version {} is in stream {} but "
+                                       "assigned_through is {} (the database was restored from a backup?); publishing "
+                                       "nothing until 'outbox-bridge epoch bump'",
+                                       version, stream, assignedThrough));
+}
+
+}  // namespace
+
+Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& tip, const std::string& stream) {
+  const uint64_t P = state.publishedThrough, S = state.publishedStreamSeq, A = state.assignedThrough;
+  const uint64_t L = tip.lastSeq;
+  if (tip.version && tip.epoch > state.epoch) {
+    return Status::permanent(fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
+                                         "restored from a backup? run 'outbox-bridge epoch bump'",
+                                         tip.epoch, state.epoch));
+  }
+  const bool thisEpoch = tip.version && tip.epoch == state.epoch;
+
+  if (L >= S) {
+    // Nothing the marks count was lost. A stored message past the marks must be the version the
+    // rule says; anything else was written by someone else.
+    if (tip.version && tip.seq > S) {
+      if (!thisEpoch) {
+        return Status::permanent(fmt::format(
+            "stream {} holds a message of epoch {} at sequence {}, after published_stream_seq {} of epoch {}: another "
+            "writer, or a leader that kept publishing through an epoch bump; run 'outbox-bridge epoch bump'",
+            stream, tip.epoch, tip.seq, S, state.epoch));
+      }
+      if (*tip.version != P + (tip.seq - S)) {
+        return Status::permanent(fmt::format(
+            "stream {} holds version {} at sequence {}, but published_through {} at sequence {} says it must be "
+            "version {} (another writer?); run 'outbox-bridge epoch bump'",
+            stream, *tip.version, tip.seq, P, S, P + (tip.seq - S)));
+      }
+    }
+    const uint64_t version = P + (L - S);  // the sequences after S, stored or since purged/expired
+    if (version > A) return aheadOfDatabase(stream, version, A);
+    return ResumePoint{version, L};
+  }
+
+  // L < S: the stream lost messages the marks counted. Resume after the newest version of this
+  // epoch it still holds; the next message follows L.
+  if (thisEpoch) {
+    if (*tip.version > A) return aheadOfDatabase(stream, *tip.version, A);
+    return ResumePoint{*tip.version, L};
+  }
+  // Nothing of this epoch survives. If the stream still reaches into this epoch (L at or past
+  // where the epoch began), only its tail was lost: the version at L is at least P - (S - L),
+  // since each sequence holds at most one more version than the one before. Otherwise the stream
+  // was recreated: publish the whole epoch again.
+  uint64_t from = state.epochVersionsAfter;
+  if (L >= state.epochStreamSeq && P >= S - L && P - (S - L) > from) from = P - (S - L);
+  return ResumePoint{std::min(from, A), L};
+}
+
+}  // namespace outbox

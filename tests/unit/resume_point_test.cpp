@@ -1,0 +1,100 @@
+#define BOOST_TEST_MODULE resume_point
+#include <boost/test/unit_test.hpp>
+
+#include "relay/resume_point.h"
+
+using namespace outbox;
+
+namespace {
+
+// published_through P at published_stream_seq S, assigned_through A, in `epoch`.
+SourceState marks(uint64_t P, uint64_t S, uint64_t A, uint64_t epoch = 1) {
+  SourceState s;
+  s.epoch = epoch;
+  s.publishedThrough = P;
+  s.publishedStreamSeq = S;
+  s.assignedThrough = A;
+  return s;
+}
+
+// The stream: last sequence L, and its newest stored message (version at seq, of epoch), if any.
+StreamTip stream(uint64_t L) { return StreamTip{L, std::nullopt, 0, 0}; }
+StreamTip stream(uint64_t L, uint64_t version, uint64_t seq, uint64_t epoch = 1) {
+  return StreamTip{L, version, epoch, seq};
+}
+
+std::pair<uint64_t, uint64_t> resume(const SourceState& s, const StreamTip& t) {
+  auto r = findResumePoint(s, t, "CONTROL_S");
+  BOOST_REQUIRE_MESSAGE(r.isOk(), r.status().message());
+  return {r->version, r->seq};
+}
+
+std::string halt(const SourceState& s, const StreamTip& t) {
+  auto r = findResumePoint(s, t, "CONTROL_S");
+  BOOST_REQUIRE(!r.isOk());
+  BOOST_TEST(r.status().isPermanent());
+  return r.status().message();
+}
+
+using Point = std::pair<uint64_t, uint64_t>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(in_step_and_fresh) {
+  BOOST_TEST((resume(marks(0, 0, 0), stream(0)) == Point{0, 0}));
+  BOOST_TEST((resume(marks(100, 100, 120), stream(100, 100, 100)) == Point{100, 100}));
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_between_ack_and_mark_advances_the_marks) {
+  BOOST_TEST((resume(marks(4, 4, 12), stream(12, 12, 12)) == Point{12, 12}));
+  // The same after a repair left published_stream_seq above published_through.
+  BOOST_TEST((resume(marks(95, 100, 110), stream(103, 98, 103)) == Point{98, 103}));
+}
+
+// Issue 8 finding 4, and the review of its first fix: messages deleted, purged or expired after
+// the marks' sequence were this bridge's versions; nothing is published again.
+BOOST_AUTO_TEST_CASE(deleted_or_expired_messages_past_the_marks_advance_them) {
+  BOOST_TEST((resume(marks(4, 4, 12), stream(12)) == Point{12, 12}));                 // all purged
+  BOOST_TEST((resume(marks(4, 4, 12), stream(12, 2, 2)) == Point{12, 12}));           // tip before the marks
+  BOOST_TEST((resume(marks(100, 100, 100), stream(100, 95, 95)) == Point{100, 100}));  // last 5 deleted
+  BOOST_TEST((resume(marks(100, 100, 105), stream(105, 102, 102)) == Point{105, 105}));
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_tail_resumes_after_the_newest_surviving_version) {
+  // nats-server lost its unsynced tail: the last sequence went back below the marks.
+  BOOST_TEST((resume(marks(30, 30, 30), stream(8, 8, 8)) == Point{8, 8}));
+  // ...and messages before the new last sequence were deleted: resume after the newest stored
+  // version, the next message following the last sequence.
+  BOOST_TEST((resume(marks(30, 30, 30), stream(10, 7, 7)) == Point{7, 10}));
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_tail_with_nothing_of_this_epoch_left_republishes_only_the_tail) {
+  // Everything expired by max_age, then the unsynced tail lost: 80 sequences remain of 100.
+  BOOST_TEST((resume(marks(100, 100, 100), stream(80)) == Point{80, 80}));
+  // In epoch 2 (began after version 50 at sequence 60), the lost part cannot start before the epoch.
+  SourceState s = marks(90, 100, 90, 2);
+  s.epochVersionsAfter = 50;
+  s.epochStreamSeq = 60;
+  BOOST_TEST((resume(s, stream(70)) == Point{60, 70}));
+  BOOST_TEST((resume(s, stream(70, 40, 55, 1)) == Point{60, 70}));  // an epoch-1 message survives
+}
+
+BOOST_AUTO_TEST_CASE(a_recreated_stream_is_published_again_from_the_epochs_first_version) {
+  BOOST_TEST((resume(marks(10, 10, 10), stream(0)) == Point{0, 0}));
+  SourceState s = marks(15, 17, 15, 2);
+  s.epochVersionsAfter = 10;
+  s.epochStreamSeq = 12;
+  BOOST_TEST((resume(s, stream(0)) == Point{10, 0}));
+  BOOST_TEST((resume(s, stream(3)) == Point{10, 3}));  // recreated and written to by... nobody else
+}
+
+BOOST_AUTO_TEST_CASE(halts_when_only_an_epoch_bump_can_resolve_it) {
+  BOOST_TEST(halt(marks(0, 0, 0), stream(9, 9, 9)).find("ahead of the database") != std::string::npos);
+  BOOST_TEST(halt(marks(4, 4, 6), stream(12)).find("ahead of the database") != std::string::npos);
+  BOOST_TEST(halt(marks(30, 30, 30), stream(40, 40, 40)).find("ahead of the database") != std::string::npos);
+  BOOST_TEST(halt(marks(10, 10, 10), stream(10, 10, 10, 3)).find("holds epoch 3") != std::string::npos);
+  // An epoch-1 message after the epoch-2 marks: written after the bump.
+  BOOST_TEST(halt(marks(50, 20, 60, 2), stream(22, 12, 22, 1)).find("through an epoch bump") != std::string::npos);
+  // A version the marks cannot account for.
+  BOOST_TEST(halt(marks(10, 10, 20), stream(12, 15, 12)).find("another writer") != std::string::npos);
+}
