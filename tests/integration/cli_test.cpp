@@ -13,8 +13,7 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string writeText(const std::string& name, const std::string& text) {
-  std::string path = "/tmp/outbox-tests/" + name;
-  std::system("mkdir -p /tmp/outbox-tests");
+  std::string path = tempDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }

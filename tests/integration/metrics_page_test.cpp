@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) 
   auto reply = httpRequest(port, "GET", "/metrics");
   BOOST_REQUIRE(reply.status == 200);
   BOOST_TEST(reply.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8");
-  std::string file = fmt::format("/tmp/outbox-tests/metrics-{}.txt", database.name());
+  std::string file = fmt::format("{}/metrics-{}.txt", tempDir(), database.name());
   std::ofstream(file) << reply.body;
 
   CommandResult parsed;

@@ -413,9 +413,9 @@ BOOST_AUTO_TEST_CASE(the_replica_command_prints_its_state_changes_and_dumps_the_
   BridgeProcess bridge(src.config);
   int port = src.seedAndStart(bridge, 5);
   auto conn = src.database.connect();
-  std::string dump = "/tmp/outbox-tests/replica-" + src.spec.name + ".json";
+  std::string dump = tempDir() + "/replica-" + src.spec.name + ".json";
   Subprocess replica;
-  std::string log = "/tmp/outbox-tests/replica-" + src.spec.name + ".log";
+  std::string log = tempDir() + "/replica-" + src.spec.name + ".log";
   replica.start({stack().bridgeBinary, "replica", "--url", fmt::format("http://127.0.0.1:{}", port), "--source",
                  src.spec.name, "--nats", stack().natsUrl, "--dump", dump, "--verify-interval", "0.1"},
                 log);

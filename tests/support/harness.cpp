@@ -38,14 +38,16 @@ std::string randomSuffix() {
 }
 
 
+
+}  // namespace
+
 std::string tempDir() {
   const char* dir = std::getenv("OUTBOX_TEST_TMP");
-  std::string base = dir ? dir : "/tmp/outbox-tests";
+  // One directory per user: another user's run must not leave one this user cannot write.
+  std::string base = dir ? dir : fmt::format("/tmp/outbox-tests-{}", ::getuid());
   std::system(("mkdir -p " + base).c_str());
   return base;
 }
-
-}  // namespace
 
 const StackEnv& stack() {
   static const StackEnv env = [] {

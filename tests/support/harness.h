@@ -54,6 +54,9 @@ class FrozenProcess {
 // The whole of a file ("" when it cannot be read).
 std::string readFile(const std::string& path);
 
+// Where tests write configs, logs and dumps: $OUTBOX_TEST_TMP, else /tmp/outbox-tests-<uid>.
+std::string tempDir();
+
 // Runs `tools/stack ACTION SERVICE` (restart, stop, start, kill); throws on failure.
 void stackCommand(const std::string& action, const std::string& service);
 
