@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 
 namespace outbox {
@@ -14,16 +15,21 @@ SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal
   sigaddset(&set_, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   thread_ = std::thread([this] {
+    std::chrono::steady_clock::time_point first;
     while (true) {
       int sig = 0;
       sigwait(&set_, &sig);
       if (closing_) return;
       if (received_ == 0) {
         received_ = sig;
+        first = std::chrono::steady_clock::now();
         if (onSignal_ && !stop_.stopped()) onSignal_(sig);
         stop_.request();
         continue;
       }
+      // The same stop request, doubled by a script or a supervisor (the terminal signals the whole
+      // process group, then a wrapper's cleanup signals the bridge again): not a second request.
+      if (std::chrono::steady_clock::now() - first < kSameRequest) continue;
       // A second signal: the operator wants out now. Nothing is lost: versions in flight are
       // reconciled with the stream on the next start. A fixed line by write(2): a logger's lock,
       // held by a thread stuck on a full pipe, must not keep the process alive.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <functional>
 #include <thread>
@@ -10,11 +11,13 @@
 namespace outbox {
 
 // Blocks SIGTERM and SIGINT in every thread started after it and turns the first into a stop
-// request on a thread of its own; a second one ends the process at once with 128 + the signal
-// (the impatient operator's Ctrl-C Ctrl-C). Create it in main's thread before any other thread;
-// one per process.
+// request on a thread of its own; a second one, kSameRequest or more after the first, ends the
+// process at once with 128 + the signal (the impatient operator's Ctrl-C Ctrl-C). Create it in
+// main's thread before any other thread; one per process.
 class SignalWatcher {
  public:
+  static constexpr std::chrono::milliseconds kSameRequest{500};
+
   // `onSignal`, if given, runs on the watcher's thread when the first signal arrives, before the
   // stop. The second writes one fixed line to stderr and exits.
   explicit SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal = nullptr);

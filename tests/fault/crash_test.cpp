@@ -98,8 +98,12 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
     // nats-server frozen: publishes in flight get no ack, so the first SIGTERM waits for them.
     FrozenProcess frozenNats(readFile(stack().stackDir + "/nats/nats.pid"));
     bridge.sendSignal(SIGTERM);
-    std::this_thread::sleep_for(300ms);
-    BOOST_REQUIRE_MESSAGE(bridge.running(), "the first SIGTERM did not wait for anything: nothing to test");
+    // A signal doubled within SignalWatcher::kSameRequest is the same request (a wrapper script's
+    // cleanup): the stop goes on.
+    std::this_thread::sleep_for(50ms);
+    bridge.sendSignal(SIGTERM);
+    std::this_thread::sleep_for(650ms);
+    BOOST_REQUIRE_MESSAGE(bridge.running(), "the first SIGTERM did not wait for anything, or the doubled one exited");
     bridge.sendSignal(SIGTERM);
     BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 1s), "still running 1 s after the second SIGTERM");
   }
