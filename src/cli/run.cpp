@@ -91,7 +91,8 @@ Command addRun(CLI::App& app) {
       options.ackTimeout = config.nats.ackTimeout;
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
                                          *rt.metrics, options);
-      sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream, source.subjectPrefix);
+      sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,
+                                      source.subjectPrefix);
       runtimes.push_back(std::move(rt));
     }
     HttpServer::Options httpOptions;

@@ -236,15 +236,15 @@ void HttpServer::routes() {
           });
           double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
           if (!s.isOk()) {
-            sourceLogger(source.name)->warn("snapshot cut short after {} records: {}", stream->summary().recordCount,
-                         s.message());
+            sourceLogger(source.name)->warn("snapshot cut short after {} records: {}",
+                                            stream->summary().recordCount, s.message());
             snapshotMetrics_->record(source.name, 499, elapsed, 0);
             return false;
           }
           sink.done();
           const auto& sum = stream->summary();
-          sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", sum.recordCount,
-                       sum.epoch, sum.watermark, elapsed * 1000);
+          sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms",
+                                          sum.recordCount, sum.epoch, sum.watermark, elapsed * 1000);
           snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
           return true;
         },

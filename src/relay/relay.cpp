@@ -173,10 +173,9 @@ void Relay::logProgress() {
   if (now - lastProgressLog_ < kProgressInterval) return;
   uint64_t rows = metrics_.publishedRows.load();
   if (rows != loggedPublishedRows_ && lastProgressLog_ != Clock::TimePoint{}) {
-    log_->info("published {} rows in the last {} s; through version {} (seq {})",
-                 rows - loggedPublishedRows_,
-                 std::chrono::duration_cast<std::chrono::seconds>(now - lastProgressLog_).count(),
-                 state_.publishedThrough, state_.publishedStreamSeq);
+    log_->info("published {} rows in the last {} s; through version {} (seq {})", rows - loggedPublishedRows_,
+               std::chrono::duration_cast<std::chrono::seconds>(now - lastProgressLog_).count(),
+               state_.publishedThrough, state_.publishedStreamSeq);
   }
   loggedPublishedRows_ = rows;
   lastProgressLog_ = now;
@@ -215,12 +214,12 @@ Status Relay::reconcile() {
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
     if (streamVersion > state_.publishedThrough) {
-      log_->info("reconcile: the stream holds versions through {} (marked {}): advancing the marks", streamVersion, state_.publishedThrough);
+      log_->info("reconcile: the stream holds versions through {} (marked {}): advancing the marks", streamVersion,
+                 state_.publishedThrough);
     } else if (streamVersion < state_.publishedThrough) {
       log_->warn("reconcile: stream {} holds versions only through {} but {} were published: "
                  "publishing {}..{} again from the outbox table",
-                 source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1,
-                   state_.assignedThrough);
+                 source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1, state_.assignedThrough);
     }
     OUTBOX_RETURN_IF_ERROR(store_.setPublished(streamVersion, streamVersionSeq));
     state_.publishedThrough = streamVersion;
@@ -231,7 +230,8 @@ Status Relay::reconcile() {
   nextVersion_ = streamVersion + 1;
   expectedSeq_ = tip.lastSeq;
   metrics_.publishedVersion = streamVersion;
-  log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream, state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
+  log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
+             state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
   return Status::ok();
 }
 
@@ -300,8 +300,8 @@ Status Relay::onBatch(Assigner::Batch& batch) {
     log_->warn("quarantining {}", reason);
     return store_.quarantine(batch.poison->first, reason);
   }
-  log_->error("{}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", reason,
-                source_.name, batch.poison->first);
+  log_->error("{}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", reason, source_.name,
+              batch.poison->first);
   return haltWith(reason);
 }
 
