@@ -397,6 +397,8 @@ int main(int argc, char** argv) {
     std::ifstream in(pruneLog);
     std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     while (!line.empty() && line.back() == '\n') line.pop_back();
+    // The result line, without the log line's time, level and source.
+    if (auto at = line.find("prune: "); at != std::string::npos) line = line.substr(at + 7);
     std::printf("(f) prune of %d published rows: %s  [targets >= 100000 rows/s, longest transaction < 100 ms]\n",
                 o.pruneRows, line.c_str());
   }

@@ -1,5 +1,7 @@
 #include "relay/resume_point.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace outbox {
