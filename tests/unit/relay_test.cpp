@@ -258,6 +258,18 @@ struct Harness {
     }
     return false;
   }
+  // A crash after publish, before mark: versions 1..stored assigned and in the stream (epoch 1),
+  // the marks at `marked`. Call before start().
+  void crashBetweenAckAndMark(uint64_t stored, uint64_t marked) {
+    for (uint64_t v = 1; v <= stored; ++v) {
+      store.rows[v - 1].version = v;
+      publisher.stream.push_back({v, 1});
+      publisher.dedup[v] = v;
+    }
+    store.state.assignedThrough = stored;
+    store.state.publishedThrough = marked;
+    store.state.publishedStreamSeq = marked;
+  }
   // Versions 1..n exactly once, in order.
   bool streamIsDense(uint64_t n, uint64_t epoch = 1) {
     auto s = publisher.copy();
@@ -304,15 +316,7 @@ BOOST_AUTO_TEST_CASE(a_transient_database_failure_is_retried) {
 BOOST_AUTO_TEST_CASE(reconcile_advances_marks_when_the_stream_is_ahead) {
   Harness h;
   h.store.add(20);
-  // A crash after publish, before mark: versions 1..12 assigned and in the stream, marks at 4.
-  for (uint64_t v = 1; v <= 12; ++v) {
-    h.store.rows[v - 1].version = v;
-    h.publisher.stream.push_back({v, 1});
-    h.publisher.dedup[v] = v;
-  }
-  h.store.state.assignedThrough = 12;
-  h.store.state.publishedThrough = 4;
-  h.store.state.publishedStreamSeq = 4;
+  h.crashBetweenAckAndMark(12, 4);
   h.start();
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 20; }));
   BOOST_TEST(h.streamIsDense(20));
@@ -438,14 +442,7 @@ BOOST_AUTO_TEST_CASE(marks_never_come_from_an_earlier_sessions_acks) {
 BOOST_AUTO_TEST_CASE(a_purged_stream_past_the_marks_advances_them_and_republishes_nothing) {
   Harness h;
   h.store.add(20);
-  for (uint64_t v = 1; v <= 12; ++v) {
-    h.store.rows[v - 1].version = v;
-    h.publisher.stream.push_back({v, 1});
-    h.publisher.dedup[v] = v;
-  }
-  h.store.state.assignedThrough = 12;
-  h.store.state.publishedThrough = 4;
-  h.store.state.publishedStreamSeq = 4;
+  h.crashBetweenAckAndMark(12, 4);
   h.publisher.purge(/*forgetMsgIds=*/true);
   h.start();
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 20; }));
