@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(sigterm_mid_drain_exits_within_five_seconds_and_resumes) {
 }
 
 // Issue 8: after the first signal the watcher thread ended and signals stayed blocked, so a
-// second Ctrl-C did nothing while a stop waited on a nats-server that did not answer. A second
+// second Ctrl-C did nothing while a stop waited on a database that did not answer. A second
 // SIGTERM now exits at once (143); nothing is lost.
 BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
   TestDatabase database("term2");
@@ -95,8 +95,9 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
   bridge.start();
   BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough > 2000; }, 30s));
   {
-    // nats-server frozen: publishes in flight get no ack, so the first SIGTERM waits for them.
-    FrozenProcess frozenNats(readFile(stack().stackDir + "/nats/nats.pid"));
+    // MariaDB frozen: every way out of a stop (the last mark, the lease release) waits on it.
+    FrozenProcess frozenDatabase(readFile(stack().stackDir + "/mariadb/mariadbd.pid"));
+    std::this_thread::sleep_for(200ms);
     bridge.sendSignal(SIGTERM);
     // A signal doubled within SignalWatcher::kSameRequest is the same request (a wrapper script's
     // cleanup): the stop goes on.
