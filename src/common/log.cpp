@@ -96,8 +96,6 @@ std::mutex& loggersMutex() {
 }
 
 struct Loggers {
-  LogFormat format = LogFormat::kText;
-  std::string command;
   spdlog::level::level_enum level = spdlog::level::info;
   std::shared_ptr<spdlog::sinks::sink> stdoutSink;
   std::map<std::string, std::shared_ptr<spdlog::logger>> sources;  // stderr
@@ -141,7 +139,7 @@ void setupLogging(const std::string& level, LogFormat format, const std::string&
   std::lock_guard lock(loggersMutex());
   spdlog::set_default_logger(logger);
   Loggers& l = loggers();
-  l = Loggers{format, command, logger->level(), makeSink(true, format, command), {}, {}};
+  l = Loggers{logger->level(), makeSink(true, format, command), {}, {}};
 }
 
 std::shared_ptr<spdlog::logger> sourceLogger(const std::string& source) {
@@ -153,7 +151,6 @@ std::shared_ptr<spdlog::logger> sourceLogger(const std::string& source) {
 std::shared_ptr<spdlog::logger> resultLogger(const std::string& source) {
   std::lock_guard lock(loggersMutex());
   Loggers& l = loggers();
-  if (!l.stdoutSink) l.stdoutSink = makeSink(true, l.format, l.command);
   return cached(l.results, source, l.stdoutSink, l.level);
 }
 

@@ -26,7 +26,7 @@ std::shared_ptr<spdlog::logger> sourceLogger(const std::string& source);
 
 // The same on stdout, for a command's results (prune's summary per source, migrate's applied
 // files, the epoch bump): a cron job or a script reads them apart from the diagnostics on stderr.
-// `source` may be empty.
+// `source` may be empty. Call setupLogging() first.
 std::shared_ptr<spdlog::logger> resultLogger(const std::string& source);
 
 }  // namespace outbox

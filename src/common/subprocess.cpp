@@ -9,6 +9,15 @@
 
 namespace outbox {
 
+namespace {
+
+// The exit code of a child that exited; nullopt when a signal ended it.
+std::optional<int> exitCodeOf(int status) {
+  return WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
+}
+
+}  // namespace
+
 Subprocess::~Subprocess() { kill(); }
 
 bool Subprocess::start(const std::vector<std::string>& argv, const std::string& logPath) {
@@ -45,7 +54,7 @@ std::optional<int> Subprocess::terminate(std::chrono::milliseconds grace) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   pid_ = -1;
-  exitCode_ = WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
+  exitCode_ = exitCodeOf(status);
   return exitCode_;
 }
 
@@ -66,7 +75,7 @@ bool Subprocess::running() {
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
     pid_ = -1;
-    exitCode_ = WIFEXITED(status) ? std::optional<int>(WEXITSTATUS(status)) : std::nullopt;
+    exitCode_ = exitCodeOf(status);
     return false;
   }
   return true;

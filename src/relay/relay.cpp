@@ -306,6 +306,7 @@ Status Relay::onBatch(Assigner::Batch& batch) {
 }
 
 Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
+  const auto sentAt = clock_.now();  // one read per batch: the deadline is ack_timeout, not microseconds
   for (const auto& row : rows) {
     Status s = publisher_.publish(row, state_.epoch, expectedSeq_);
     if (!s.isOk()) {
@@ -314,7 +315,7 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     }
     ++expectedSeq_;
     ++nextVersion_;
-    inFlight_.push_back({row.version, row.createdAtMicros, clock_.now()});
+    inFlight_.push_back({row.version, row.createdAtMicros, sentAt});
   }
   return Status::ok();
 }
@@ -336,19 +337,22 @@ std::string Relay::applyAcks() {
   return failure;
 }
 
+void Relay::retireAcknowledged() {
+  if (inFlight_.empty() || inFlight_.front().version > tracker_.contiguousVersion()) return;
+  const int64_t now = wallMicros();
+  uint64_t published = 0;
+  while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) {
+    metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - inFlight_.front().createdAtMicros)) / 1e6);
+    inFlight_.pop_front();
+    ++published;
+  }
+  metrics_.publishedRows += published;
+  progressed_ = true;
+}
+
 Status Relay::processAcks() {
   std::string failure = applyAcks();
-  if (!acks_.empty()) {
-    int64_t now = wallMicros();
-    uint64_t published = 0;
-    while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) {
-      metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - inFlight_.front().createdAtMicros)) / 1e6);
-      inFlight_.pop_front();
-      ++published;
-    }
-    metrics_.publishedRows += published;
-    if (published > 0) progressed_ = true;
-  }
+  retireAcknowledged();
   OUTBOX_RETURN_IF_ERROR(mark(!failure.empty()));
   if (!failure.empty()) return Status::transient(failure);
   return Status::ok();
@@ -379,16 +383,9 @@ void Relay::settle(std::chrono::milliseconds limit) {
   while (!inFlight_.empty() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
     applyAcks();
-    while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) inFlight_.pop_front();
+    retireAcknowledged();
   }
-  if (tracker_.contiguousVersion() > state_.publishedThrough) {
-    Status s = store_.markPublished(tracker_.contiguousVersion(), tracker_.contiguousSeq());
-    if (s.isOk()) {
-      state_.publishedThrough = tracker_.contiguousVersion();
-      state_.publishedStreamSeq = tracker_.contiguousSeq();
-      metrics_.publishedVersion = state_.publishedThrough;
-    }
-  }
+  if (Status s = mark(/*force=*/true); !s.isOk()) log_->warn("marking what the stream acknowledged failed: {}", s.message());
   dropAckState();
 }
 

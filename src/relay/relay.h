@@ -31,7 +31,7 @@ class Relay {
  public:
   struct Options {
     int maxInFlight = 4096;                          // versions sent and not yet acked
-    std::chrono::milliseconds ackTimeout{5000};      // no ack for this long: abandon and reconcile
+    std::chrono::milliseconds ackTimeout{5000};      // a publish not acked within this: reconcile
     std::chrono::milliseconds markInterval{100};     // longest delay before acks reach published_through
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
   };
@@ -67,6 +67,9 @@ class Relay {
   // the rest (an ack queued by an earlier session, a second ack of the same version). Returns
   // the first failure's text ("" when none).
   std::string applyAcks();
+  // Drops the in-flight versions now below the contiguous mark, counting them as published
+  // (rows, commit-to-ack latency).
+  void retireAcknowledged();
   Status mark(bool force);
   // After a failure: waits (bounded) for acks of what this session has in flight and marks them.
   // Marks nothing unless this session's reconcile set the ack state up.

@@ -64,6 +64,19 @@ def covered(package, roles, depth=3):
     return package in seen
 
 
+def uncovered(programs, role, path):
+    """The programs (looked up on `path`) whose Debian package installing `role` does not bring."""
+    missing = []
+    for prog in programs:
+        found = shutil.which(prog, path=path)
+        if found is None:
+            raise AssertionError(f"{prog} is not installed")
+        package = owner(found)
+        if package is None or not covered(package, [role]):
+            missing.append(f"{prog} ({found}) comes from {package}")
+    return missing
+
+
 def in_base_image(package):
     """Packages every Debian image has, bookworm-slim included: the C library, and whatever dpkg
     marks essential or required."""
@@ -122,16 +135,10 @@ class BuildDependencies(unittest.TestCase):
         with open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8") as f:
             compiler = json.load(f)[0]["command"].split()[0]
         programs = [compiler, "meson", "ninja", "pkg-config", "python3"]
-        missing = []
-        for prog in programs:
-            # A fresh Debian machine's PATH: a python3 of pyenv or a meson of pip is not what a
-            # user gets.
-            path = shutil.which(prog, path="/usr/local/bin:/usr/bin:/bin")
-            self.assertIsNotNone(path, f"{prog} is not on PATH")
-            package = owner(path)
-            if package is None or not covered(package, ["build"]):
-                missing.append(f"{prog} ({path}) comes from {package}")
+        # A fresh Debian machine's PATH: a python3 of pyenv or a meson of pip is not what a user gets.
+        missing = uncovered(programs, "build", "/usr/local/bin:/usr/bin:/bin")
         self.assertEqual(missing, [], "build tools missing from tools/packages.txt (role build)")
+
 
 
 class RuntimeLibraries(unittest.TestCase):
@@ -198,13 +205,7 @@ class TheListIsTheOneList(unittest.TestCase):
         text = open(os.path.join(REPO, "tools", "stack"), encoding="utf-8").read()
         m = re.search(r"for t in ([^;]+); do", text)
         self.assertIsNotNone(m, "tools/stack's require_tools list not found")
-        missing = []
-        for prog in m.group(1).split():
-            path = shutil.which(prog, path=os.environ.get("PATH", "") + ":/usr/sbin")
-            self.assertIsNotNone(path, f"{prog} is not installed")
-            package = owner(path)
-            if package is None or not covered(package, ["stack"]):
-                missing.append(f"{prog} comes from {package}")
+        missing = uncovered(m.group(1).split(), "stack", os.environ.get("PATH", "") + ":/usr/sbin")
         self.assertEqual(missing, [], "programs of tools/stack missing from tools/packages.txt (role stack)")
 
 

@@ -17,6 +17,15 @@ SourceState marks(uint64_t P, uint64_t S, uint64_t A, uint64_t epoch = 1) {
   return s;
 }
 
+// The same in an epoch that began after version `versionsAfter`, at stream sequence `streamSeq`.
+SourceState marksInEpoch(uint64_t P, uint64_t S, uint64_t A, uint64_t epoch, uint64_t versionsAfter,
+                         uint64_t streamSeq) {
+  SourceState s = marks(P, S, A, epoch);
+  s.epochVersionsAfter = versionsAfter;
+  s.epochStreamSeq = streamSeq;
+  return s;
+}
+
 // The stream: last sequence L, and its newest stored message (version at seq, of epoch), if any.
 StreamTip stream(uint64_t L) { return StreamTip{L, std::nullopt, 0, 0}; }
 StreamTip stream(uint64_t L, uint64_t version, uint64_t seq, uint64_t epoch = 1) {
@@ -72,18 +81,14 @@ BOOST_AUTO_TEST_CASE(a_lost_tail_with_nothing_of_this_epoch_left_republishes_onl
   // Everything expired by max_age, then the unsynced tail lost: 80 sequences remain of 100.
   BOOST_TEST((resume(marks(100, 100, 100), stream(80)) == Point{80, 80}));
   // In epoch 2 (began after version 50 at sequence 60), the lost part cannot start before the epoch.
-  SourceState s = marks(90, 100, 90, 2);
-  s.epochVersionsAfter = 50;
-  s.epochStreamSeq = 60;
+  SourceState s = marksInEpoch(90, 100, 90, 2, 50, 60);
   BOOST_TEST((resume(s, stream(70)) == Point{60, 70}));
   BOOST_TEST((resume(s, stream(70, 40, 55, 1)) == Point{60, 70}));  // an epoch-1 message survives
 }
 
 BOOST_AUTO_TEST_CASE(a_recreated_stream_is_published_again_from_the_epochs_first_version) {
   BOOST_TEST((resume(marks(10, 10, 10), stream(0)) == Point{0, 0}));
-  SourceState s = marks(15, 17, 15, 2);
-  s.epochVersionsAfter = 10;
-  s.epochStreamSeq = 12;
+  SourceState s = marksInEpoch(15, 17, 15, 2, 10, 12);
   BOOST_TEST((resume(s, stream(0)) == Point{10, 0}));
   BOOST_TEST((resume(s, stream(3)) == Point{10, 3}));  // recreated and written to by... nobody else
 }
