@@ -39,7 +39,7 @@ Command addEpoch(CLI::App& app) {
     if (!tip.isOk()) throw Exit{kExitFailure, tip.status().message()};
     MysqlOutboxStore store(src);
     if (Status s = store.connect(); !s.isOk()) throw Exit{kExitFailure, s.message()};
-    auto state = store.epochBump(tip->version.value_or(0), tip->lastSeq, *reason);
+    auto state = store.epochBump(*tip, *reason);
     if (!state.isOk()) throw Exit{kExitFailure, state.status().message()};
     resultLogger(src.name)->info("epoch {}, versions continue after {}, stream sequence {} (reason: {})", state->epoch,
                                  state->assignedThrough, state->publishedStreamSeq, *reason);

@@ -114,7 +114,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   unsigned protocol = p.socket.empty() ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
   mysql_options(mysql, MYSQL_OPT_PROTOCOL, &protocol);
   if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), p.database.c_str(), p.port,
-                         p.socket.empty() ? nullptr : p.socket.c_str(), 0) == nullptr) {
+                         p.socket.empty() ? nullptr : p.socket.c_str(), CLIENT_FOUND_ROWS) == nullptr) {
     Status s = fromMysql(mysql, fmt::format("connect to {}:{}/{}", p.host, p.port, p.database));
     // A refused login or an unknown database will not fix itself quickly, but the operator may
     // fix it while we wait: the caller retries with backoff either way.

@@ -82,7 +82,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   Status exec(std::string_view sql);
-  // Runs a statement and returns how many rows it changed.
+  // Runs a statement and returns how many rows it matched (connections set CLIENT_FOUND_ROWS: an
+  // UPDATE that finds its row already as it would set it counts it).
   Result<uint64_t> execCount(std::string_view sql);
   // Runs a query and buffers its whole result.
   Result<Rows> query(std::string_view sql);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "relay/poison.h"
+#include "relay/resume_point.h"
 
 namespace outbox {
 
@@ -32,15 +33,32 @@ Status MysqlOutboxStore::connect() {
 }
 
 std::string MysqlOutboxStore::guardedStateUpdate(const std::string& assignments, const std::string& condition) {
-  std::string join;
-  if (guard_) {
+  std::string join, where = fmt::format("s.source = {}", sourceLiteral_);
+  if (guard_.lease) {
     join = fmt::format(
         " JOIN outbox_bridge_lease l ON l.source = s.source AND l.holder_id = {} AND l.lease_epoch = {} "
         "AND l.expires_at > NOW(6)",
-        conn_->quote(guard_->holder), guard_->leaseEpoch);
+        conn_->quote(guard_.lease->holder), guard_.lease->leaseEpoch);
   }
-  return fmt::format("UPDATE outbox_source_state s{} SET {} WHERE s.source = {}{}{}", join, assignments,
-                     sourceLiteral_, condition.empty() ? "" : " AND ", condition);
+  if (guard_.epoch != 0) where += fmt::format(" AND s.epoch = {}", guard_.epoch);
+  if (!condition.empty()) where += " AND " + condition;
+  return fmt::format("UPDATE outbox_source_state s{} SET {} WHERE {}", join, assignments, where);
+}
+
+Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,
+                                           const char* what) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  auto matched = conn_->execCount(guardedStateUpdate(assignments, condition));
+  if (!matched.isOk()) {
+    if (matched.status().isTransient()) conn_.reset();
+    return matched.status();
+  }
+  if (*matched != 1) {
+    return Status::transient(fmt::format("{} refused: the lease was lost or an epoch bump moved the source to a new "
+                                         "epoch; reconciling",
+                                         what));
+  }
+  return Status::ok();
 }
 
 Status MysqlOutboxStore::ensureConnected() {
@@ -141,7 +159,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
       return Status::transient(
-          "assigned_through moved under us, the source was halted or paused, or the lease was lost");
+          "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
+          "moved the source to a new epoch");
     }
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("SET @outbox_version := {}", expectedAssignedThrough)));
     // One statement for the whole batch: versions follow id order.
@@ -171,25 +190,28 @@ Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(guardedStateUpdate(
-      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), ""));
-  if (s.isTransient()) conn_.reset();
-  return s;
+  return guardedStateWrite(fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "",
+                           "setting the published marks");
+}
+
+Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
+  if (guard_.epoch == 0) return Status::permanent("moveEpochStart needs the epoch in the write guard");
+  return inTransaction([&]() -> Status {
+    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(fmt::format("s.published_stream_seq = {}", seq), "",
+                                             "moving the epoch's start"));
+    return conn_->exec(fmt::format("UPDATE outbox_epoch_history SET stream_seq = {} WHERE source = {} AND epoch = {}",
+                                   seq, sourceLiteral_, guard_.epoch));
+  });
 }
 
 Status MysqlOutboxStore::halt(const std::string& reason) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(guardedStateUpdate(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), ""));
-  if (s.isTransient()) conn_.reset();
-  return s;
+  return guardedStateWrite(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), "",
+                           "halting the source");
 }
 
 Status MysqlOutboxStore::clearHalt() {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(guardedStateUpdate("s.halted_reason = NULL", ""));
-  if (s.isTransient()) conn_.reset();
-  return s;
+  return guardedStateWrite("s.halted_reason = NULL", "", "clearing the halt");
 }
 
 Status MysqlOutboxStore::setPaused(bool paused) {
@@ -224,8 +246,7 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
   });
 }
 
-Result<SourceState> MysqlOutboxStore::epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq,
-                                                const std::string& reason) {
+Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
   SourceState result;
   Status s = inTransaction([&]() -> Status {
     auto rows = conn_->query(fmt::format(
@@ -233,13 +254,19 @@ Result<SourceState> MysqlOutboxStore::epochBump(uint64_t highestStreamVersion, u
         sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
-    uint64_t epoch = rows->u64(0), assigned = rows->u64(1), published = rows->u64(2);
+    SourceState current;
+    current.epoch = rows->u64(0);
+    current.assignedThrough = rows->u64(1);
+    current.publishedThrough = rows->u64(2);
+    const uint64_t epoch = current.epoch;
     auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", table_));
     if (!maxInTable.isOk()) return maxInTable.status();
-    uint64_t highest = std::max<uint64_t>({highestStreamVersion, maxInTable->value_or(0), assigned, published});
-    // Assigned but never confirmed in the stream: publish again under fresh versions.
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
-        "UPDATE {} SET version = NULL WHERE version > {}", table_, std::min(published, highestStreamVersion))));
+    const uint64_t highest = std::max<uint64_t>(
+        {tip.version.value_or(0), maxInTable->value_or(0), current.assignedThrough, current.publishedThrough});
+    const uint64_t streamLastSeq = tip.lastSeq;
+    // Assigned but not certainly in the stream: publish again under fresh versions.
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(
+        fmt::format("UPDATE {} SET version = NULL WHERE version > {}", table_, versionsKeptByBump(current, tip))));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
         "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",

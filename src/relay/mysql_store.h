@@ -17,7 +17,7 @@ class MysqlOutboxStore final : public OutboxStore {
   // and so block the instance that takes over — for longer than this.
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {});
 
-  void setLeaseGuard(std::optional<LeaseGuard> guard) override { guard_ = std::move(guard); }
+  void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
   Result<SourceState> loadState() override;
   Result<std::vector<OutboxRow>> readPending(int limit) override;
@@ -25,15 +25,18 @@ class MysqlOutboxStore final : public OutboxStore {
   Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) override;
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
+  Status moveEpochStart(uint64_t seq) override;
   Status halt(const std::string& reason) override;
   Status clearHalt() override;
   Status quarantine(uint64_t outboxId, const std::string& reason) override;
 
-  // `outbox-bridge epoch bump`: in one transaction, epoch + 1, assigned and published through
-  // the highest version ever seen (in the stream or the table), versions of rows assigned but
-  // not published cleared so they are published again under new versions, halt cleared, and
-  // the reason recorded in outbox_epoch_history. Returns the new state.
-  Result<SourceState> epochBump(uint64_t highestStreamVersion, uint64_t streamLastSeq, const std::string& reason);
+  // `outbox-bridge epoch bump`, given the stream's tip read just before: in one transaction,
+  // epoch + 1, assigned and published through the highest version ever seen (in the stream or
+  // the table), the versions the stream may lack (above versionsKeptByBump) cleared so those rows
+  // are published again under new versions, halt cleared, and the reason recorded in
+  // outbox_epoch_history. A leader still publishing is fenced: its writes carry the old epoch.
+  // Returns the new state.
+  Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
 
   // Operator actions (CLI and admin API).
   // Every instance honours the flag.
@@ -49,15 +52,17 @@ class MysqlOutboxStore final : public OutboxStore {
   template <typename Fn>
   Status inTransaction(Fn&& fn);
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
-  // s.source = ... AND <condition>", with the lease check when a guard is set.
+  // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
   std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
+  // Runs a guarded update that must match the state row: none matched means the guard refused.
+  Status guardedStateWrite(const std::string& assignments, const std::string& condition, const char* what);
 
   const SourceConfig& source_;
   std::chrono::seconds idleTransactionTimeout_;
   std::string table_;        // quoted identifier
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
-  std::optional<LeaseGuard> guard_;
+  WriteGuard guard_;
 };
 
 }  // namespace outbox

@@ -1,5 +1,7 @@
 #include "relay/poison.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -41,6 +43,25 @@ std::string poisonHaltReason(uint64_t id, const std::string& why) { return fmt::
 bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id) {
   const std::string prefix = id ? fmt::format("poison row id={}:", *id) : std::string("poison row id=");
   return haltedReason.rfind(prefix, 0) == 0;
+}
+
+namespace {
+constexpr std::string_view kUnpublishable = "unpublishable version ";
+}
+
+std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::string& why) {
+  return fmt::format("{}{} (row id={}): {}; raise the server's max_payload (the source resumes by itself), or run "
+                     "'outbox-bridge epoch bump' and then quarantine the row",
+                     kUnpublishable, version, id, why);
+}
+
+std::optional<uint64_t> unpublishableVersion(const std::string& haltedReason) {
+  if (haltedReason.rfind(kUnpublishable, 0) != 0) return std::nullopt;
+  uint64_t version = 0;
+  const char* begin = haltedReason.data() + kUnpublishable.size();
+  auto [end, ec] = std::from_chars(begin, haltedReason.data() + haltedReason.size(), version);
+  if (ec != std::errc() || end == begin) return std::nullopt;
+  return version;
 }
 
 }  // namespace outbox

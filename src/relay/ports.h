@@ -64,12 +64,21 @@ struct LeaseGuard {
   uint64_t leaseEpoch = 0;
 };
 
+// The conditions every write of the relay carries: the lease (when there is one) and the epoch
+// its session reconciled in, so a leader that an `epoch bump` overtook can neither assign nor
+// mark nor halt the new epoch (ARCHITECTURE.md section 4: the bump fences it).
+struct WriteGuard {
+  std::optional<LeaseGuard> lease;  // nullopt: unguarded (a single instance, tests)
+  uint64_t epoch = 0;               // 0: any epoch (before the state is loaded)
+};
+
 // The source's tables. Single-threaded: the source's relay thread owns it.
 class OutboxStore {
  public:
   virtual ~OutboxStore() = default;
-  // From now on, writes take effect only while `guard` holds the lease (nullopt: unguarded).
-  virtual void setLeaseGuard(std::optional<LeaseGuard> guard) = 0;
+  // From now on, writes take effect only while `guard` holds. A write the guard refuses (other
+  // than a mark, which may find nothing to move) is a transient error: reconcile.
+  virtual void setWriteGuard(WriteGuard guard) = 0;
   // Connects unless connected; creates the source's state row if it is missing.
   virtual Status connect() = 0;
   virtual Result<SourceState> loadState() = 0;
@@ -85,6 +94,10 @@ class OutboxStore {
   virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
   // Sets published_through/published_stream_seq to what the stream holds (reconcile).
   virtual Status setPublished(uint64_t version, uint64_t seq) = 0;
+  // The epoch begins after stream sequence `seq`, not where `epoch bump` saw the stream end: the
+  // leader it fenced stored its last messages of the old epoch in between. Moves
+  // outbox_epoch_history.stream_seq and published_stream_seq there (reconcile).
+  virtual Status moveEpochStart(uint64_t seq) = 0;
   virtual Status halt(const std::string& reason) = 0;
   virtual Status clearHalt() = 0;
   virtual Status quarantine(uint64_t outboxId, const std::string& reason) = 0;

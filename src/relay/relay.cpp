@@ -109,13 +109,13 @@ Status Relay::checkLeadership() {
 
 Status Relay::session() {
   assigner_.drain();  // a batch from the last session keeps its versions: it is in the tail now
-  std::optional<LeaseGuard> guard;
+  guard_ = WriteGuard{};
   if (lease_ != nullptr) {
     sessionLeaseEpoch_ = lease_->leaseEpoch();
-    guard = LeaseGuard{lease_->holder(), sessionLeaseEpoch_};
+    guard_.lease = LeaseGuard{lease_->holder(), sessionLeaseEpoch_};
   }
-  store_.setLeaseGuard(guard);
-  assignStore_.setLeaseGuard(guard);
+  store_.setWriteGuard(guard_);
+  assignStore_.setWriteGuard(guard_);
   OUTBOX_RETURN_IF_ERROR(store_.connect());
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
@@ -190,15 +190,16 @@ Status Relay::reconcile() {
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;
+  // From here on, every write of this session is refused once an epoch bump moves past it.
+  guard_.epoch = state_.epoch;
+  store_.setWriteGuard(guard_);
+  assignStore_.setWriteGuard(guard_);
   metrics_.halted = !state_.haltedReason.empty();
   metrics_.paused = state_.paused;
   metrics_.epoch = state_.epoch;
   metrics_.assignedVersion = state_.assignedThrough;
   metrics_.publishedVersion = state_.publishedThrough;
-  if (!state_.haltedReason.empty()) {
-    if (!isPoisonHalt(state_.haltedReason)) return Status::permanent(state_.haltedReason);
-    OUTBOX_RETURN_IF_ERROR(recheckPoisonHalt());
-  }
+  if (!state_.haltedReason.empty()) OUTBOX_RETURN_IF_ERROR(recheckHalt());
   if (state_.paused) return Status::permanent("paused by an operator: publishing nothing until resumed");
 
   auto tipResult = publisher_.tip();
@@ -211,6 +212,13 @@ Status Relay::reconcile() {
   }
   const uint64_t streamVersion = resume->version;
   const uint64_t streamVersionSeq = resume->seq;
+  if (resume->epochStartSeq) {
+    log_->info("reconcile: epoch {} begins after stream sequence {}, past the last messages of the leader the bump "
+               "fenced (the bump saw the stream end at {})",
+               state_.epoch, *resume->epochStartSeq, state_.epochStreamSeq);
+    OUTBOX_RETURN_IF_ERROR(store_.moveEpochStart(*resume->epochStartSeq));
+    state_.epochStreamSeq = state_.publishedStreamSeq = *resume->epochStartSeq;
+  }
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
     if (streamVersion > state_.publishedThrough) {
@@ -235,13 +243,21 @@ Status Relay::reconcile() {
   return Status::ok();
 }
 
-Status Relay::recheckPoisonHalt() {
-  auto rows = store_.readPending(1);
-  if (!rows.isOk()) return rows.status();
-  if (!rows->empty()) {
-    if (auto reason = publisher_.poisonReason(rows->front())) return Status::permanent(state_.haltedReason);
+Status Relay::recheckHalt() {
+  const Status stillHalted = Status::permanent(state_.haltedReason);
+  Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
+  if (isPoisonHalt(state_.haltedReason)) {
+    row = store_.readPending(1);
+  } else if (auto version = unpublishableVersion(state_.haltedReason)) {
+    row = store_.readAssigned(*version, *version, 1);
+    if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself
+  } else {
+    return stillHalted;  // only an operator can resolve it
   }
-  log_->info("the poison row was fixed or quarantined: resuming");
+  if (!row.isOk()) return row.status();
+  if (!row->empty() && publisher_.poisonReason(row->front())) return stillHalted;
+  log_->info("the row the source halted on can be published now (fixed, quarantined, or the server takes it): "
+             "resuming");
   OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
   state_.haltedReason.clear();
   metrics_.halted = false;
@@ -311,6 +327,13 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     Status s = publisher_.publish(row, state_.epoch, expectedSeq_);
     if (!s.isOk()) {
       metrics_.errorsPublish++;
+      // Checked before its version was assigned, but the server may take less now (max_payload).
+      if (auto why = publisher_.poisonReason(row)) {
+        metrics_.poisonRows++;
+        std::string reason = unpublishableHaltReason(row.version, row.id, *why);
+        log_->error("{}", reason);
+        return haltWith(reason);
+      }
       return s;
     }
     ++expectedSeq_;

@@ -52,7 +52,9 @@ class Relay {
   // Ok while we may act as leader of the lease epoch the session started with.
   Status checkLeadership();
   Status reconcile();
-  Status recheckPoisonHalt();
+  // A halt on a row that has since become publishable (a poison row fixed or quarantined, an
+  // assigned row the server takes again) clears itself; any other halt waits for an operator.
+  Status recheckHalt();
   // Publishes the next rows of the assigned-but-unpublished tail (after reconcile). Sets `count`
   // to how many it read.
   Status publishTail(size_t& count);
@@ -86,6 +88,7 @@ class Relay {
   Publisher& publisher_;
   LeaderLease* lease_;
   uint64_t sessionLeaseEpoch_ = 0;
+  WriteGuard guard_;  // this session's, on both stores
   StopSignal& stop_;
   SourceMetrics& metrics_;
   Options options_;

@@ -31,6 +31,15 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
     // Nothing the marks count was lost. A stored message past the marks must be the version the
     // rule says; anything else was written by someone else.
     if (tip.version && tip.seq > S) {
+      if (!thisEpoch && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter &&
+          P == state.epochVersionsAfter && S == state.epochStreamSeq) {
+        // Nothing of this epoch is published yet, and the newest message is an old-epoch version
+        // the bump already moved past: the leader it fenced stored its last messages after the bump
+        // read the stream. The epoch begins after them. (None can follow a message of the new epoch:
+        // the fenced relay starts the new epoch itself once its old-epoch publishes are answered,
+        // and any other writer's fence sequence is behind from the first new message on.)
+        return ResumePoint{P, L, L};
+      }
       if (!thisEpoch) {
         return Status::permanent(fmt::format(
             "stream {} holds a message of epoch {} at sequence {}, after published_stream_seq {} of epoch {}: another "
@@ -62,6 +71,12 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   uint64_t from = state.epochVersionsAfter;
   if (L >= state.epochStreamSeq && P >= S - L && P - (S - L) > from) from = P - (S - L);
   return ResumePoint{std::min(from, A), L};
+}
+
+uint64_t versionsKeptByBump(const SourceState& state, const StreamTip& tip) {
+  uint64_t kept = state.publishedThrough;
+  if (tip.version && tip.epoch == state.epoch) kept = std::max(kept, *tip.version);
+  return std::min(kept, std::max(state.assignedThrough, state.publishedThrough));
 }
 
 }  // namespace outbox

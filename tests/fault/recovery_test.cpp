@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE fault_recovery
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -106,6 +108,80 @@ BOOST_AUTO_TEST_CASE(a_restored_database_halts_until_epoch_bump_and_versions_are
     BOOST_TEST(headerU64(messages[i], "Outbox-Epoch") == (i < 100 ? 1u : 2u));
     if (i >= 100) BOOST_TEST(v == 101 + (i - 100));  // dense again within the new epoch
   }
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// `epoch bump` while the leader is publishing a backlog and producers keep committing: the bump
+// fences the leader. No epoch-1 message follows an epoch-2 one, each epoch's versions are dense and
+// once, every row's version is in the stream with that row's payload, and one bump is enough: the
+// source never halts.
+BOOST_AUTO_TEST_CASE(an_epoch_bump_under_a_publishing_leader_fences_it) {
+  TestDatabase database("bumplive");
+  SourceSpec source{uniqueName("bl", database), &database, {{"batch_size", "200"}}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  insertRows(database.sql(), table, 20000, 0);
+  BridgeProcess bridge(config);
+  bridge.start();
+  std::atomic<bool> producing{true};
+  std::thread producer([&] {
+    auto conn = database.connect();
+    for (int n = 20000; producing; n += 50) {
+      insertRows(*conn, table, 50, n);
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough >= 4000; }, 30s),
+                        bridge.log());
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "live bump"});
+  std::this_thread::sleep_for(500ms);
+  producing = false;
+  producer.join();
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  const uint64_t rows = database.scalar("SELECT COUNT(*) FROM " + table);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          auto state = database.state(source.name);
+                          return !state.haltedReason.empty() ||
+                                 (database.scalar("SELECT COUNT(*) FROM " + table + " WHERE version IS NULL") == 0 &&
+                                  state.publishedThrough == state.assignedThrough);
+                        }, 60s),
+                        bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
+  BOOST_TEST(state.epoch == 2u);
+  const uint64_t versionsAfter = database.scalar(
+      fmt::format("SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND epoch = 2", source.name));
+
+  // What the stream says, by (epoch, version): each once, epoch 1 only before epoch 2.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> published;
+  uint64_t lastEpoch = 1, lastVersion = 0;
+  for (const auto& m : readStream(source)) {
+    uint64_t epoch = headerU64(m, "Outbox-Epoch"), version = headerU64(m, "Outbox-Version");
+    BOOST_REQUIRE_MESSAGE(epoch >= lastEpoch, fmt::format("epoch {} message (version {}) at sequence {} after epoch {}",
+                                                          epoch, version, m.seq, lastEpoch));
+    uint64_t expected = epoch == lastEpoch ? lastVersion + 1 : versionsAfter + 1;
+    BOOST_REQUIRE_MESSAGE(version == expected, fmt::format("sequence {}: epoch {} version {}, expected {}", m.seq,
+                                                           epoch, version, expected));
+    BOOST_REQUIRE(published.emplace(std::make_pair(epoch, version), m.data).second);
+    if (epoch == 1) BOOST_REQUIRE(version <= versionsAfter);
+    lastEpoch = epoch;
+    lastVersion = version;
+  }
+  BOOST_TEST(lastEpoch == 2u);
+  // Every row is in the stream under the version it has now, with its own payload.
+  auto conn = database.connect();
+  auto all = conn->query("SELECT version, payload FROM " + table + " ORDER BY id");
+  BOOST_REQUIRE(all.isOk());
+  uint64_t checked = 0;
+  while (all->next()) {
+    uint64_t version = all->u64(0);
+    auto it = published.find({version > versionsAfter ? 2 : 1, version});
+    BOOST_REQUIRE_MESSAGE(it != published.end(), fmt::format("version {} is not in the stream", version));
+    BOOST_REQUIRE_EQUAL(it->second, std::string(all->text(1)));
+    ++checked;
+  }
+  BOOST_TEST(checked == rows);
   BOOST_TEST(bridge.stop() == 0);
 }
 

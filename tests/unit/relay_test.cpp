@@ -50,7 +50,13 @@ class FakeStore final : public OutboxStore {
     return state;
   }
 
-  void setLeaseGuard(std::optional<LeaseGuard>) override {}
+  uint64_t guardEpoch = 0;  // the relay's write guard: writes of another epoch are refused
+  bool refused() const { return guardEpoch != 0 && guardEpoch != state.epoch; }
+
+  void setWriteGuard(WriteGuard guard) override {
+    std::lock_guard lock(mu);
+    guardEpoch = guard.epoch;
+  }
   Status connect() override { return Status::ok(); }
   Result<SourceState> loadState() override {
     std::lock_guard lock(mu);
@@ -80,7 +86,7 @@ class FakeStore final : public OutboxStore {
       --failNextAssigns;
       return Status::transient("injected assign failure");
     }
-    if (state.assignedThrough != expected || !state.haltedReason.empty()) return Status::transient("moved");
+    if (state.assignedThrough != expected || !state.haltedReason.empty() || refused()) return Status::transient("moved");
     uint64_t v = expected;
     for (auto& b : batch) {
       b.version = ++v;
@@ -95,7 +101,7 @@ class FakeStore final : public OutboxStore {
       violations.push_back(fmt::format("published_through {} marked while the stream holds through {}", version,
                                        streamHolds()));
     }
-    if (version > state.publishedThrough) {
+    if (version > state.publishedThrough && !refused()) {
       state.publishedThrough = version;
       state.publishedStreamSeq = seq;
     }
@@ -103,17 +109,26 @@ class FakeStore final : public OutboxStore {
   }
   Status setPublished(uint64_t version, uint64_t seq) override {
     std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
     state.publishedThrough = version;
     state.publishedStreamSeq = seq;
     return Status::ok();
   }
+  Status moveEpochStart(uint64_t seq) override {
+    std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
+    state.publishedStreamSeq = state.epochStreamSeq = seq;
+    return Status::ok();
+  }
   Status halt(const std::string& reason) override {
     std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
     state.haltedReason = reason;
     return Status::ok();
   }
   Status clearHalt() override {
     std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
     state.haltedReason.clear();
     return Status::ok();
   }
@@ -139,6 +154,7 @@ class FakePublisher final : public Publisher {
   int dropNextAcks = 0;  // stored but the ack is lost (a timeout from the relay's view)
   std::set<uint64_t> loseAckOf;  // versions whose first ack is lost while others arrive
   int failNextTips = 0;
+  std::atomic<size_t> maxPayload{1024 * 1024};  // the server's; a reconnect may bring a smaller one
 
   // Versions 1..n stored, in order, with none deleted: the longest such n.
   uint64_t holdsThrough() {
@@ -183,6 +199,7 @@ class FakePublisher final : public Publisher {
   }
   Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) override {
     std::lock_guard lock(mu);
+    if (row.payload && row.payload->size() > maxPayload) return Status::transient("nats: Maximum Payload Exceeded");
     VersionAck ack;
     ack.version = row.version;
     if (auto it = dedup.find(row.version); it != dedup.end()) {
@@ -220,7 +237,7 @@ class FakePublisher final : public Publisher {
     SourceConfig source;
     source.name = "s";
     source.subjectPrefix = "control.s";
-    return findPoison(source, row, 1024 * 1024);
+    return findPoison(source, row, maxPayload);
   }
 };
 
@@ -506,4 +523,28 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   r.payload = "\"" + std::string(2000, 'x') + "\"";
   BOOST_TEST(reason(r, 1000).find("over the server's max_payload of 1000 bytes") != std::string::npos);
   BOOST_TEST(reason(r, 4000).empty());
+}
+
+// Issue 8: the server's max_payload shrank after rows were assigned. The tail publish failed as
+// transient for ever, with no halted_reason; now the source halts naming the version and the row,
+// and resumes by itself once the server takes the message again.
+BOOST_AUTO_TEST_CASE(an_assigned_row_the_server_no_longer_takes_halts_with_its_version_and_id) {
+  Harness h;
+  h.store.add(5);
+  h.store.rows[3].payload = fmt::format("{{\"pad\":\"{}\"}}", std::string(2000, 'x'));  // row id 4
+  h.crashBetweenAckAndMark(2, 2);
+  for (uint64_t v = 3; v <= 5; ++v) h.store.rows[v - 1].version = v;
+  h.store.state.assignedThrough = 5;
+  h.publisher.maxPayload = 1500;
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  std::string reason = h.store.snapshot().haltedReason;
+  BOOST_TEST(reason.find("unpublishable version 4 (row id=4)") == 0u, reason);
+  BOOST_TEST(reason.find("max_payload") != std::string::npos, reason);
+  BOOST_TEST(h.waitFor([&] { return h.store.snapshot().publishedThrough == 3; }));  // the rows before it went out
+  BOOST_TEST(h.metrics.halted.load());
+  h.publisher.maxPayload = 1024 * 1024;
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 5; }));
+  BOOST_TEST(h.store.snapshot().haltedReason.empty());
+  BOOST_TEST(h.streamIsDense(5));
 }

@@ -103,3 +103,37 @@ BOOST_AUTO_TEST_CASE(halts_when_only_an_epoch_bump_can_resolve_it) {
   // A version the marks cannot account for.
   BOOST_TEST(halt(marks(10, 10, 20), stream(12, 15, 12)).find("another writer") != std::string::npos);
 }
+
+// Issue 8, finding 3: a leader still publishing when `epoch bump` read the stream stores its last
+// old-epoch messages after that point. The new epoch begins after them, with nothing republished
+// twice and no halt (a second bump is never needed).
+BOOST_AUTO_TEST_CASE(a_fenced_leaders_last_old_epoch_messages_move_the_epochs_start) {
+  // The bump saw the stream end at 40 and moved versions past 60; the leader stored 41..45 (its
+  // versions 41..45 of epoch 1) before it noticed.
+  SourceState bumped = marksInEpoch(60, 40, 60, 2, 60, 40);
+  auto r = findResumePoint(bumped, stream(45, 45, 45, 1), "CONTROL_S");
+  BOOST_REQUIRE_MESSAGE(r.isOk(), r.status().message());
+  BOOST_TEST(r->version == 60u);
+  BOOST_TEST(r->seq == 45u);
+  BOOST_TEST(r->epochStartSeq.value_or(0) == 45u);
+  // Once the epoch has published, an old-epoch message after its marks is another writer's.
+  BOOST_TEST(halt(marksInEpoch(62, 42, 62, 2, 60, 40), stream(45, 45, 45, 1)).find("through an epoch bump") !=
+             std::string::npos);
+  // An old-epoch version past the bump's versions was assigned after the bump: never by this bridge.
+  BOOST_TEST(halt(marksInEpoch(60, 40, 60, 2, 60, 40), stream(45, 61, 45, 1)).find("through an epoch bump") !=
+             std::string::npos);
+  // In step: no move.
+  BOOST_TEST(!findResumePoint(bumped, stream(40, 40, 40, 1), "CONTROL_S")->epochStartSeq);
+}
+
+// What a bump keeps: only versions certainly in the stream. A stream whose messages all expired
+// (or a recreated one) keeps what was marked, never less; a tip of this epoch keeps through it.
+BOOST_AUTO_TEST_CASE(an_epoch_bump_keeps_only_versions_certainly_in_the_stream) {
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 100), stream(120)) == 100u);    // all expired: not 0
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 100), stream(0)) == 100u);      // recreated
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 150), stream(130, 130, 130)) == 130u);  // marks lag
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 150), stream(90, 90, 90)) == 100u);     // lost tail: marks hold
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 150), stream(140, 7, 140, 1)) == 100u);
+  BOOST_TEST(versionsKeptByBump(marks(100, 100, 150, 2), stream(140, 140, 140, 1)) == 100u);  // old epoch's tip
+  BOOST_TEST(versionsKeptByBump(marks(50, 50, 60), stream(100, 100, 100)) == 60u);  // restored: all assigned kept
+}
