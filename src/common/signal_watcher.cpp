@@ -3,10 +3,26 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
+#include <string_view>
 
 namespace outbox {
+
+namespace {
+
+// A fixed line by write(2), then _Exit: a logger's lock, held by a thread stuck on a full pipe,
+// must not keep the process alive.
+[[noreturn]] void exitWithLine(std::string_view line, int code) {
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+  std::_Exit(code);
+}
+
+}  // namespace
 
 SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal)
     : stop_(stop), onSignal_(std::move(onSignal)) {
@@ -18,7 +34,20 @@ SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal
     std::chrono::steady_clock::time_point first;
     while (true) {
       int sig = 0;
-      sigwait(&set_, &sig);
+      if (received_ == 0) {
+        sigwait(&set_, &sig);
+      } else {
+        auto left = first + kStopBound - std::chrono::steady_clock::now();
+        auto ns = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+        timespec timeout{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+        sig = sigtimedwait(&set_, nullptr, &timeout);
+        if (sig < 0 && errno == EINTR) continue;
+        if (sig < 0 && !closing_) {
+          exitWithLine("outbox-bridge: the stop did not finish within 5 s (a database or nats-server call is still "
+                       "waiting): exiting; publishes in flight are reconciled on the next start\n",
+                       1);
+        }
+      }
       if (closing_) return;
       if (received_ == 0) {
         received_ = sig;
@@ -30,15 +59,10 @@ SignalWatcher::SignalWatcher(StopSignal& stop, std::function<void(int)> onSignal
       // The same stop request, doubled by a script or a supervisor (the terminal signals the whole
       // process group, then a wrapper's cleanup signals the bridge again): not a second request.
       if (std::chrono::steady_clock::now() - first < kSameRequest) continue;
-      // A second signal: the operator wants out now. Nothing is lost: versions in flight are
-      // reconciled with the stream on the next start. A fixed line by write(2): a logger's lock,
-      // held by a thread stuck on a full pipe, must not keep the process alive.
-      static constexpr char kLine[] =
-          "outbox-bridge: a second SIGTERM/SIGINT: exiting now; publishes in flight are reconciled on the next "
-          "start\n";
-      ssize_t ignored = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
-      (void)ignored;
-      std::_Exit(128 + sig);
+      // A second signal: the operator wants out now.
+      exitWithLine("outbox-bridge: a second SIGTERM/SIGINT: exiting now; publishes in flight are reconciled on the "
+                   "next start\n",
+                   128 + sig);
     }
   });
 }
