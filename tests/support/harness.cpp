@@ -240,6 +240,8 @@ void BridgeProcess::sendSignal(int sig) { process_.signal(sig); }
 
 bool BridgeProcess::running() { return process_.running(); }
 
+pid_t BridgeProcess::pid() const { return process_.pid(); }
+
 std::string BridgeProcess::log() const { return readFile(logPath_); }
 
 int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {

@@ -122,6 +122,7 @@ class BridgeProcess {
   void resume();  // SIGCONT
   void sendSignal(int sig);
   bool running();
+  pid_t pid() const;
   std::string log() const;
   // The HTTP port it logged ("http: listening on http://HOST:PORT"); throws if none in time.
   int httpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
