@@ -28,18 +28,22 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   const bool thisEpoch = tip.version && tip.epoch == state.epoch;
 
   if (L >= S) {
+    // Right after an epoch bump, before the new epoch has published anything, messages past S can
+    // only be the last old-epoch ones of the leader the bump fenced (stored after the bump read
+    // the stream): versions the bump already moved past. The epoch begins after them. (None can
+    // follow a message of the new epoch: the fenced relay starts the new epoch itself once its
+    // old-epoch publishes are answered, and any other writer's fence sequence is behind from the
+    // first new message on.)
+    if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq) {
+      const bool storedPastMarks = tip.version && tip.seq > S;
+      const bool fencedLeadersTail = storedPastMarks
+                                         ? tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter
+                                         : A == P;  // none stored, and the epoch has assigned nothing
+      if (fencedLeadersTail) return ResumePoint{P, L, L};
+    }
     // Nothing the marks count was lost. A stored message past the marks must be the version the
     // rule says; anything else was written by someone else.
     if (tip.version && tip.seq > S) {
-      if (!thisEpoch && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter &&
-          P == state.epochVersionsAfter && S == state.epochStreamSeq) {
-        // Nothing of this epoch is published yet, and the newest message is an old-epoch version
-        // the bump already moved past: the leader it fenced stored its last messages after the bump
-        // read the stream. The epoch begins after them. (None can follow a message of the new epoch:
-        // the fenced relay starts the new epoch itself once its old-epoch publishes are answered,
-        // and any other writer's fence sequence is behind from the first new message on.)
-        return ResumePoint{P, L, L};
-      }
       if (!thisEpoch) {
         return Status::permanent(fmt::format(
             "stream {} holds a message of epoch {} at sequence {}, after published_stream_seq {} of epoch {}: another "

@@ -122,6 +122,18 @@ BOOST_AUTO_TEST_CASE(a_fenced_leaders_last_old_epoch_messages_move_the_epochs_st
   // An old-epoch version past the bump's versions was assigned after the bump: never by this bridge.
   BOOST_TEST(halt(marksInEpoch(60, 40, 60, 2, 60, 40), stream(45, 61, 45, 1)).find("through an epoch bump") !=
              std::string::npos);
+  // The same messages, expired (max_age) before the new epoch's first reconcile: the epoch has
+  // assigned nothing, so they can only be the fenced leader's. (This used to halt as "ahead of
+  // the database", asking for a second bump.)
+  auto expired = findResumePoint(bumped, stream(45), "CONTROL_S");
+  BOOST_REQUIRE_MESSAGE(expired.isOk(), expired.status().message());
+  BOOST_TEST(expired->version == 60u);
+  BOOST_TEST(expired->epochStartSeq.value_or(0) == 45u);
+  // Once the epoch has assigned versions, messages past the marks may be its own: counted as usual.
+  auto assigned = findResumePoint(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45), "CONTROL_S");
+  BOOST_REQUIRE(assigned.isOk());
+  BOOST_TEST(assigned->version == 65u);
+  BOOST_TEST(!assigned->epochStartSeq);
   // In step: no move.
   BOOST_TEST(!findResumePoint(bumped, stream(40, 40, 40, 1), "CONTROL_S")->epochStartSeq);
 }
