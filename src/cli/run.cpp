@@ -12,6 +12,7 @@
 #include "common/signal_watcher.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
+#include "db/preflight.h"
 #include "http/server.h"
 #include "lease/lease.h"
 #include "lease/mysql_lease_store.h"
@@ -38,6 +39,21 @@ std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSign
     stop.waitFor(delay);
   }
   return nullptr;
+}
+
+// What the server must allow is checked at start when it can be, so a missing grant stops the
+// start (exit 2) instead of a relay that retries for ever. An unreachable server is not an error
+// here: the relay checks on every connect.
+void checkServerAtStart(const SourceConfig& source) {
+  auto conn = db::Connection::open(db::paramsFrom(source.dsn));
+  if (!conn.isOk()) {
+    sourceLogger(source.name)->warn("{}; retrying in the background", conn.status().message());
+    return;
+  }
+  std::vector<std::string> notes;  // the relay logs them on its first connect
+  if (Status s = db::checkServer(**conn, notes); s.isPermanent()) {
+    throw Exit{kExitUsage, fmt::format("source {}: {}", source.name, s.message())};
+  }
 }
 
 }  // namespace
@@ -75,7 +91,8 @@ Command addRun(CLI::App& app) {
       // Short enough that a frozen leader's open transaction is gone well before its lease.
       auto lockBound = std::max(std::chrono::seconds(1),
                                 std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
-      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound);
+      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound, /*checkServer=*/true);
+      checkServerAtStart(source);
       rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound);
       rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound);
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,

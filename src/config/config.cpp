@@ -169,9 +169,13 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
 
   auto table_name = sec.str("outbox_table");
   s.outboxTable = table_name.value_or(s.name + "_control_outbox");
-  if (!isSqlIdentifier(s.outboxTable)) {
+  // Its versions table, `<outbox_table>_versions`, must fit MySQL's 64-character identifiers.
+  if (!isSqlIdentifier(s.outboxTable) || s.outboxTable.size() > kMaxOutboxTableLength) {
     throw ConfigError(sec.keyName("outbox_table"),
-                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", s.outboxTable));
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,54}}$ (at most 55 characters: the "
+                                  "bridge keeps a '<outbox_table>_versions' table beside it){}",
+                                  s.outboxTable,
+                                  table_name ? "" : "; it defaults to '<name>_control_outbox': set outbox_table"));
   }
   s.snapshotQuery = sec.str("snapshot_query").value_or("");
   s.stream = sec.str("stream").value_or("CONTROL_" + upper(s.name));

@@ -47,6 +47,8 @@ struct Dsn {
 
 // `^[A-Za-z_][A-Za-z0-9_]{0,63}$`: the only names that may be spliced into SQL.
 bool isSqlIdentifier(const std::string& name);
+// ARCHITECTURE.md section 3: `<outbox_table>_versions` must fit in 64 characters.
+inline constexpr size_t kMaxOutboxTableLength = 55;
 // A NATS subject token: non-empty, no '.', '*', '>', whitespace or control characters.
 bool isSubjectToken(const std::string& token);
 

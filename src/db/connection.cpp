@@ -129,6 +129,8 @@ Status Connection::lastError(std::string_view what) { return fromMysql(mysql_, w
 
 bool Connection::failed() const { return mysql_errno(mysql_) != 0; }
 
+unsigned Connection::errorCode() const { return mysql_errno(mysql_); }
+
 Status Connection::exec(std::string_view sql) {
   if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
   // Statements that return rows by surprise: drain them so the connection stays usable.

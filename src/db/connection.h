@@ -103,6 +103,8 @@ class Connection {
   Status lastError(std::string_view what);
   // Whether the last call failed (e.g. a streamed result that ended on a read error).
   bool failed() const;
+  // The server's error number of the last call (0: none), e.g. ER_SPECIFIC_ACCESS_DENIED_ERROR.
+  unsigned errorCode() const;
 
  private:
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}

@@ -124,7 +124,7 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
     event.seq = pa->Sequence;
     event.duplicate = pa->Duplicate;
   } else if (pae != nullptr) {
-    event.wrongLastSeq = pae->ErrCode == JSStreamWrongLastSequenceErr;
+    event.wrongLastSeq = pae->ErrCode == JSStreamWrongLastSequenceErr || pae->ErrCode == JSStreamWrongLastMsgIDErr;
     event.error = fmt::format("nats status {} ({}), jetstream error {}: {}", static_cast<int>(pae->Err),
                               natsStatus_GetText(pae->Err), static_cast<int>(pae->ErrCode),
                               pae->ErrText != nullptr ? pae->ErrText : "");

@@ -111,7 +111,7 @@ struct AckEvent {
   uint64_t seq = 0;           // valid when ok
   bool ok = false;
   bool duplicate = false;     // the server had this Nats-Msg-Id already (seq: the first copy's)
-  bool wrongLastSeq = false;  // the fence rejected it
+  bool wrongLastSeq = false;  // a fence rejected it (Nats-Expected-Last-Sequence or -Msg-Id)
   std::string error;          // set when !ok
 };
 

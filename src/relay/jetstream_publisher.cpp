@@ -23,7 +23,7 @@ constexpr int kMaxTipProbe = 10'000;
 }  // namespace
 
 nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
-                                uint64_t expectedLastSeq) {
+                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
   nats::OutgoingMessage m;
   m.subject = source.subjectPrefix + "." + row.entityType;
   if (row.payload) m.data = *row.payload;
@@ -37,6 +37,9 @@ nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row
       {"Outbox-Entity-Key", row.entityKey},
       {"Outbox-Op", row.op},
   };
+  if (fenceOnPreviousVersion) {
+    m.headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, row.version - 1));
+  }
   return m;
 }
 
@@ -88,8 +91,9 @@ Result<StreamTip> JetStreamPublisher::tip() {
   return tip;
 }
 
-Status JetStreamPublisher::publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) {
-  return js_->publishAsync(toMessage(source_, row, epoch, expectedLastSeq));
+Status JetStreamPublisher::publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq,
+                                   bool fenceOnPreviousVersion) {
+  return js_->publishAsync(toMessage(source_, row, epoch, expectedLastSeq, fenceOnPreviousVersion));
 }
 
 void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {

@@ -11,7 +11,7 @@ namespace outbox {
 
 // The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4.
 nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
-                                uint64_t expectedLastSeq);
+                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
 
 // Publisher over a shared nats::Connection (which must outlive it), with its own JetStream
 // context. Single-threaded apart from the ack queue inside nats::JetStream.
@@ -21,7 +21,8 @@ class JetStreamPublisher final : public Publisher {
 
   Status prepare() override;
   Result<StreamTip> tip() override;
-  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) override;
+  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq,
+                 bool fenceOnPreviousVersion) override;
   void takeAcks(std::vector<VersionAck>& out) override;
   void waitForAcks(std::chrono::milliseconds timeout) override;
   void abandon() override;

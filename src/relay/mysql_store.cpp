@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
+#include "db/preflight.h"
 #include "relay/poison.h"
 #include "relay/resume_point.h"
 
@@ -14,8 +16,12 @@ constexpr const char* kRowColumns =
     "id, entity_type, entity_key, op, payload, CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS UNSIGNED), version";
 }
 
-MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout)
-    : source_(source), idleTransactionTimeout_(idleTransactionTimeout), table_("`" + source.outboxTable + "`") {}
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
+                                   bool checkServer)
+    : source_(source),
+      idleTransactionTimeout_(idleTransactionTimeout),
+      checkServer_(checkServer),
+      table_("`" + source.outboxTable + "`") {}
 
 Status MysqlOutboxStore::connect() {
   if (conn_) return Status::ok();  // methods drop the connection when it breaks
@@ -23,6 +29,17 @@ Status MysqlOutboxStore::connect() {
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();
   sourceLiteral_ = conn_->quote(source_.name);
+  if (checkServer_) {
+    std::vector<std::string> notes;
+    if (Status s = db::checkServer(*conn_, notes); !s.isOk()) {
+      conn_.reset();
+      return s;
+    }
+    for (const auto& note : notes) {
+      if (!notesLogged_) sourceLogger(source_.name)->warn("{}", note);
+    }
+    notesLogged_ = true;
+  }
   if (idleTransactionTimeout_.count() > 0) {
     // MariaDB only; MySQL has no such variable, and there the server's wait_timeout applies.
     (void)conn_->exec(fmt::format("SET SESSION idle_transaction_timeout = {}", idleTransactionTimeout_.count()));
@@ -49,10 +66,9 @@ Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const
                                            const char* what) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto matched = conn_->execCount(guardedStateUpdate(assignments, condition));
-  if (!matched.isOk()) {
-    if (matched.status().isTransient()) conn_.reset();
-    return matched.status();
-  }
+  // A broken connection is dropped by the caller (inTransaction, or standalone()): never here,
+  // where a transaction may still need it to roll back.
+  if (!matched.isOk()) return matched.status();
   if (*matched != 1) {
     return Status::transient(fmt::format("{} refused: the lease was lost or an epoch bump moved the source to a new "
                                          "epoch; reconciling",
@@ -72,10 +88,15 @@ Status MysqlOutboxStore::inTransaction(Fn&& fn) {
   Status s = conn_->begin();
   if (s.isOk()) s = fn();
   if (s.isOk()) s = conn_->commit();
-  if (!s.isOk()) {
+  if (!s.isOk() && conn_) {
     conn_->rollback();
     if (s.isTransient()) conn_.reset();
   }
+  return s;
+}
+
+Status MysqlOutboxStore::standalone(Status s) {
+  if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();
   return s;
 }
 
@@ -190,8 +211,8 @@ Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
-  return guardedStateWrite(fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "",
-                           "setting the published marks");
+  return standalone(guardedStateWrite(
+      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "", "setting the published marks"));
 }
 
 Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
@@ -206,12 +227,12 @@ Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
 
 Status MysqlOutboxStore::halt(const std::string& reason) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  return guardedStateWrite(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), "",
-                           "halting the source");
+  return standalone(
+      guardedStateWrite(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), "", "halting the source"));
 }
 
 Status MysqlOutboxStore::clearHalt() {
-  return guardedStateWrite("s.halted_reason = NULL", "", "clearing the halt");
+  return standalone(guardedStateWrite("s.halted_reason = NULL", "", "clearing the halt"));
 }
 
 Status MysqlOutboxStore::setPaused(bool paused) {
@@ -248,9 +269,13 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
 
 Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
   SourceState result;
+  BumpPlan plan;
   Status s = inTransaction([&]() -> Status {
     auto rows = conn_->query(fmt::format(
-        "SELECT epoch, assigned_through, published_through FROM outbox_source_state WHERE source = {} FOR UPDATE",
+        "SELECT epoch, assigned_through, published_through, published_stream_seq, "
+        "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
+        "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0) "
+        "FROM outbox_source_state s WHERE source = {} FOR UPDATE",
         sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
@@ -258,26 +283,25 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
     current.epoch = rows->u64(0);
     current.assignedThrough = rows->u64(1);
     current.publishedThrough = rows->u64(2);
-    const uint64_t epoch = current.epoch;
+    current.publishedStreamSeq = rows->u64(3);
+    current.epochVersionsAfter = rows->u64(4);
+    current.epochStreamSeq = rows->u64(5);
     auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", table_));
     if (!maxInTable.isOk()) return maxInTable.status();
-    const uint64_t highest = std::max<uint64_t>(
-        {tip.version.value_or(0), maxInTable->value_or(0), current.assignedThrough, current.publishedThrough});
-    const uint64_t streamLastSeq = tip.lastSeq;
+    plan = planEpochBump(current, tip, maxInTable->value_or(0));
     // Assigned but not certainly in the stream: publish again under fresh versions.
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(
-        fmt::format("UPDATE {} SET version = NULL WHERE version > {}", table_, versionsKeptByBump(current, tip))));
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("UPDATE {} SET version = NULL WHERE version > {}", table_, plan.kept)));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
         "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",
-        epoch + 1, highest, highest, streamLastSeq, sourceLiteral_)));
+        plan.epoch, plan.highest, plan.highest, tip.lastSeq, sourceLiteral_)));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
-        sourceLiteral_, epoch + 1, conn_->quote(reason.substr(0, 1000)), highest, streamLastSeq)));
-    result.epoch = epoch + 1;
-    result.assignedThrough = highest;
-    result.publishedThrough = highest;
-    result.publishedStreamSeq = streamLastSeq;
+        sourceLiteral_, plan.epoch, conn_->quote(reason.substr(0, 1000)), plan.highest, tip.lastSeq)));
+    result.epoch = plan.epoch;
+    result.assignedThrough = plan.highest;
+    result.publishedThrough = plan.highest;
+    result.publishedStreamSeq = tip.lastSeq;
     return Status::ok();
   });
   if (!s.isOk()) return s;

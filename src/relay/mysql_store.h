@@ -15,7 +15,10 @@ class MysqlOutboxStore final : public OutboxStore {
   // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout, 0: server default): a process
   // frozen in the middle of a transaction (SIGSTOP, a VM stall) must not hold its row locks —
   // and so block the instance that takes over — for longer than this.
-  explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {});
+  // `checkServer`: every connect first checks what the relay needs of the server (db::checkServer:
+  // the PROCESS privilege, a primary); a shortfall is a permanent error naming the fix.
+  explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
+                            bool checkServer = false);
 
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
@@ -30,11 +33,11 @@ class MysqlOutboxStore final : public OutboxStore {
   Status clearHalt() override;
   Status quarantine(uint64_t outboxId, const std::string& reason) override;
 
-  // `outbox-bridge epoch bump`, given the stream's tip read just before: in one transaction,
-  // epoch + 1, assigned and published through the highest version ever seen (in the stream or
-  // the table), the versions the stream may lack (above versionsKeptByBump) cleared so those rows
-  // are published again under new versions, halt cleared, and the reason recorded in
-  // outbox_epoch_history. A leader still publishing is fenced: its writes carry the old epoch.
+  // `outbox-bridge epoch bump`, given the stream's tip read just before: in one transaction, what
+  // planEpochBump() says — a new epoch, assigned and published through the highest version ever
+  // used, the versions the stream may lack cleared so those rows are published again under new
+  // versions — the halt cleared, and the reason recorded in outbox_epoch_history. A leader still
+  // publishing is fenced: its writes carry the old epoch.
   // Returns the new state.
   Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
 
@@ -54,11 +57,15 @@ class MysqlOutboxStore final : public OutboxStore {
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
   // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
   std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
+  // Drops the connection after a failure outside a transaction that broke it.
+  Status standalone(Status s);
   // Runs a guarded update that must match the state row: none matched means the guard refused.
   Status guardedStateWrite(const std::string& assignments, const std::string& condition, const char* what);
 
   const SourceConfig& source_;
   std::chrono::seconds idleTransactionTimeout_;
+  bool checkServer_;
+  bool notesLogged_ = false;
   std::string table_;        // quoted identifier
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;

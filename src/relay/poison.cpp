@@ -29,7 +29,7 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
   }
   OutboxRow sized = row;
   sized.version = UINT64_MAX;
-  auto message = toMessage(source, sized, UINT64_MAX, UINT64_MAX);
+  auto message = toMessage(source, sized, UINT64_MAX, UINT64_MAX, /*fenceOnPreviousVersion=*/true);
   size_t bytes = message.data.size() + 12;  // "NATS/1.0\r\n" + final "\r\n"
   for (const auto& [key, value] : message.headers) bytes += std::char_traits<char>::length(key) + value.size() + 4;
   if (maxPayload > 0 && bytes > maxPayload) {

@@ -111,8 +111,18 @@ class Publisher {
   // permanent error.
   virtual Status prepare() = 0;
   virtual Result<StreamTip> tip() = 0;
-  // Sends `row` fenced on `expectedLastSeq`; its VersionAck arrives through takeAcks().
-  virtual Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) = 0;
+  // Sends `row` fenced on `expectedLastSeq` and, with `fenceOnPreviousVersion`, also on the
+  // stream's last message being version row.version - 1 (Nats-Expected-Last-Msg-Id). Its
+  // VersionAck arrives through takeAcks().
+  //
+  // Why both: a pipelined writer's sequence fences are consecutive, so when one is refused the
+  // next can match as soon as another writer stores a message (a stale leader resumed after an
+  // epoch bump would then store old-epoch messages between the new leader's). Message ids of one
+  // source are never reused (invariant 5), so the id fence cannot be met by anyone else's
+  // message. The first publish of a session fences on the sequence only: the server forgets the
+  // last id when it restarts and the last message is older than the duplicate window.
+  virtual Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq,
+                         bool fenceOnPreviousVersion) = 0;
   virtual void takeAcks(std::vector<VersionAck>& out) = 0;
   virtual void waitForAcks(std::chrono::milliseconds timeout) = 0;
   // Forgets every publish still in flight, and every ack not yet taken; none will come for them.

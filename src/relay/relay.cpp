@@ -235,6 +235,7 @@ Status Relay::reconcile() {
   }
   tracker_.reset(streamVersion, streamVersionSeq);
   ackStateValid_ = true;
+  firstPublish_ = true;
   nextVersion_ = streamVersion + 1;
   expectedSeq_ = tip.lastSeq;
   metrics_.publishedVersion = streamVersion;
@@ -324,7 +325,7 @@ Status Relay::onBatch(Assigner::Batch& batch) {
 Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
   const auto sentAt = clock_.now();  // one read per batch: the deadline is ack_timeout, not microseconds
   for (const auto& row : rows) {
-    Status s = publisher_.publish(row, state_.epoch, expectedSeq_);
+    Status s = publisher_.publish(row, state_.epoch, expectedSeq_, /*fenceOnPreviousVersion=*/!firstPublish_);
     if (!s.isOk()) {
       metrics_.errorsPublish++;
       // Checked before its version was assigned, but the server may take less now (max_payload).
@@ -336,6 +337,7 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
       }
       return s;
     }
+    firstPublish_ = false;
     ++expectedSeq_;
     ++nextVersion_;
     inFlight_.push_back({row.version, row.createdAtMicros, sentAt});
@@ -351,7 +353,10 @@ std::string Relay::applyAcks() {
     if (ack.version <= tracker_.contiguousVersion() || ack.version >= nextVersion_) continue;
     if (ack.ok) {
       tracker_.ack(ack.version, ack.seq);
-    } else if (failure.empty()) {
+      continue;
+    }
+    failed_.insert(ack.version);
+    if (failure.empty()) {
       (ack.fenced ? metrics_.errorsFenced : metrics_.errorsPublish)++;
       failure = fmt::format("publish of version {} failed ({}){}", ack.version, ack.error,
                             ack.fenced ? ": another writer, or the stream changed; reconciling" : "");
@@ -403,7 +408,9 @@ Status Relay::mark(bool force) {
 void Relay::settle(std::chrono::milliseconds limit) {
   if (!ackStateValid_) return dropAckState();
   auto deadline = clock_.now() + limit;
-  while (!inFlight_.empty() && clock_.now() < deadline) {
+  // Until every publish in flight is answered: a failed one is never acked, so waiting for it to
+  // be would hold the next session back by the whole limit.
+  while (inFlight_.size() > tracker_.waiting() + failed_.size() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
     applyAcks();
     retireAcknowledged();
@@ -415,6 +422,7 @@ void Relay::settle(std::chrono::milliseconds limit) {
 void Relay::dropAckState() {
   ackStateValid_ = false;
   inFlight_.clear();
+  failed_.clear();
 }
 
 }  // namespace outbox

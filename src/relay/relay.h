@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,7 @@ class Relay {
   SourceState state_;
   uint64_t nextVersion_ = 1;   // the next version to publish
   uint64_t expectedSeq_ = 0;   // the stream's last sequence once everything sent is stored
+  bool firstPublish_ = true;   // the session has sent nothing yet: fence on the sequence only
   // The ack state of this session: valid from reconcile() to the end of settle(). Marks come only
   // from it, never from a tracker an earlier session left behind.
   bool ackStateValid_ = false;
@@ -111,6 +113,7 @@ class Relay {
   // Versions sent and not yet below the contiguous mark, oldest first: its size bounds the
   // tracker's memory, its front is the oldest publish still waiting for an ack.
   std::deque<Sent> inFlight_;
+  std::set<uint64_t> failed_;  // versions in flight whose publish failed (answered, never acked)
   std::vector<VersionAck> acks_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started

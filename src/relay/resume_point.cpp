@@ -28,18 +28,16 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   const bool thisEpoch = tip.version && tip.epoch == state.epoch;
 
   if (L >= S) {
-    // Right after an epoch bump, before the new epoch has published anything, messages past S can
-    // only be the last old-epoch ones of the leader the bump fenced (stored after the bump read
-    // the stream): versions the bump already moved past. The epoch begins after them. (None can
-    // follow a message of the new epoch: the fenced relay starts the new epoch itself once its
-    // old-epoch publishes are answered, and any other writer's fence sequence is behind from the
-    // first new message on.)
-    if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq) {
-      const bool storedPastMarks = tip.version && tip.seq > S;
-      const bool fencedLeadersTail = storedPastMarks
-                                         ? tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter
-                                         : A == P;  // none stored, and the epoch has assigned nothing
-      if (fencedLeadersTail) return ResumePoint{P, L, L};
+    // Right after an epoch bump, before the new epoch has published anything, a stored old-epoch
+    // message past S, of a version the bump already moved past, is one of the last of the leader
+    // the bump fenced (stored after the bump read the stream). The epoch begins after it. (None
+    // can follow a message of the new epoch: every publish but a session's first also fences on
+    // the previous version's Msg-Id, which no other writer's message can match.) Had those
+    // messages expired, they could not be told from the epoch's own: that halts below as "ahead
+    // of the database", and a second bump resolves it.
+    if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq && tip.version &&
+        tip.seq > S && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter) {
+      return ResumePoint{P, L, L};
     }
     // Nothing the marks count was lost. A stored message past the marks must be the version the
     // rule says; anything else was written by someone else.
@@ -77,10 +75,21 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   return ResumePoint{std::min(from, A), L};
 }
 
-uint64_t versionsKeptByBump(const SourceState& state, const StreamTip& tip) {
-  uint64_t kept = state.publishedThrough;
-  if (tip.version && tip.epoch == state.epoch) kept = std::max(kept, *tip.version);
-  return std::min(kept, std::max(state.assignedThrough, state.publishedThrough));
+BumpPlan planEpochBump(const SourceState& state, const StreamTip& tip, uint64_t maxVersionInTable) {
+  const uint64_t P = state.publishedThrough, S = state.publishedStreamSeq, A = state.assignedThrough;
+  const uint64_t L = tip.lastSeq;
+  const uint64_t atLastSeq = L >= S ? P + (L - S) : 0;  // a lower bound of the version at L
+  BumpPlan plan;
+  plan.epoch = std::max(state.epoch, tip.version ? tip.epoch : 0) + 1;
+  plan.highest = std::max<uint64_t>({tip.version.value_or(0), maxVersionInTable, A, P, atLastSeq});
+  if (auto resume = findResumePoint(state, tip, ""); resume.isOk()) {
+    plan.kept = std::min(resume->version, A);
+  } else if ((tip.version && tip.epoch == state.epoch && *tip.version >= A) || atLastSeq >= A) {
+    plan.kept = A;  // the stream is ahead of the database: it holds everything assigned
+  } else {
+    plan.kept = std::min(P, A);  // only the marks are certain
+  }
+  return plan;
 }
 
 }  // namespace outbox

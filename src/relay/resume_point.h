@@ -34,11 +34,18 @@ struct ResumePoint {
 // or holds messages the marks cannot account for.
 Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& tip, const std::string& stream);
 
-// What `epoch bump` keeps of the versions assigned in the current epoch: those certainly in the
-// stream — through published_through (marks come only from acks) and, when the newest stored
-// message is of this epoch, through its version (each message is fenced on the one before, so
-// the stream holds every version before it). Rows assigned above are versioned again in the new
-// epoch, which costs a duplicate at worst; keeping a version the stream lacks would lose its row.
-uint64_t versionsKeptByBump(const SourceState& state, const StreamTip& tip);
+// What `epoch bump` does (ARCHITECTURE.md section 4), given the source's state, the stream's tip
+// and the highest version in the table.
+struct BumpPlan {
+  uint64_t epoch = 0;    // the new epoch: above the database's and the stream's
+  uint64_t highest = 0;  // the new epoch's versions start above this: every version ever used
+  uint64_t kept = 0;     // versions above this lose their rows' assignment (published again)
+};
+// `kept` is what the stream certainly holds — by the rules reconcile uses (findResumePoint), or,
+// where those halt, everything assigned when the stream is ahead of the database (a restore),
+// else the marks — so a row whose version the stream may lack is published again: a duplicate
+// at worst, never a lost row. `highest` covers messages that have since expired (the version at
+// the stream's last sequence is at least P + (L - S)).
+BumpPlan planEpochBump(const SourceState& state, const StreamTip& tip, uint64_t maxVersionInTable);
 
 }  // namespace outbox

@@ -178,3 +178,54 @@ BOOST_AUTO_TEST_CASE(healthcheck_asks_readyz_of_a_running_bridge) {
   BOOST_TEST(runBridge({"healthcheck", "--config", config}).exitCode == 1);
   BOOST_TEST(runBridge({"healthcheck"}).exitCode == 2);
 }
+
+// ARCHITECTURE.md section 3a: the bridge reads information_schema.INNODB_TRX, which needs the
+// PROCESS privilege. Without it `run` exits 2 with the exact GRANT to run; with it, it starts.
+BOOST_AUTO_TEST_CASE(run_without_the_process_privilege_exits_2_with_the_grant) {
+  TestDatabase database("noproc");
+  SourceSpec source{uniqueName("np", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string user = "np_" + database.name().substr(database.name().size() - 8);
+  auto& sql = database.sql();
+  BOOST_REQUIRE(sql.exec(fmt::format("CREATE USER '{}'@'%' IDENTIFIED BY 'np-secret'", user)).isOk());
+  struct DropUser {
+    outbox::db::Connection& sql;
+    std::string user;
+    ~DropUser() { (void)sql.exec(fmt::format("DROP USER IF EXISTS '{}'@'%'", user)); }
+  } dropUser{sql, user};
+  BOOST_REQUIRE(sql.exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON `{}`.* TO '{}'@'%'", database.name(),
+                                     user)).isOk());
+  std::string upper;
+  for (char c : source.name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string env = fmt::format("OUTBOX_BRIDGE_SOURCE_{}_DSN='mysql://{}@{}:{}/{}' "
+                                      "OUTBOX_BRIDGE_SOURCE_{}_PASSWORD=np-secret ",
+                                      upper, user, stack().mysqlHost, stack().mysqlPort, database.name(), upper);
+  auto refused = runCommand(env + fmt::format("timeout -s TERM 5 {} run --config {}", stack().bridgeBinary, config));
+  BOOST_TEST(refused.exitCode == 2, refused.err);
+  BOOST_TEST(refused.err.find(fmt::format("GRANT PROCESS ON *.* TO '{}'@'%';", user)) != std::string::npos,
+             refused.err);
+  BOOST_TEST(refused.err.find(source.name) != std::string::npos, refused.err);
+
+  BOOST_REQUIRE(sql.exec(fmt::format("GRANT PROCESS ON *.* TO '{}'@'%'", user)).isOk());
+  auto started = runCommand(env + fmt::format("timeout -s TERM 3 {} run --config {}", stack().bridgeBinary, config));
+  BOOST_TEST(started.exitCode == 124, started.err);  // ran until timeout stopped it
+  BOOST_TEST(started.err.find("in step with stream") != std::string::npos, started.err);
+}
+
+// A replica (read_only on) cannot show the primary's open transactions: refused at start.
+BOOST_AUTO_TEST_CASE(run_against_a_read_only_server_exits_2) {
+  TestDatabase database("ro");
+  SourceSpec source{uniqueName("ro", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  auto& sql = database.sql();
+  BOOST_REQUIRE(sql.exec("SET GLOBAL read_only = 1").isOk());
+  struct Writable {
+    outbox::db::Connection& sql;
+    ~Writable() { (void)sql.exec("SET GLOBAL read_only = 0"); }
+  } writable{sql};
+  auto refused = runCommand(fmt::format("timeout -s TERM 5 {} run --config {}", stack().bridgeBinary, config));
+  BOOST_TEST(refused.exitCode == 2, refused.err);
+  BOOST_TEST(refused.err.find("read_only on: it is a replica") != std::string::npos, refused.err);
+}

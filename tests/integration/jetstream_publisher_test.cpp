@@ -59,14 +59,14 @@ struct PublisherFixture {
 // that copy has since been deleted. Marking it published would leave a hole in the stream.
 BOOST_AUTO_TEST_CASE(a_duplicate_ack_counts_only_while_the_stream_holds_the_first_copy) {
   PublisherFixture f;
-  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0).isOk());
-  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 1).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0, false).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 1, false).isOk());
   auto first = f.acks(2);
   BOOST_REQUIRE(first.size() == 2u);
   BOOST_TEST((first[0].ok && first[1].ok));
 
   // Version 2 again while the stream holds it: a good duplicate (the retry after a lost ack).
-  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 2).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 2, false).isOk());
   auto again = f.acks(1);
   BOOST_REQUIRE(again.size() == 1u);
   BOOST_TEST(again[0].ok, again[0].error);
@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_duplicate_ack_counts_only_while_the_stream_holds_the_firs
 
   // Version 1's message deleted (an operator, or max_age); its Msg-Id is still in the window.
   BOOST_REQUIRE(f.reader.js().deleteMessage(f.source.stream, 1).isOk());
-  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 2).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 2, false).isOk());
   auto lost = f.acks(1);
   BOOST_REQUIRE(lost.size() == 1u);
   BOOST_TEST(!lost[0].ok);
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(a_duplicate_ack_counts_only_while_the_stream_holds_the_firs
 // Issue 8: acks queued before abandon() belong to publishes the next session never made.
 BOOST_AUTO_TEST_CASE(abandon_forgets_acks_already_queued) {
   PublisherFixture f;
-  for (uint64_t v = 1; v <= 3; ++v) BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(v), 1, v - 1).isOk());
+  for (uint64_t v = 1; v <= 3; ++v) BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(v), 1, v - 1, false).isOk());
   // Let the acks arrive and queue up, untaken.
   BOOST_REQUIRE(waitUntil([&] { return f.reader.state(f.source.stream).lastSeq == 3; }, 5s));
   std::this_thread::sleep_for(200ms);
@@ -102,11 +102,52 @@ BOOST_AUTO_TEST_CASE(abandon_forgets_acks_already_queued) {
 BOOST_AUTO_TEST_CASE(a_failed_first_publish_and_abandon_leave_the_publisher_usable) {
   PublisherFixture f;
   auto tooBig = PublisherFixture::row(1, static_cast<size_t>(f.connection->maxPayload()) + 1024);
-  BOOST_TEST(!f.publisher->publish(tooBig, 1, 0).isOk());
+  BOOST_TEST(!f.publisher->publish(tooBig, 1, 0, false).isOk());
   f.publisher->abandon();
   // Still usable: the next publish is stored and acked.
-  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0, false).isOk());
   auto acked = f.acks(1);
   BOOST_REQUIRE(acked.size() == 1u);
   BOOST_TEST(acked[0].ok, acked[0].error);
+}
+
+// Review of issue 8: sequence fences alone let a stale writer's pipelined message in between
+// another writer's (its next fence matches once one foreign message is stored). The id fence
+// (Nats-Expected-Last-Msg-Id) cannot be met by a foreign message; after a nats-server restart,
+// when the last message is older than the duplicate window and the server has forgotten its id,
+// a session's first publish (sequence fence only) sets it again.
+BOOST_AUTO_TEST_CASE(the_id_fence_refuses_what_the_sequence_fence_lets_through_and_survives_a_restart) {
+  PublisherFixture f;
+  f.source.duplicateWindow = 1s;
+  BOOST_REQUIRE(f.reader.js().deleteStream(f.source.stream).isOk());
+  BOOST_REQUIRE(f.publisher->prepare().isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0, false).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 1, true).isOk());
+  auto stored = f.acks(2);
+  BOOST_REQUIRE(stored.size() == 2u);
+  BOOST_TEST((stored[0].ok && stored[1].ok));
+  // A stale writer's version 15, whose sequence fence (2) happens to match.
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(15), 1, 2, true).isOk());
+  auto stale = f.acks(1);
+  BOOST_REQUIRE(stale.size() == 1u);
+  BOOST_TEST(!stale[0].ok);
+  BOOST_TEST(stale[0].fenced, stale[0].error);
+  BOOST_TEST(f.reader.state(f.source.stream).lastSeq == 2u);
+
+  // Restarted after the duplicate window: the server no longer knows the last message's id.
+  std::this_thread::sleep_for(1200ms);
+  stackCommand("restart", "nats");
+  BOOST_REQUIRE(waitUntil([&] { return f.connection->isConnected(); }, 10s));
+  BOOST_REQUIRE(f.publisher->prepare().isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(3), 1, 2, true).isOk());
+  auto forgotten = f.acks(1);
+  BOOST_REQUIRE(forgotten.size() == 1u);
+  BOOST_TEST(forgotten[0].fenced, "the server remembered the last id after a restart: this test proves nothing");
+  // A new session's first publish fences on the sequence only, and sets the id for the rest.
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(3), 1, 2, false).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(4), 1, 3, true).isOk());
+  auto resumed = f.acks(2);
+  BOOST_REQUIRE(resumed.size() == 2u);
+  BOOST_TEST((resumed[0].ok && resumed[1].ok), resumed[0].error + " / " + resumed[1].error);
+  BOOST_TEST(f.reader.state(f.source.stream).lastSeq == 4u);
 }

@@ -114,6 +114,10 @@ BOOST_AUTO_TEST_CASE(identifiers) {
 
 BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "outbox_table = \"x; drop\"\n") == "source.account.outbox_table");
+  // `<outbox_table>_versions` must fit in 64 characters.
+  BOOST_TEST(errorKey(std::string(kMinimal) + "outbox_table = \"" + std::string(56, 'o') + "\"\n") ==
+             "source.account.outbox_table");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "outbox_table = \"" + std::string(55, 'o') + "\"\n").empty());
   BOOST_TEST(errorKey(std::string(kMinimal) + "batch_size = 0\n") == "source.account.batch_size");
   BOOST_TEST(errorKey(std::string(kMinimal) + "batch_size = \"ten\"\n") == "source.account.batch_size");
   BOOST_TEST(errorKey(std::string(kMinimal) + "poll_interval = \"fast\"\n") == "source.account.poll_interval");

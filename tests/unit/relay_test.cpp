@@ -155,6 +155,17 @@ class FakePublisher final : public Publisher {
   std::set<uint64_t> loseAckOf;  // versions whose first ack is lost while others arrive
   int failNextTips = 0;
   std::atomic<size_t> maxPayload{1024 * 1024};  // the server's; a reconnect may bring a smaller one
+  // Another writer's messages (a stale leader's pipeline flushed in between): called under the
+  // lock before each publish is processed, and after each one is stored.
+  std::function<void()> beforePublish;
+  std::function<void()> afterStore;
+  bool fencesOnIds = false;  // some publish of the relay carried the Msg-Id fence
+  int fenceNextPublishes = 0;  // refused by a fence, nothing stored (as if the stream moved)
+  // Stores a message as another writer would (its Msg-Id joins the duplicate window).
+  void storeForeign(uint64_t version, uint64_t epoch, bool expired = false) {
+    stream.push_back({version, epoch, expired});
+    dedup[version] = stream.size();
+  }
 
   // Versions 1..n stored, in order, with none deleted: the longest such n.
   uint64_t holdsThrough() {
@@ -197,22 +208,35 @@ class FakePublisher final : public Publisher {
     }
     return t;
   }
-  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq) override {
+  Status publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq,
+                 bool fenceOnPreviousVersion) override {
     std::lock_guard lock(mu);
     if (row.payload && row.payload->size() > maxPayload) return Status::transient("nats: Maximum Payload Exceeded");
+    fencesOnIds = fencesOnIds || fenceOnPreviousVersion;
+    if (beforePublish) beforePublish();
     VersionAck ack;
     ack.version = row.version;
-    if (auto it = dedup.find(row.version); it != dedup.end()) {
+    // The server's last Msg-Id: of the last message stored, even when since deleted.
+    const uint64_t lastId = stream.empty() ? 0 : stream.back().version;
+    if (fenceNextPublishes > 0) {
+      --fenceNextPublishes;
+      ack.fenced = true;
+      ack.error = "injected fence error";
+    } else if (auto it = dedup.find(row.version); it != dedup.end()) {
       ack.ok = true;
       ack.seq = it->second;
     } else if (expectedLastSeq != stream.size()) {
       ack.fenced = true;
       ack.error = "wrong last sequence";
+    } else if (fenceOnPreviousVersion && lastId != row.version - 1) {
+      ack.fenced = true;
+      ack.error = "wrong last msg ID";
     } else {
       stream.push_back({row.version, epoch});
       dedup[row.version] = stream.size();
       ack.ok = true;
       ack.seq = stream.size();
+      if (afterStore) afterStore();
     }
     if (dropNextAcks > 0) {
       --dropNextAcks;
@@ -256,10 +280,10 @@ struct Harness {
     source.batchSize = 10;
     source.pollInterval = 5ms;
   }
-  void start() {
+  void start(std::chrono::milliseconds ackTimeout = 300ms) {
     Relay::Options options;
     options.maxInFlight = 30;
-    options.ackTimeout = 300ms;
+    options.ackTimeout = ackTimeout;
     options.haltRecheck = 20ms;
     relay = std::make_unique<Relay>(source, store, store, publisher, nullptr, stop, metrics, options);
     thread = std::thread([this] { relay->run(); });
@@ -547,4 +571,77 @@ BOOST_AUTO_TEST_CASE(an_assigned_row_the_server_no_longer_takes_halts_with_its_v
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 5; }));
   BOOST_TEST(h.store.snapshot().haltedReason.empty());
   BOOST_TEST(h.streamIsDense(5));
+}
+
+// A bump happened (epoch 2 after version 20, the stream at sequence 10); this relay leads epoch
+// 2. Set up before start().
+void bumpedAfterTen(Harness& h, uint64_t rows, uint64_t versionsAfter) {
+  h.store.add(static_cast<int>(rows));
+  for (uint64_t v = 1; v <= 10; ++v) {  // epoch 1: versions 1..10 at 1..10
+    h.store.rows[v - 1].version = v;
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.store.state.epoch = 2;
+  h.store.state.assignedThrough = h.store.state.publishedThrough = versionsAfter;
+  h.store.state.publishedStreamSeq = 10;
+  h.store.state.epochVersionsAfter = versionsAfter;
+  h.store.state.epochStreamSeq = 10;
+}
+
+std::string missingFromEpoch(Harness& h, uint64_t epoch, uint64_t from, uint64_t through) {
+  std::set<uint64_t> stored;
+  for (auto& m : h.publisher.copy()) {
+    if (m.epoch == epoch && !m.deleted) stored.insert(m.version);
+  }
+  std::string missing;
+  for (uint64_t v = from; v <= through; ++v) {
+    if (!stored.count(v)) missing += std::to_string(v) + " ";
+  }
+  return missing;
+}
+
+// Review of issue 8 (found by a reviewer, reproduced with these fakes): a stale leader resumed
+// after an epoch bump flushes its pipeline (epoch-1 versions 11..15, fenced on sequences 10..14).
+// With sequence fences only, its 14 and 15 got in between this relay's 21..23 and 26..; reconcile's
+// arithmetic then marked 24 and 25 published, though the stream never stored them.
+BOOST_AUTO_TEST_CASE(a_stale_leaders_pipeline_after_a_bump_cannot_interleave) {
+  Harness h;
+  bumpedAfterTen(h, 20, 20);
+  bool injected = false;
+  h.publisher.afterStore = [&] {
+    if (injected || h.publisher.stream.size() != 13) return;
+    injected = true;
+    // The stale leader's pipeline: version v fenced on sequence v - 1, and on Msg-Id v - 1 when
+    // the relay (the same program) fences on ids.
+    auto& stream = h.publisher.stream;
+    for (uint64_t v = 11; v <= 15; ++v) {
+      bool seqFenceMet = stream.size() == v - 1;
+      bool idFenceMet = !h.publisher.fencesOnIds || stream.back().version == v - 1;
+      if (seqFenceMet && idFenceMet) h.publisher.storeForeign(v, 1);
+    }
+  };
+  for (uint64_t id = 11; id <= 20; ++id) h.store.rows[id - 1].version = 0;  // cleared by the bump
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 30; }));
+  BOOST_TEST(injected);
+  BOOST_TEST(missingFromEpoch(h, 2, 21, 30).empty(), "marked published, never stored: " << missingFromEpoch(h, 2, 21, 30));
+  BOOST_TEST(h.store.snapshot().haltedReason.empty());
+  for (const auto& m : h.publisher.copy()) BOOST_TEST(!(m.epoch == 1 && m.version > 10), "stale version " << m.version);
+}
+
+// Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout
+// (5 s by default) for it before the next session could reconcile: every fence error stalled the
+// source that long. It now stops waiting once every publish in flight is answered.
+BOOST_AUTO_TEST_CASE(a_fence_error_does_not_stall_the_source_for_the_ack_timeout) {
+  Harness h;
+  h.store.add(40);
+  h.publisher.fenceNextPublishes = 3;
+  auto begin = std::chrono::steady_clock::now();
+  h.start(/*ackTimeout=*/5s);
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 40; }));
+  auto took = std::chrono::steady_clock::now() - begin;
+  BOOST_TEST(took < 2s, std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  BOOST_TEST(h.streamIsDense(40));
+  BOOST_TEST(h.metrics.errorsFenced.load() >= 1u);
 }

@@ -1,0 +1,56 @@
+#include "db/preflight.h"
+
+#include <mysqld_error.h>
+
+#include <fmt/format.h>
+
+namespace outbox::db {
+
+namespace {
+
+// 'user'@'host' of CURRENT_USER(), as a GRANT names it.
+std::string grantee(Connection& conn) {
+  auto rows = conn.query("SELECT CURRENT_USER()");
+  if (!rows.isOk() || !rows->next()) return "'USER'@'HOST'";
+  std::string user(rows->text(0));
+  auto at = user.rfind('@');
+  if (at == std::string::npos) return conn.quote(user);
+  return conn.quote(user.substr(0, at)) + "@" + conn.quote(user.substr(at + 1));
+}
+
+}  // namespace
+
+Status checkServer(Connection& conn, std::vector<std::string>& notes) {
+  auto trx = conn.query("SELECT COUNT(*) FROM information_schema.INNODB_TRX");
+  if (!trx.isOk()) {
+    if (conn.errorCode() == ER_SPECIFIC_ACCESS_DENIED_ERROR) {
+      return Status::permanent(fmt::format(
+          "the database user lacks the PROCESS privilege, which the bridge needs to read "
+          "information_schema.INNODB_TRX (which open transactions may still commit an outbox row); run: GRANT "
+          "PROCESS ON *.* TO {};",
+          grantee(conn)));
+    }
+    return trx.status();
+  }
+  auto server = conn.query("SELECT @@read_only, @@global.wsrep_on");
+  if (!server.isOk()) {
+    // MySQL has no wsrep_on.
+    server = conn.query("SELECT @@read_only, 0");
+    if (!server.isOk()) return server.status();
+  }
+  if (!server->next()) return Status::transient("SELECT @@read_only returned no row");
+  if (server->u64(0) != 0) {
+    return Status::permanent(
+        "the server has read_only on: it is a replica. The bridge must read the primary, where the producers' "
+        "transactions run (ARCHITECTURE.md section 3a): on a replica a row still being committed on the primary "
+        "could be taken for a rolled-back one and lost. Point the source's dsn at the primary");
+  }
+  if (server->u64(1) != 0) {
+    notes.push_back(
+        "this server is a Galera node (wsrep_on): every producer of this source must write through this node, or a "
+        "row committed on another node could be lost (ARCHITECTURE.md section 3a)");
+  }
+  return Status::ok();
+}
+
+}  // namespace outbox::db
