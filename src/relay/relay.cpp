@@ -138,7 +138,7 @@ Status Relay::session() {
       if (nextVersion_ <= state_.assignedThrough) {
         size_t count = 0;
         OUTBOX_RETURN_IF_ERROR(publishTail(count));
-        nextPoll_ = count == batch ? now : now + source_.pollInterval;
+        nextPoll_ = count == batch ? now : now + nextPollDelay(count > 0);
       } else {
         pollStarted_ = now;
         assigner_.start(source_.batchSize, state_.assignedThrough);
@@ -179,6 +179,12 @@ void Relay::logProgress() {
   }
   loggedPublishedRows_ = rows;
   lastProgressLog_ = now;
+}
+
+std::chrono::milliseconds Relay::nextPollDelay(bool rowsCame) {
+  const auto longest = std::chrono::duration_cast<std::chrono::milliseconds>(source_.pollInterval);
+  idleDelay_ = rowsCame ? kFlowingPoll : std::min(std::max(idleDelay_ * 2, kFlowingPoll), longest);
+  return std::min(idleDelay_, longest);
 }
 
 bool Relay::roomFor(size_t rows) const {
@@ -300,9 +306,11 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();
   bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
-  // Polls keep a steady cadence from when they started, so the time a batch takes is not added
-  // to the wait of a row committed just after a read.
-  nextPoll_ = full || batch.poison ? now : pollStarted_ + source_.pollInterval;
+  // Polls follow the flow: while rows come, the next poll follows at once (a full batch) or after
+  // kFlowingPoll; each empty poll doubles the wait, up to poll_interval. Waits count from when a
+  // poll started, so the time a batch takes is not added to the wait of a row committed just
+  // after its read.
+  nextPoll_ = full || batch.poison ? now : pollStarted_ + nextPollDelay(batch.read > 0);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) {

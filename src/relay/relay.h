@@ -63,6 +63,8 @@ class Relay {
   // poison row that ended it, if any.
   Status onBatch(Assigner::Batch& batch);
   bool roomFor(size_t rows) const;
+  // How long after a poll started the next one starts, when its batch was not full.
+  std::chrono::milliseconds nextPollDelay(bool rowsCame);
   Status publishRows(const std::vector<OutboxRow>& rows);
   // Applies the acks received so far; marks; returns the first publish failure, if any.
   Status processAcks();
@@ -117,6 +119,9 @@ class Relay {
   std::vector<VersionAck> acks_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started
+  // The wait after a poll that found rows; each empty poll doubles it up to poll_interval.
+  static constexpr std::chrono::milliseconds kFlowingPoll{2};
+  std::chrono::milliseconds idleDelay_{kFlowingPoll};
   Clock::TimePoint lastMark_;
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;

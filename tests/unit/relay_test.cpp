@@ -62,7 +62,9 @@ class FakeStore final : public OutboxStore {
     std::lock_guard lock(mu);
     return state;
   }
+  std::atomic<int> polls{0};  // readPending calls
   Result<std::vector<OutboxRow>> readPending(int limit) override {
+    ++polls;
     std::lock_guard lock(mu);
     std::vector<OutboxRow> out;
     for (const auto& r : rows) {
@@ -644,4 +646,34 @@ BOOST_AUTO_TEST_CASE(a_fence_error_does_not_stall_the_source_for_the_ack_timeout
   BOOST_TEST(took < 2s, std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
   BOOST_TEST(h.streamIsDense(40));
   BOOST_TEST(h.metrics.errorsFenced.load() >= 1u);
+}
+
+// Issue 9: polls follow the flow. While rows come the relay polls again within milliseconds; when
+// polls come back empty it backs off to poll_interval (here 400 ms), so an idle source costs a
+// few queries a second and a row committed while rows flow waits milliseconds, not poll_interval.
+BOOST_AUTO_TEST_CASE(polls_follow_the_flow_and_back_off_to_poll_interval_when_idle) {
+  Harness h;
+  h.source.pollInterval = 400ms;
+  h.start();
+  std::this_thread::sleep_for(1000ms);  // backed off by now
+  int before = h.store.polls;
+  std::this_thread::sleep_for(1200ms);
+  int idlePolls = h.store.polls - before;
+  BOOST_TEST(idlePolls <= 4, idlePolls << " polls in 1.2 s while idle");
+  BOOST_TEST(idlePolls >= 2, idlePolls << " polls in 1.2 s while idle");
+
+  h.store.add(1);
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 1; }));
+  std::vector<long> waits;
+  for (uint64_t n = 2; n <= 11; ++n) {
+    std::this_thread::sleep_for(30ms);
+    auto added = std::chrono::steady_clock::now();
+    h.store.add(1);
+    BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == n; }));
+    waits.push_back(static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - added).count()));
+  }
+  long longest = *std::max_element(waits.begin(), waits.end());
+  BOOST_TEST(longest < 150, "a row waited " << longest << " ms while rows flowed (poll_interval 400 ms)");
+  BOOST_TEST(h.streamIsDense(11));
 }
