@@ -121,7 +121,7 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
   metrics_.running = true;
-  nextPoll_ = lastMark_ = clock_.now();
+  nextPoll_ = lastMark_ = lastRowsAt_ = clock_.now();
   const auto batch = static_cast<size_t>(source_.batchSize);
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(checkLeadership());
@@ -182,9 +182,14 @@ void Relay::logProgress() {
 }
 
 std::chrono::milliseconds Relay::nextPollDelay(bool rowsCame) {
+  // The wait grows with the time since rows last came: a producer that pauses for a moment (a
+  // slow commit, a GC) finds the relay still polling every few ms; one that stopped costs a poll
+  // per poll_interval after a few seconds.
+  auto now = clock_.now();
+  if (rowsCame) lastRowsAt_ = now;
+  auto sinceRows = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastRowsAt_);
   const auto longest = std::chrono::duration_cast<std::chrono::milliseconds>(source_.pollInterval);
-  idleDelay_ = rowsCame ? kFlowingPoll : std::min(std::max(idleDelay_ * 2, kFlowingPoll), longest);
-  return std::min(idleDelay_, longest);
+  return std::min(std::max(kFlowingPoll, sinceRows / 8), longest);
 }
 
 bool Relay::roomFor(size_t rows) const {
@@ -306,10 +311,10 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();
   bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
-  // Polls follow the flow: while rows come, the next poll follows at once (a full batch) or after
-  // kFlowingPoll; each empty poll doubles the wait, up to poll_interval. Waits count from when a
-  // poll started, so the time a batch takes is not added to the wait of a row committed just
-  // after its read.
+  // Polls follow the flow: while rows come, the next poll follows at once (a full batch) or within
+  // milliseconds; the wait grows to poll_interval as rows stop coming (nextPollDelay). Waits count
+  // from when a poll started, so the time a batch takes is not added to the wait of a row
+  // committed just after its read.
   nextPoll_ = full || batch.poison ? now : pollStarted_ + nextPollDelay(batch.read > 0);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.

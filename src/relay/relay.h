@@ -119,9 +119,10 @@ class Relay {
   std::vector<VersionAck> acks_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started
-  // The wait after a poll that found rows; each empty poll doubles it up to poll_interval.
+  // The shortest wait between polls, while rows flow; it grows to poll_interval as the time since
+  // rows last came grows.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};
-  std::chrono::milliseconds idleDelay_{kFlowingPoll};
+  Clock::TimePoint lastRowsAt_;
   Clock::TimePoint lastMark_;
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;
