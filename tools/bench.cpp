@@ -359,6 +359,11 @@ int main(int argc, char** argv) {
     const std::string nodeSource = "node" + runId;
     const std::string nodeTable = nodeSource + "_outbox";
     check(conn->exec(fmt::format("CREATE TABLE {} LIKE {}", nodeTable, table)), "create the node poller's table");
+    // The poller keeps versions in the table, as teams write it (the bridge's v1 design).
+    check(conn->exec(fmt::format("ALTER TABLE {} ADD COLUMN version BIGINT UNSIGNED NULL, ADD UNIQUE KEY uk_version "
+                                 "(version), ADD KEY idx_pending (version, id)",
+                                 nodeTable)),
+          "give the node poller's table a version column");
     check(conn->exec(fmt::format("INSERT INTO outbox_source_state (source) VALUES ('{}')", nodeSource)), "state row");
     bulkInsert(*conn, nodeTable, o.rows, o.payloadBytes);
     nats::StreamSettings settings;
@@ -388,11 +393,16 @@ int main(int argc, char** argv) {
   // (f) Prune: a table of pruneRows published rows, old enough, deleted by `outbox-bridge prune`.
   if (o.pruneRows > 0) {
     check(conn->exec(fmt::format("DELETE FROM {}", table)), "empty the outbox table");
+    check(conn->exec(fmt::format("DELETE FROM {}_versions", table)), "empty the versions table");
     const std::string body = payload(o.payloadBytes, 0);
-    check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload, created_at, version) "
-                                 "SELECT 'item', seq, 'upsert', '{}', NOW(6) - INTERVAL 2 HOUR, seq FROM seq_1_to_{}",
-                                 table, body, o.pruneRows)),
+    constexpr uint64_t kFirstId = 1'000'000'000;  // above every id the runs before used
+    check(conn->exec(fmt::format("INSERT INTO {} (id, entity_type, entity_key, op, payload, created_at) "
+                                 "SELECT {} + seq, 'item', seq, 'upsert', '{}', NOW(6) - INTERVAL 2 HOUR FROM seq_1_to_{}",
+                                 table, kFirstId, body, o.pruneRows)),
           "fill the outbox table");
+    check(conn->exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) SELECT seq, {} + seq FROM seq_1_to_{}",
+                                 table, kFirstId, o.pruneRows)),
+          "version the rows");
     check(conn->exec(fmt::format("UPDATE outbox_source_state SET assigned_through = {0}, published_through = {0} "
                                  "WHERE source = '{1}'",
                                  o.pruneRows, source)),

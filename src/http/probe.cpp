@@ -39,20 +39,18 @@ SourceProbeResult SourceProbe::query() {
     conn_ = std::move(opened).value();
   }
   const std::string table = "`" + source_.outboxTable + "`";
+  const std::string versions = "`" + source_.outboxTable + "_versions`";
   const std::string source = conn_->quote(source_.name);
-  // Not yet in the stream: rows with no version (but not quarantined), and rows assigned a
-  // version above published_through. The oldest of them is the first of either kind.
+  // Not yet in the stream: rows assigned a version above published_through, and rows with no
+  // version above the scan floor (the outbox table is append-only: every row at or below it is
+  // resolved), not quarantined. The oldest of them is the first of either kind.
   auto state = conn_->query(fmt::format(
-      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, "
-      "(SELECT COUNT(*) FROM (SELECT 1 FROM {0} FORCE INDEX (idx_pending) WHERE version IS NULL LIMIT {1}) p), "
-      "(SELECT COUNT(*) FROM outbox_quarantine WHERE source = {2}), "
-      "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} FORCE INDEX (idx_pending) WHERE version IS NULL "
-      " AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {2} AND q.outbox_id = {0}.id) "
-      " ORDER BY id LIMIT 1), "
-      "(SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM {0} WHERE version = s.published_through + 1), "
+      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
+      "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
+      " WHERE v.version = s.published_through + 1), "
       "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) "
       "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
-      table, kPendingCountCap, source));
+      versions, table, source));
   if (!state.isOk()) {
     conn_.reset();
     r.error = state.status().isTransient() ? fmt::format("database of source {} is not reachable", source_.name)
@@ -69,15 +67,29 @@ SourceProbeResult SourceProbe::query() {
   r.assignedThrough = state->u64(1);
   r.publishedThrough = state->u64(2);
   r.haltedReason = std::string(state->text(3));
-  uint64_t pending = state->u64(4), quarantined = state->u64(5);
+  const uint64_t floor = state->u64(4);
+  const uint64_t oldestAssigned = state->u64(5);  // NULL reads as 0
+  r.paused = state->u64(6) != 0;
+  r.leaseHolder = std::string(state->text(7));
+  r.leaseEpoch = state->u64(8);
+  if (auto expires = state->optText(9)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
+  const std::string unversioned = fmt::format(
+      "FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} AND v.version IS NULL "
+      "AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {3} AND q.outbox_id = o.id)",
+      table, versions, floor, source);
+  auto pending = conn_->query(fmt::format(
+      "SELECT (SELECT COUNT(*) FROM (SELECT 1 {0} LIMIT {1}) p), "
+      "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) {0} ORDER BY o.id LIMIT 1)",
+      unversioned, kPendingCountCap));
+  if (!pending.isOk() || !pending->next()) {
+    conn_.reset();
+    r.error = fmt::format("database of source {} is not reachable", source_.name);
+    r.reachable = false;
+    return r;
+  }
   uint64_t assignedNotPublished = r.assignedThrough > r.publishedThrough ? r.assignedThrough - r.publishedThrough : 0;
-  r.pendingRows = (pending > quarantined ? pending - quarantined : 0) + assignedNotPublished;
-  uint64_t oldestMicros = std::max(state->u64(6), state->u64(7));  // NULL reads as 0
-  r.oldestPendingSeconds = static_cast<double>(oldestMicros) / 1e6;
-  r.paused = state->u64(8) != 0;
-  r.leaseHolder = std::string(state->text(9));
-  r.leaseEpoch = state->u64(10);
-  if (auto expires = state->optText(11)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
+  r.pendingRows = pending->u64(0) + assignedNotPublished;
+  r.oldestPendingSeconds = static_cast<double>(std::max(pending->u64(1), oldestAssigned)) / 1e6;
   return r;
 }
 

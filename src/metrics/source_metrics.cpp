@@ -27,6 +27,12 @@ void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_paused", Type::kGauge, "1 while an operator has paused the source.");
   page.family("outbox_relay_running", Type::kGauge, "1 while this process runs the source's relay thread.");
   page.family("outbox_leader", Type::kGauge, "1 while this process holds the source's leader lease.");
+  page.family("outbox_open_holes", Type::kGauge,
+              "Outbox ids the scan read past that were not visible: rows still being committed, rolled back or "
+              "never used, until resolved (ARCHITECTURE.md section 3a). Leader only.");
+  page.family("outbox_oldest_open_hole_seconds", Type::kGauge,
+              "How long the oldest open hole has been open: a producer transaction open that long may still "
+              "commit its row.");
   page.family("outbox_commit_to_ack_seconds", Type::kHistogram,
               "From a row's created_at to the stream's acknowledgement of its message.");
 }
@@ -47,6 +53,8 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   page.sample("outbox_paused", source, uint64_t{m.paused.load() ? 1u : 0u});
   page.sample("outbox_relay_running", source, uint64_t{m.running.load() ? 1u : 0u});
   page.sample("outbox_leader", source, uint64_t{m.leader.load() ? 1u : 0u});
+  page.sample("outbox_open_holes", source, m.openHoles.load());
+  page.sample("outbox_oldest_open_hole_seconds", source, static_cast<double>(m.oldestOpenHoleMillis.load()) / 1e3);
   std::array<uint64_t, SourceMetrics::kLatencyBuckets.size() + 1> counts{};
   for (size_t i = 0; i < counts.size(); ++i) counts[i] = m.latencyBuckets[i].load();
   page.histogram("outbox_commit_to_ack_seconds", source, SourceMetrics::kLatencyBuckets, counts,

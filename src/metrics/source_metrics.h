@@ -28,6 +28,8 @@ struct SourceMetrics {
   std::atomic<bool> paused{false};
   std::atomic<bool> running{false};
   std::atomic<bool> leader{false};
+  std::atomic<uint64_t> openHoles{0};             // outbox ids read past, not yet resolved (3a)
+  std::atomic<uint64_t> oldestOpenHoleMillis{0};  // how long the oldest of them has been open
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
   std::atomic<uint64_t> latencySumMicros{0};
 

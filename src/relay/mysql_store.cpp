@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <mysqld_error.h>
+
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -12,16 +14,42 @@
 namespace outbox {
 
 namespace {
+// The outbox row's columns (alias o), then one more per query: its version, or the scan's flags.
 constexpr const char* kRowColumns =
-    "id, entity_type, entity_key, op, payload, CAST(UNIX_TIMESTAMP(created_at) * 1000000 AS UNSIGNED), version";
+    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED)";
+
+OutboxRow rowFrom(const db::Rows& rows) {
+  OutboxRow r;
+  r.id = rows.u64(0);
+  r.entityType = std::string(rows.text(1));
+  r.entityKey = std::string(rows.text(2));
+  r.op = std::string(rows.text(3));
+  if (auto payload = rows.optText(4)) r.payload = std::string(*payload);
+  r.createdAtMicros = static_cast<int64_t>(rows.u64(5));
+  return r;
 }
+
+std::string idList(const std::vector<uint64_t>& ids) {
+  std::string out;
+  out.reserve(ids.size() * 12);
+  for (uint64_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
+// The probes read rows by id in chunks of this many.
+constexpr size_t kIdChunk = 1000;
+}  // namespace
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
                                    bool checkServer)
     : source_(source),
       idleTransactionTimeout_(idleTransactionTimeout),
       checkServer_(checkServer),
-      table_("`" + source.outboxTable + "`") {}
+      table_("`" + source.outboxTable + "`"),
+      versions_("`" + source.outboxTable + "_versions`") {}
 
 Status MysqlOutboxStore::connect() {
   if (conn_) return Status::ok();  // methods drop the connection when it breaks
@@ -29,6 +57,7 @@ Status MysqlOutboxStore::connect() {
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();
   sourceLiteral_ = conn_->quote(source_.name);
+  if (auto id = conn_->queryU64("SELECT CONNECTION_ID()"); id.isOk() && id->has_value()) connectionId_ = **id;
   if (checkServer_) {
     std::vector<std::string> notes;
     if (Status s = db::checkServer(*conn_, notes); !s.isOk()) {
@@ -83,9 +112,9 @@ Status MysqlOutboxStore::ensureConnected() {
 }
 
 template <typename Fn>
-Status MysqlOutboxStore::inTransaction(Fn&& fn) {
+Status MysqlOutboxStore::inTransaction(Fn&& fn, const char* begin) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->begin();
+  Status s = begin != nullptr ? conn_->exec(begin) : conn_->begin();
   if (s.isOk()) s = fn();
   if (s.isOk()) s = conn_->commit();
   if (!s.isOk() && conn_) {
@@ -105,7 +134,8 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   auto rows = conn_->query(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, "
       "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
-      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0) "
+      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
+      "scan_cursor, scan_floor "
       "FROM outbox_source_state s WHERE source = {}",
       sourceLiteral_));
   if (!rows.isOk()) {
@@ -122,60 +152,197 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   state.paused = rows->u64(5) != 0;
   state.epochVersionsAfter = rows->u64(6);
   state.epochStreamSeq = rows->u64(7);
+  if (!rows->isNull(8)) state.scanCursor = rows->u64(8);
+  if (!rows->isNull(9)) state.scanFloor = rows->u64(9);
   return state;
 }
 
-Result<std::vector<OutboxRow>> MysqlOutboxStore::readRows(const std::string& sql) {
+Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto rows = conn_->query(sql);
-  if (!rows.isOk()) {
-    if (rows.status().isTransient()) conn_.reset();
-    return rows.status();
-  }
-  std::vector<OutboxRow> out;
-  out.reserve(rows->rowCount());
-  while (rows->next()) {
-    OutboxRow r;
-    r.id = rows->u64(0);
-    r.entityType = std::string(rows->text(1));
-    r.entityKey = std::string(rows->text(2));
-    r.op = std::string(rows->text(3));
-    if (auto payload = rows->optText(4)) r.payload = std::string(*payload);
-    r.createdAtMicros = static_cast<int64_t>(rows->u64(5));
-    r.version = rows->u64(6);
-    out.push_back(std::move(r));
+  if (!rows.isOk() && rows.status().isTransient()) conn_.reset();
+  return rows;
+}
+
+std::string MysqlOutboxStore::scannedRowsQuery(const std::string& where) const {
+  return fmt::format(
+      "SELECT {}, v.version IS NOT NULL, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id "
+      "LEFT JOIN outbox_quarantine q ON q.source = {} AND q.outbox_id = o.id WHERE {} ORDER BY o.id",
+      kRowColumns, table_, versions_, sourceLiteral_, where);
+}
+
+std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
+  std::vector<ScannedRow> out;
+  out.reserve(rows.rowCount());
+  while (rows.next()) out.push_back(ScannedRow{rowFrom(rows), rows.u64(6) != 0, rows.u64(7) != 0});
+  return out;
+}
+
+Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withTrx) {
+  NewRows out;
+  // One consistent snapshot for both reads: the INNODB_TRX reading is fresh only if it lists this
+  // very transaction, which began with the snapshot of the rows.
+  Status s = inTransaction(
+      [&]() -> Status {
+        auto rows = conn_->query(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
+        if (!rows.isOk()) return rows.status();
+        out.rows = scannedRows(*rows);
+        if (!withTrx) return Status::ok();
+        auto trx = conn_->query(
+            "SELECT trx_id, trx_mysql_thread_id, trx_query IS NOT NULL FROM information_schema.INNODB_TRX");
+        if (!trx.isOk()) return trx.status();
+        TrxReading reading;
+        while (trx->next()) {
+          // Read-only transactions show an id that is not a number on some servers: not a holder.
+          const uint64_t id = trx->u64(0);
+          if (trx->u64(1) == connectionId_) {
+            reading.fresh = true;
+            continue;
+          }
+          (trx->u64(2) != 0 ? reading.inStatement : reading.idle).push_back(id);
+        }
+        out.trx = std::move(reading);
+        return Status::ok();
+      },
+      "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY");
+  if (!s.isOk()) return s;
+  return out;
+}
+
+Result<std::vector<ScannedRow>> MysqlOutboxStore::readIds(const std::vector<uint64_t>& ids) {
+  std::vector<ScannedRow> out;
+  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
+    std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
+                                ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)));
+    auto rows = queryRows(scannedRowsQuery(fmt::format("o.id IN ({})", idList(chunk))));
+    if (!rows.isOk()) return rows.status();
+    auto part = scannedRows(*rows);
+    out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   return out;
 }
 
-Result<std::vector<OutboxRow>> MysqlOutboxStore::readPending(int limit) {
-  // FORCE INDEX: without it the optimizer may walk the primary key past every assigned row.
-  // ORDER BY id, not "version, id": within version IS NULL the index is already in id order,
-  // and naming version makes MariaDB filesort every pending row (8 ms instead of 1.5 ms per 1000).
-  return readRows(fmt::format(
-      "SELECT {} FROM {} FORCE INDEX (idx_pending) WHERE version IS NULL AND NOT EXISTS "
-      "(SELECT 1 FROM outbox_quarantine q WHERE q.source = {} AND q.outbox_id = {}.id) "
-      "ORDER BY id LIMIT {}",
-      kRowColumns, table_, sourceLiteral_, table_, limit));
+Result<std::vector<uint64_t>> MysqlOutboxStore::unheld(const std::vector<uint64_t>& ids) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  // A locking read at READ COMMITTED takes no gap locks: an id no transaction holds reads as
+  // nothing at once; one an open transaction inserted fails with a lock wait error (NOWAIT).
+  auto probe = [&](const std::vector<uint64_t>& some, std::vector<uint64_t>& present) -> Status {
+    OUTBOX_RETURN_IF_ERROR(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
+    OUTBOX_RETURN_IF_ERROR(conn_->begin());
+    auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE id IN ({}) LOCK IN SHARE MODE NOWAIT", table_,
+                                         idList(some)));
+    const unsigned code = rows.isOk() ? 0 : conn_->errorCode();
+    if (rows.isOk()) {
+      while (rows->next()) present.push_back(rows->u64(0));
+    }
+    Status end = rows.isOk() ? conn_->commit() : (conn_->rollback(), Status::ok());
+    if (!rows.isOk()) {
+      if (code == ER_LOCK_WAIT_TIMEOUT) return Status::transient("held");
+      if (rows.status().isTransient()) conn_.reset();
+      return rows.status();
+    }
+    return end;
+  };
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
+    std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
+                                ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)));
+    std::vector<uint64_t> present;
+    Status s = probe(chunk, present);
+    if (!s.isOk() && s.message() != "held") return s;
+    if (!s.isOk()) {
+      // Some id is held: probe one by one to find which.
+      present.clear();
+      for (uint64_t id : chunk) {
+        std::vector<uint64_t> one;
+        Status single = probe({id}, one);
+        if (!single.isOk() && single.message() != "held") return single;
+        if (!single.isOk() || !one.empty()) present.push_back(id);
+      }
+    }
+    std::sort(present.begin(), present.end());
+    for (uint64_t id : chunk) {
+      if (!std::binary_search(present.begin(), present.end(), id)) out.push_back(id);
+    }
+  }
+  return out;
+}
+
+Result<std::vector<uint64_t>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {
+  std::vector<uint64_t> resolved;
+  auto rows = queryRows(fmt::format(
+      "SELECT outbox_id FROM {} WHERE outbox_id > {} AND outbox_id <= {} UNION "
+      "SELECT outbox_id FROM outbox_quarantine WHERE source = {} AND outbox_id > {} AND outbox_id <= {} ORDER BY 1",
+      versions_, floor, cursor, sourceLiteral_, floor, cursor));
+  if (!rows.isOk()) return rows.status();
+  while (rows->next()) resolved.push_back(rows->u64(0));
+  std::vector<uint64_t> out;
+  size_t i = 0;
+  for (uint64_t id = floor + 1; id <= cursor; ++id) {
+    while (i < resolved.size() && resolved[i] < id) ++i;
+    if (i < resolved.size() && resolved[i] == id) continue;
+    out.push_back(id);
+  }
+  return out;
+}
+
+Result<uint64_t> MysqlOutboxStore::initialFloor() {
+  // Below the lowest row without a version (a v1 table's pending rows, or every row of a new
+  // source), else at the highest versioned one...
+  auto rows = queryRows(fmt::format(
+      "SELECT (SELECT MIN(o.id) FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id LEFT JOIN outbox_quarantine q "
+      "ON q.source = {2} AND q.outbox_id = o.id WHERE v.version IS NULL AND q.outbox_id IS NULL), "
+      "(SELECT MAX(outbox_id) FROM {1}), "
+      // ...and below every id a transaction open now may hold: ids taken before the oldest of them
+      // began (with a second's margin for statements in flight) are settled.
+      "(SELECT COALESCE(MAX(o.id), 0) FROM {0} o WHERE o.created_at < "
+      "(SELECT MIN(trx_started) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()) "
+      "- INTERVAL 1 SECOND), "
+      "(SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID())",
+      table_, versions_, sourceLiteral_));
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next()) return Status::transient("initial floor: no row");
+  uint64_t floor = rows->isNull(0) ? (rows->isNull(1) ? 0 : rows->u64(1)) : rows->u64(0) - 1;
+  if (!rows->isNull(1)) floor = std::min(floor, rows->u64(1));
+  if (rows->u64(3) > 0) floor = std::min(floor, rows->isNull(2) ? 0 : rows->u64(2));
+  return floor;
+}
+
+Status MysqlOutboxStore::saveScan(ScanMark mark) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  return standalone(guardedStateWrite(fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor),
+                                      "", "recording the scan"));
 }
 
 Result<std::vector<OutboxRow>> MysqlOutboxStore::readAssigned(uint64_t fromVersion, uint64_t throughVersion,
                                                               int limit) {
-  return readRows(fmt::format("SELECT {} FROM {} WHERE version BETWEEN {} AND {} ORDER BY version LIMIT {}",
-                              kRowColumns, table_, fromVersion, throughVersion, limit));
+  auto rows = queryRows(fmt::format(
+      "SELECT {}, v.version FROM {} v JOIN {} o ON o.id = v.outbox_id WHERE v.version BETWEEN {} AND {} "
+      "ORDER BY v.version LIMIT {}",
+      kRowColumns, versions_, table_, fromVersion, throughVersion, limit));
+  if (!rows.isOk()) return rows.status();
+  std::vector<OutboxRow> out;
+  out.reserve(rows->rowCount());
+  while (rows->next()) {
+    out.push_back(rowFrom(*rows));
+    out.back().version = rows->u64(6);
+  }
+  return out;
 }
 
-Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) {
-  if (rows.empty()) return Status::ok();
-  std::string ids;
-  ids.reserve(rows.size() * 12);
+Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) {
+  if (rows.empty()) return saveScan(mark);
+  std::string values;
+  values.reserve(rows.size() * 24);
+  uint64_t v = expectedAssignedThrough;
   for (const auto& r : rows) {
-    if (!ids.empty()) ids += ',';
-    ids += std::to_string(r.id);
+    if (!values.empty()) values += ',';
+    values += fmt::format("({},{})", ++v, r.id);
   }
   Status s = inTransaction([&]() -> Status {
     auto claimed = conn_->execCount(guardedStateUpdate(
-        fmt::format("s.assigned_through = s.assigned_through + {}", rows.size()),
+        fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
+                    mark.cursor, mark.floor),
         fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
@@ -183,20 +350,11 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
           "moved the source to a new epoch");
     }
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("SET @outbox_version := {}", expectedAssignedThrough)));
-    // One statement for the whole batch: versions follow id order.
-    auto assigned = conn_->execCount(fmt::format(
-        "UPDATE {} SET version = (@outbox_version := @outbox_version + 1) "
-        "WHERE id IN ({}) AND version IS NULL ORDER BY id",
-        table_, ids));
-    if (!assigned.isOk()) return assigned.status();
-    if (*assigned != rows.size()) {
-      return Status::transient(fmt::format("expected to assign {} rows, assigned {}", rows.size(), *assigned));
-    }
-    return Status::ok();
+    // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
+    return conn_->exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values));
   });
   if (!s.isOk()) return s;
-  uint64_t v = expectedAssignedThrough;
+  v = expectedAssignedThrough;
   for (auto& r : rows) r.version = ++v;
   return Status::ok();
 }
@@ -254,7 +412,7 @@ Result<bool> MysqlOutboxStore::quarantineAndResume(uint64_t outboxId, const std:
 
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
   return inTransaction([&]() -> Status {
-    auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE id = {} FOR UPDATE", table_, outboxId));
+    auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
     if (!version.isOk()) return version.status();
     if (version->has_value()) {
       return Status::permanent(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
@@ -286,15 +444,22 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
     current.publishedStreamSeq = rows->u64(3);
     current.epochVersionsAfter = rows->u64(4);
     current.epochStreamSeq = rows->u64(5);
-    auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", table_));
+    auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
     if (!maxInTable.isOk()) return maxInTable.status();
     plan = planEpochBump(current, tip, maxInTable->value_or(0));
-    // Assigned but not certainly in the stream: publish again under fresh versions.
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("UPDATE {} SET version = NULL WHERE version > {}", table_, plan.kept)));
+    // Assigned but not certainly in the stream: publish again under fresh versions. The scan's
+    // floor goes below those rows, so the next scan finds them again.
+    auto lowest = conn_->queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
+    if (!lowest.isOk()) return lowest.status();
+    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
+    std::string floor;
+    if (lowest->has_value()) {
+      floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
+    }
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
-        "published_stream_seq = {}, halted_reason = NULL WHERE source = {}",
-        plan.epoch, plan.highest, plan.highest, tip.lastSeq, sourceLiteral_)));
+        "published_stream_seq = {}, halted_reason = NULL{} WHERE source = {}",
+        plan.epoch, plan.highest, plan.highest, tip.lastSeq, floor, sourceLiteral_)));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
         sourceLiteral_, plan.epoch, conn_->quote(reason.substr(0, 1000)), plan.highest, tip.lastSeq)));

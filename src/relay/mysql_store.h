@@ -23,9 +23,14 @@ class MysqlOutboxStore final : public OutboxStore {
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
   Result<SourceState> loadState() override;
-  Result<std::vector<OutboxRow>> readPending(int limit) override;
+  Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) override;
+  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override;
+  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override;
+  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override;
+  Result<uint64_t> initialFloor() override;
+  Status saveScan(ScanMark mark) override;
   Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
-  Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) override;
+  Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) override;
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
   Status moveEpochStart(uint64_t seq) override;
@@ -50,10 +55,16 @@ class MysqlOutboxStore final : public OutboxStore {
 
  private:
   Status ensureConnected();
-  Result<std::vector<OutboxRow>> readRows(const std::string& sql);
-  // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
+  // A query outside a transaction; drops a broken connection.
+  Result<db::Rows> queryRows(const std::string& sql);
+  // Outbox rows (alias o) matching `where`, in id order, with whether each has a version and
+  // whether it is quarantined.
+  std::string scannedRowsQuery(const std::string& where) const;
+  static std::vector<ScannedRow> scannedRows(db::Rows& rows);
+  // Runs `fn` in a transaction (begun by `begin`, or START TRANSACTION); rolls back and drops a
+  // broken connection on failure.
   template <typename Fn>
-  Status inTransaction(Fn&& fn);
+  Status inTransaction(Fn&& fn, const char* begin = nullptr);
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
   // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
   std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
@@ -67,6 +78,8 @@ class MysqlOutboxStore final : public OutboxStore {
   bool checkServer_;
   bool notesLogged_ = false;
   std::string table_;        // quoted identifier
+  std::string versions_;     // `<outbox_table>_versions`, quoted
+  uint64_t connectionId_ = 0;  // CONNECTION_ID(): how this connection's transaction shows in INNODB_TRX
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
   WriteGuard guard_;

@@ -47,6 +47,19 @@ bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id) {
 
 namespace {
 constexpr std::string_view kUnpublishable = "unpublishable version ";
+
+std::optional<uint64_t> numberAfter(const std::string& text, std::string_view prefix) {
+  if (text.rfind(prefix, 0) != 0) return std::nullopt;
+  uint64_t value = 0;
+  const char* begin = text.data() + prefix.size();
+  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
+  if (ec != std::errc() || end == begin) return std::nullopt;
+  return value;
+}
+}  // namespace
+
+std::optional<uint64_t> poisonHaltId(const std::string& haltedReason) {
+  return numberAfter(haltedReason, "poison row id=");
 }
 
 std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::string& why) {
@@ -56,12 +69,7 @@ std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::st
 }
 
 std::optional<uint64_t> unpublishableVersion(const std::string& haltedReason) {
-  if (haltedReason.rfind(kUnpublishable, 0) != 0) return std::nullopt;
-  uint64_t version = 0;
-  const char* begin = haltedReason.data() + kUnpublishable.size();
-  auto [end, ec] = std::from_chars(begin, haltedReason.data() + haltedReason.size(), version);
-  if (ec != std::errc() || end == begin) return std::nullopt;
-  return version;
+  return numberAfter(haltedReason, kUnpublishable);
 }
 
 }  // namespace outbox

@@ -17,6 +17,8 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
 std::string poisonHaltReason(uint64_t id, const std::string& why);
 // Whether `haltedReason` is a poison halt (of row `id`, when given).
 bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id = std::nullopt);
+// The row id of a poison halt, or nullopt for any other reason.
+std::optional<uint64_t> poisonHaltId(const std::string& haltedReason);
 
 // The halted_reason of a source stopped on row `id`, assigned `version` when it could still be
 // published, that the server refuses now (its max_payload shrank):

@@ -36,6 +36,37 @@ struct SourceState {
   // everything is published again from here.
   uint64_t epochVersionsAfter = 0;
   uint64_t epochStreamSeq = 0;
+  // Where the scan for new rows stands (section 3a); nullopt until the source is first scanned.
+  std::optional<uint64_t> scanCursor;  // the highest outbox id read past
+  std::optional<uint64_t> scanFloor;   // every id at or below it is resolved for good
+};
+
+// An outbox row as the scan reads it: whether it already has a version (after an epoch bump or
+// a v1 migration, rows above the cursor may) or was quarantined.
+struct ScannedRow {
+  OutboxRow row;
+  bool versioned = false;
+  bool quarantined = false;
+};
+
+// information_schema.INNODB_TRX as read just after a consistent read. InnoDB serves it from a
+// cache that it refreshes only when nobody read it for 100 ms, so a reading counts only if it is
+// fresh: it lists the reading transaction itself, which began with the consistent read.
+struct TrxReading {
+  bool fresh = false;
+  std::vector<uint64_t> inStatement;  // transactions running a statement now
+  std::vector<uint64_t> idle;         // open, between statements
+};
+
+struct NewRows {
+  std::vector<ScannedRow> rows;      // ids above the cursor, in id order
+  std::optional<TrxReading> trx;     // when asked for
+};
+
+// What the assign transaction also records: where the scan stands once the batch is versioned.
+struct ScanMark {
+  uint64_t cursor = 0;
+  uint64_t floor = 0;
 };
 
 // The stream's last message, as reconcile needs it.
@@ -82,14 +113,29 @@ class OutboxStore {
   // Connects unless connected; creates the source's state row if it is missing.
   virtual Status connect() = 0;
   virtual Result<SourceState> loadState() = 0;
-  // Up to `limit` rows with no version and not quarantined, in id order (a consistent read).
-  virtual Result<std::vector<OutboxRow>> readPending(int limit) = 0;
+  // Section 3a, step (1) and (2): up to `limit` rows with ids above `cursor`, in id order, in one
+  // consistent read; with `withTrx`, INNODB_TRX read right after it in the same transaction.
+  virtual Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) = 0;
+  // Step (3): the rows among `ids` visible now (a fresh consistent read), in id order.
+  virtual Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) = 0;
+  // Of `ids`, none of them visible, those no transaction holds: a locking read of each at READ
+  // COMMITTED, NOWAIT, returns no row and no lock error. Such an id was rolled back or never used.
+  virtual Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) = 0;
+  // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
+  // open holes of a scan that restarts), in id order.
+  virtual Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) = 0;
+  // Where a source never scanned starts: just below its lowest row without a version, and below
+  // every row a transaction open now may hold.
+  virtual Result<uint64_t> initialFloor() = 0;
+  // Records the scan's progress when a poll assigned nothing.
+  virtual Status saveScan(ScanMark mark) = 0;
   // Rows with versions from `fromVersion` up to `throughVersion`, in version order.
   virtual Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) = 0;
-  // One transaction: gives `rows` (in id order) versions expectedAssignedThrough+1..., and moves
-  // assigned_through, provided it is still `expectedAssignedThrough` and the source is not halted.
+  // One transaction: gives `rows` (in id order) versions expectedAssignedThrough+1... (one
+  // multi-row INSERT into the versions table), moves assigned_through and records `mark`,
+  // provided assigned_through is still `expectedAssignedThrough` and the source is not halted.
   // Sets each row's version on success.
-  virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough) = 0;
+  virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) = 0;
   // Moves published_through/published_stream_seq forward (never back).
   virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
   // Sets published_through/published_stream_seq to what the stream holds (reconcile).

@@ -34,7 +34,7 @@ Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assign
       metrics_(metrics),
       options_(options),
       assignStore_(assignStore),
-      assigner_(assignStore, publisher) {
+      assigner_(assignStore, publisher, metrics) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
 }
 
@@ -120,6 +120,7 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
+  assigner_.restart(state_);  // the scan starts from the cursor and floor the database holds
   metrics_.running = true;
   nextPoll_ = lastMark_ = lastRowsAt_ = clock_.now();
   const auto batch = static_cast<size_t>(source_.batchSize);
@@ -258,8 +259,11 @@ Status Relay::reconcile() {
 Status Relay::recheckHalt() {
   const Status stillHalted = Status::permanent(state_.haltedReason);
   Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
-  if (isPoisonHalt(state_.haltedReason)) {
-    row = store_.readPending(1);
+  if (auto id = poisonHaltId(state_.haltedReason)) {
+    auto scanned = store_.readIds({*id});
+    if (!scanned.isOk()) return scanned.status();
+    // Quarantined, deleted or fixed: the scan takes it from here.
+    if (!scanned->empty() && !scanned->front().quarantined) row = std::vector<OutboxRow>{scanned->front().row};
   } else if (auto version = unpublishableVersion(state_.haltedReason)) {
     row = store_.readAssigned(*version, *version, 1);
     if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself

@@ -67,6 +67,7 @@ BOOST_AUTO_TEST_CASE(a_restored_database_halts_until_epoch_bump_and_versions_are
   BOOST_REQUIRE(bridge.stop() == 0);
   // The backup.
   BOOST_REQUIRE(sql.exec("CREATE TABLE backup_outbox AS SELECT * FROM " + table).isOk());
+  BOOST_REQUIRE(sql.exec("CREATE TABLE backup_versions AS SELECT * FROM " + table + "_versions").isOk());
   BOOST_REQUIRE(sql.exec("CREATE TABLE backup_state AS SELECT * FROM outbox_source_state").isOk());
   insertRows(sql, table, 50, 50);
   bridge.start();
@@ -75,6 +76,8 @@ BOOST_AUTO_TEST_CASE(a_restored_database_halts_until_epoch_bump_and_versions_are
   // The restore: rows 51..100 and their versions are gone from the database, not from the stream.
   BOOST_REQUIRE(sql.exec("DELETE FROM " + table).isOk());
   BOOST_REQUIRE(sql.exec("INSERT INTO " + table + " SELECT * FROM backup_outbox").isOk());
+  BOOST_REQUIRE(sql.exec("DELETE FROM " + table + "_versions").isOk());
+  BOOST_REQUIRE(sql.exec("INSERT INTO " + table + "_versions SELECT * FROM backup_versions").isOk());
   BOOST_REQUIRE(sql.exec("DELETE FROM outbox_source_state").isOk());
   BOOST_REQUIRE(sql.exec("INSERT INTO outbox_source_state SELECT * FROM backup_state").isOk());
   // Writes after the restore.
@@ -143,7 +146,7 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_under_a_publishing_leader_fences_it) {
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
                           auto state = database.state(source.name);
                           return !state.haltedReason.empty() ||
-                                 (database.scalar("SELECT COUNT(*) FROM " + table + " WHERE version IS NULL") == 0 &&
+                                 (database.unversioned(table) == 0 &&
                                   state.publishedThrough == state.assignedThrough);
                         }, 60s),
                         bridge.log());
@@ -171,7 +174,9 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_under_a_publishing_leader_fences_it) {
   BOOST_TEST(lastEpoch == 2u);
   // Every row is in the stream under the version it has now, with its own payload.
   auto conn = database.connect();
-  auto all = conn->query("SELECT version, payload FROM " + table + " ORDER BY id");
+  auto all = conn->query(fmt::format("SELECT v.version, o.payload FROM {0} o JOIN {0}_versions v ON v.outbox_id = o.id "
+                                     "ORDER BY o.id",
+                                     table));
   BOOST_REQUIRE(all.isOk());
   uint64_t checked = 0;
   while (all->next()) {
@@ -222,7 +227,8 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_only_its_source_until_quarantined) {
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, poisoned, 5); }, 20s), bridge.log());
   auto messages = readStream(poisoned);
   BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, poisoned.name, 5), "");
-  BOOST_TEST(database.scalar(fmt::format("SELECT version IS NULL FROM {} WHERE id = {}", poisoned.outboxTable(), poisonId)) == 1u);
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE outbox_id = {}", poisoned.outboxTable(),
+                                         poisonId)) == 0u);
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_quarantine") == 1u);
   // A published row cannot be quarantined.
   auto late = runBridge({"quarantine", "--config", config, "--source", poisoned.name, "--id", "1", "--reason", "x"});

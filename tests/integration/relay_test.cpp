@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(a_committed_row_reaches_the_stream_with_the_contract_header
   auto state = database.state(source.name);
   BOOST_TEST(state.assignedThrough == 2u);
   BOOST_TEST(state.publishedStreamSeq == del.seq);
-  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {} WHERE version IS NULL", source.outboxTable())) == 0u);
+  BOOST_TEST(database.unversioned(source.outboxTable()) == 0u);
   std::chrono::milliseconds took{};
   BOOST_TEST(bridge.stop(&took) == 0);
   BOOST_TEST(took.count() < 5000);
@@ -210,21 +210,32 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   auto second = runBridge({"migrate", "--config", config});
   BOOST_TEST(second.exitCode == 0);
   BOOST_TEST(second.out.find("up to date") != std::string::npos, second.out);
-  // 001-003 of the bridge's tables, and the outbox table file once per source.
-  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 5u);
-  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' "
-                                         "AND TABLE_NAME = 'outbox_source_state' AND COLUMN_NAME = 'paused'",
-                                         database.name())) == 1u);
-  // The outbox table has exactly the contract's columns and keys.
-  auto rows = database.sql().query(fmt::format(
-      "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS "
-      "WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}'",
-      database.name(), a.outboxTable()));
-  BOOST_REQUIRE(rows.isOk());
-  BOOST_REQUIRE(rows->next());
-  BOOST_TEST(std::string(rows->text(0)) == "id,entity_type,entity_key,op,payload,created_at,version");
-  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = '{}' "
-                                         "AND TABLE_NAME = '{}' AND INDEX_NAME IN ('uk_version', 'idx_pending')",
-                                         database.name(), a.outboxTable())) == 3u);
+  // 001-004 of the bridge's tables, and the outbox table files (001, 002) once per source.
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 8u);
+  auto columns = [&](const std::string& table) {
+    auto rows = database.sql().query(fmt::format(
+        "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}'",
+        database.name(), table));
+    BOOST_REQUIRE(rows.isOk());
+    BOOST_REQUIRE(rows->next());
+    return std::string(rows->text(0));
+  };
+  auto indexes = [&](const std::string& table) {
+    auto rows = database.sql().query(fmt::format(
+        "SELECT GROUP_CONCAT(DISTINCT INDEX_NAME ORDER BY INDEX_NAME) FROM information_schema.STATISTICS "
+        "WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}'",
+        database.name(), table));
+    BOOST_REQUIRE(rows.isOk());
+    BOOST_REQUIRE(rows->next());
+    return std::string(rows->text(0));
+  };
+  // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it.
+  BOOST_TEST(columns("outbox_source_state").find("published_stream_seq,scan_cursor,scan_floor,halted_reason,paused") !=
+             std::string::npos, columns("outbox_source_state"));
+  BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at");
+  BOOST_TEST(indexes(a.outboxTable()) == "PRIMARY");
+  BOOST_TEST(columns(a.outboxTable() + "_versions") == "version,outbox_id");
+  BOOST_TEST(indexes(a.outboxTable() + "_versions") == "PRIMARY,uk_outbox_id");
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_source_state") == 2u);
 }

@@ -119,6 +119,12 @@ TestDatabase::~TestDatabase() {
   if (conn.isOk()) (void)(*conn)->exec("DROP DATABASE IF EXISTS `" + name_ + "`");
 }
 
+uint64_t TestDatabase::unversioned(const std::string& table) {
+  return scalar(fmt::format("SELECT COUNT(*) FROM `{0}` o LEFT JOIN `{0}_versions` v ON v.outbox_id = o.id "
+                            "WHERE v.version IS NULL",
+                            table));
+}
+
 std::string TestDatabase::dsn() const {
   return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, stack().mysqlPort, name_);
 }

@@ -74,6 +74,8 @@ class TestDatabase {
   // A shared connection for quick queries from the test thread.
   db::Connection& sql();
   uint64_t scalar(const std::string& query);
+  // Rows of `table` with no version in `<table>_versions` (quarantined ones included).
+  uint64_t unversioned(const std::string& table);
   SourceState state(const std::string& source);
 
  private:

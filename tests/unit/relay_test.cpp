@@ -62,15 +62,50 @@ class FakeStore final : public OutboxStore {
     std::lock_guard lock(mu);
     return state;
   }
-  std::atomic<int> polls{0};  // readPending calls
-  Result<std::vector<OutboxRow>> readPending(int limit) override {
+  std::atomic<int> polls{0};  // new-row reads
+
+  // Every row is committed and no transaction is open: the scan's holes are only ids never used.
+  ScannedRow scanned(const OutboxRow& r) { return ScannedRow{r, r.version != 0, quarantined.count(r.id) > 0}; }
+  Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) override {
     ++polls;
     std::lock_guard lock(mu);
-    std::vector<OutboxRow> out;
+    NewRows out;
     for (const auto& r : rows) {
-      if (r.version == 0 && !quarantined.count(r.id) && static_cast<int>(out.size()) < limit) out.push_back(r);
+      if (r.id > cursor && static_cast<int>(out.rows.size()) < limit) out.rows.push_back(scanned(r));
+    }
+    if (withTrx) out.trx = TrxReading{true, {}, {}};
+    return out;
+  }
+  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override {
+    std::lock_guard lock(mu);
+    std::vector<ScannedRow> out;
+    for (uint64_t id : ids) {
+      if (id >= 1 && id <= rows.size()) out.push_back(scanned(rows[id - 1]));
     }
     return out;
+  }
+  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override { return ids; }
+  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override {
+    std::lock_guard lock(mu);
+    std::vector<uint64_t> out;
+    for (uint64_t id = floor + 1; id <= cursor; ++id) {
+      if (id > rows.size() || (rows[id - 1].version == 0 && !quarantined.count(id))) out.push_back(id);
+    }
+    return out;
+  }
+  Result<uint64_t> initialFloor() override {
+    std::lock_guard lock(mu);
+    for (const auto& r : rows) {
+      if (r.version == 0 && !quarantined.count(r.id)) return r.id - 1;
+    }
+    return static_cast<uint64_t>(rows.size());
+  }
+  Status saveScan(ScanMark mark) override {
+    std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
+    state.scanCursor = mark.cursor;
+    state.scanFloor = mark.floor;
+    return Status::ok();
   }
   Result<std::vector<OutboxRow>> readAssigned(uint64_t from, uint64_t through, int limit) override {
     std::lock_guard lock(mu);
@@ -82,7 +117,7 @@ class FakeStore final : public OutboxStore {
     if (static_cast<int>(out.size()) > limit) out.resize(static_cast<size_t>(limit));
     return out;
   }
-  Status assign(std::vector<OutboxRow>& batch, uint64_t expected) override {
+  Status assign(std::vector<OutboxRow>& batch, uint64_t expected, ScanMark mark) override {
     std::lock_guard lock(mu);
     if (failNextAssigns > 0) {
       --failNextAssigns;
@@ -91,10 +126,13 @@ class FakeStore final : public OutboxStore {
     if (state.assignedThrough != expected || !state.haltedReason.empty() || refused()) return Status::transient("moved");
     uint64_t v = expected;
     for (auto& b : batch) {
+      if (rows[b.id - 1].version != 0) violations.push_back(fmt::format("row {} versioned twice", b.id));
       b.version = ++v;
       rows[b.id - 1].version = v;
     }
     state.assignedThrough = v;
+    state.scanCursor = mark.cursor;
+    state.scanFloor = mark.floor;
     return Status::ok();
   }
   Status markPublished(uint64_t version, uint64_t seq) override {

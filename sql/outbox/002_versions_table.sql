@@ -1,0 +1,22 @@
+-- Contract v2 (ARCHITECTURE.md sections 2, 3, 3a): versions live in a side table, one narrow row
+-- per published outbox row, and the outbox table is append-only (producers INSERT, the bridge
+-- never updates it). {{outbox_table}} is at most 55 characters, so this name fits.
+
+CREATE TABLE IF NOT EXISTS `{{outbox_table}}_versions` (
+  version   BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  outbox_id BIGINT UNSIGNED NOT NULL,
+  UNIQUE KEY uk_outbox_id (outbox_id)  -- one version per row: invariant 3 in the database
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+-- A v1 table keeps each row's version in a `version` column: move every version given so far,
+-- then drop the column and its indexes. Producers may keep inserting meanwhile; their new rows
+-- have no version and are found by the scan (outbox_source_state.scan_cursor starts unset).
+SET @outbox_v1 = (SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{outbox_table}}' AND COLUMN_NAME = 'version');
+SET @outbox_sql = IF(@outbox_v1 > 0, 'INSERT IGNORE INTO `{{outbox_table}}_versions` (version, outbox_id) SELECT version, id FROM `{{outbox_table}}` WHERE version IS NOT NULL', 'DO 0');
+PREPARE outbox_stmt FROM @outbox_sql;
+EXECUTE outbox_stmt;
+DEALLOCATE PREPARE outbox_stmt;
+SET @outbox_sql = IF(@outbox_v1 > 0, 'ALTER TABLE `{{outbox_table}}` DROP INDEX IF EXISTS uk_version, DROP INDEX IF EXISTS idx_pending, DROP COLUMN version', 'DO 0');
+PREPARE outbox_stmt FROM @outbox_sql;
+EXECUTE outbox_stmt;
+DEALLOCATE PREPARE outbox_stmt;

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "relay/ports.h"
+
+namespace outbox {
+
+// Finds every committed outbox row without touching one (ARCHITECTURE.md section 3a): new rows by
+// primary key above the scan cursor, and rows that commit late, below it, through the open holes
+// it keeps. A hole is an id the scan read past that was not visible then. It is tagged with the
+// transactions a fresh INNODB_TRX reading lists after it was found — only those can hold it —
+// and dies only when none of them is inside a statement and a NOWAIT locking probe finds no row
+// and no lock. Time alone never kills a hole.
+//
+// Each poll: (1) read new rows, (2) read INNODB_TRX, (3) probe the holes, in that order: a change
+// visible in (1) follows, in its entity's order, changes that committed before it, which (3) then
+// sees. Late and new rows of one poll are returned together, in id order.
+//
+// Used by the Assigner's thread only, with the Assigner's store.
+class Scanner {
+ public:
+  // INNODB_TRX is read at most this often: a reader more frequent than InnoDB's 100 ms cache
+  // refresh would keep it stale for every reader.
+  static constexpr std::chrono::milliseconds kTrxReadSpacing{150};
+
+  struct Batch {
+    std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
+    size_t newRead = 0;           // rows the new-row read returned (as many as asked: more may wait)
+    ScanMark mark;                // the cursor and floor once `rows` are versioned
+  };
+
+  Scanner(OutboxStore& store, const Clock& clock);
+
+  // Starts over from what the database says: the open holes of (scan_floor, scan_cursor] are
+  // rebuilt (visible ones come back as late rows on the next poll). A source never scanned starts
+  // at store.initialFloor().
+  Status reset(const SourceState& state);
+  // One poll. Rows stay open holes (or unread) until committed().
+  Result<Batch> next(int limit);
+  // The batch stops before the row with id `stopAt` (a poison row): it and every row after it
+  // stay open holes, visible ones, found again by the next poll's probe.
+  void cutAt(Batch& batch, uint64_t stopAt);
+  // The batch's rows are versioned and its mark recorded.
+  void committed(const Batch& batch);
+  // The database may differ from what this scanner knows (an assign failed): reset() before
+  // the next poll.
+  void invalidate() { valid_ = false; }
+  bool valid() const { return valid_; }
+
+  size_t openHoles() const { return holes_.size(); }
+  // Age of the oldest open hole (zero when none).
+  std::chrono::milliseconds oldestHoleAge() const;
+  // The mark as last recorded in the database.
+  const ScanMark& recorded() const { return recorded_; }
+  void recordedNow(ScanMark mark) { recorded_ = mark; }
+
+ private:
+  struct Hole {
+    Clock::TimePoint found;
+    std::shared_ptr<const std::vector<uint64_t>> holders;  // null: no fresh reading since found
+  };
+  uint64_t floorWithout(const std::vector<OutboxRow>& assigned) const;
+
+  OutboxStore& store_;
+  const Clock& clock_;
+  bool valid_ = false;
+  uint64_t cursor_ = 0;
+  std::map<uint64_t, Hole> holes_;  // id -> hole, every id in (floor, cursor]
+  ScanMark recorded_;
+  Clock::TimePoint lastTrxRead_;
+};
+
+}  // namespace outbox
