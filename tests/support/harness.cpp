@@ -153,8 +153,8 @@ uint64_t TestDatabase::scalar(const std::string& query) {
 
 SourceState TestDatabase::state(const std::string& source) {
   auto rows = sql().query(fmt::format(
-      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason FROM "
-      "outbox_source_state WHERE source = '{}'",
+      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, scan_cursor, "
+      "scan_floor FROM outbox_source_state WHERE source = '{}'",
       source));
   if (!rows.isOk()) throw std::runtime_error(rows.status().message());
   SourceState s;
@@ -164,6 +164,8 @@ SourceState TestDatabase::state(const std::string& source) {
   s.publishedThrough = rows->u64(2);
   s.publishedStreamSeq = rows->u64(3);
   s.haltedReason = std::string(rows->text(4));
+  if (!rows->isNull(5)) s.scanCursor = rows->u64(5);
+  if (!rows->isNull(6)) s.scanFloor = rows->u64(6);
   return s;
 }
 

@@ -1,0 +1,260 @@
+#define BOOST_TEST_MODULE fault_late_commit
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "db/migrate.h"
+#include "harness.h"
+#include "relay/jetstream_publisher.h"
+
+// Contract v2 (ARCHITECTURE.md section 3a): rows that commit late, ids that never commit, and the
+// bridge never touching a producer's row — against the real MariaDB and nats-server.
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+void requireDenseOnce(const SourceSpec& source, uint64_t count) {
+  StreamReader reader;
+  auto messages = reader.readAll(source.stream(), "control." + source.name);
+  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, source.name, count), "");
+}
+
+// A gauge of the bridge's /metrics for `source` (-1 when absent).
+double gauge(int port, const std::string& name, const std::string& source) {
+  std::string page = httpRequest(port, "GET", "/metrics").body;
+  std::smatch m;
+  std::regex line(name + R"(\{source=")" + source + R"("\} ([0-9.e+-]+))");
+  if (!std::regex_search(page, m, line)) return -1;
+  return std::stod(m[1].str());
+}
+
+// The version the row whose payload has "n": `n` got, or 0.
+uint64_t versionOf(TestDatabase& database, const std::string& table, int n) {
+  return database.scalar(fmt::format("SELECT COALESCE(MAX(v.version), 0) FROM {0} o JOIN {0}_versions v ON "
+                                     "v.outbox_id = o.id WHERE JSON_VALUE(o.payload, '$.n') = {1}",
+                                     table, n));
+}
+
+}  // namespace
+
+// Issue 9: one producer transaction that inserted its outbox row and stays open used to stall the
+// whole source (the assign UPDATE waited on its locks). Now the others flow at once, the open
+// row is an open hole (gauged), and once it commits it is published once, with a later version.
+BOOST_AUTO_TEST_CASE(a_transaction_held_open_for_a_minute_stalls_nothing_and_its_row_is_published_once) {
+  TestDatabase database("hold");
+  SourceSpec source{uniqueName("hld", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  BridgeProcess bridge(config);
+  bridge.start();
+  const int port = bridge.httpPort();
+
+  auto holder = database.connect();
+  BOOST_REQUIRE(holder->begin().isOk());
+  BOOST_REQUIRE(holder->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                         "('item', 'late', 'upsert', '{{\"n\":-1}}')", table)).isOk());
+  const auto opened = std::chrono::steady_clock::now();
+  // Thousands of others commit while it is open, in small transactions, and flow at once.
+  auto producer = database.connect();
+  for (int n = 0; n < 3000; n += 20) insertRows(*producer, table, 20, n);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 3000; }, 20s),
+                        bridge.log());
+  BOOST_TEST((std::chrono::steady_clock::now() - opened < 30s));
+  BOOST_TEST(gauge(port, "outbox_open_holes", source.name) >= 1);
+  // It stays open a minute in all; nothing it holds is taken for dead.
+  while (std::chrono::steady_clock::now() - opened < 60s) {
+    std::this_thread::sleep_for(1s);
+    insertRows(*producer, table, 1, 10000 + static_cast<int>(database.state(source.name).publishedThrough));
+  }
+  // Everything committed so far is published (the open row is not visible to this count).
+  const uint64_t before = database.scalar("SELECT COUNT(*) FROM " + table);
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough == before; }, 10s));
+  BOOST_TEST(gauge(port, "outbox_oldest_open_hole_seconds", source.name) >= 50);
+  BOOST_TEST(versionOf(database, table, -1) == 0u);
+  BOOST_REQUIRE(holder->commit().isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == before + 1; }, 10s),
+                        bridge.log());
+  BOOST_TEST(versionOf(database, table, -1) == before + 1);  // later than every row that committed before it
+  requireDenseOnce(source, before + 1);
+  BOOST_REQUIRE(waitUntil([&] { return gauge(port, "outbox_open_holes", source.name) == 0; }, 10s));
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Ids that never commit — rolled back one by one and by a multi-row INSERT ... SELECT, and the
+// permanent gaps of auto_increment_increment = 3 (as on Galera) — are holes that die: every
+// committed row is published once, the scan floor catches up with the cursor, and nothing stays
+// open.
+BOOST_AUTO_TEST_CASE(rolled_back_ids_and_auto_increment_gaps_close_their_holes) {
+  TestDatabase database("gaps");
+  SourceSpec source{uniqueName("gap", database), &database, {{"batch_size", "200"}}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  BridgeProcess bridge(config);
+  bridge.start();
+  const int port = bridge.httpPort();
+  auto committer = database.connect();
+  auto rollbacker = database.connect();
+  BOOST_REQUIRE(committer->exec("SET SESSION auto_increment_increment = 3").isOk());
+  int committed = 0;
+  for (int round = 0; round < 10; ++round) {
+    BOOST_REQUIRE(rollbacker->begin().isOk());
+    BOOST_REQUIRE(rollbacker->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'item', "
+                                               "seq, 'upsert', '{{\"n\":-2}}' FROM seq_1_to_250", table)).isOk());
+    insertRows(*committer, table, 50, committed);
+    committed += 50;
+    for (int i = 0; i < 20; ++i) {
+      BOOST_REQUIRE(rollbacker->exec("ROLLBACK").isOk());
+      BOOST_REQUIRE(rollbacker->begin().isOk());
+      BOOST_REQUIRE(rollbacker->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                                 "('item', 'x', 'upsert', '{{\"n\":-3}}')", table)).isOk());
+    }
+    BOOST_REQUIRE(rollbacker->exec("ROLLBACK").isOk());
+    insertRows(*committer, table, 50, committed);
+    committed += 50;
+  }
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 1000u; }, 30s),
+                        bridge.log());
+  // Every hole dies, and the floor reaches the cursor.
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          auto s = database.state(source.name);
+                          return gauge(port, "outbox_open_holes", source.name) == 0 && s.scanCursor &&
+                                 s.scanFloor == s.scanCursor;
+                        }, 20s),
+                        bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE(state.scanCursor.has_value());
+  BOOST_TEST(*state.scanCursor >= database.scalar("SELECT MAX(id) FROM " + table));
+  BOOST_TEST(database.unversioned(table) == 0u);
+  requireDenseOnce(source, 1000);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The bridge SIGKILLed while holes are open and a late transaction is still open; restarted (it
+// rebuilds its holes from scan_floor..scan_cursor); the late row is still published, once.
+BOOST_AUTO_TEST_CASE(a_late_row_survives_a_sigkill_with_holes_open) {
+  TestDatabase database("lkill");
+  SourceSpec source{uniqueName("lk", database), &database, {{"batch_size", "100"}}};
+  // The killed bridge keeps its lease until the TTL: keep that short here.
+  std::string config = writeConfig({source}, "[lease]\nttl = \"2s\"\nheartbeat = \"500ms\"\n");
+  migrate(config);
+  const std::string table = source.outboxTable();
+  BridgeProcess bridge(config);
+  bridge.start();
+  auto holder = database.connect();
+  BOOST_REQUIRE(holder->begin().isOk());
+  BOOST_REQUIRE(holder->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                         "('item', 'late', 'upsert', '{{\"n\":-1}}')", table)).isOk());
+  auto producer = database.connect();
+  for (int n = 0; n < 2000; n += 100) insertRows(*producer, table, 100, n);
+  std::this_thread::sleep_for(150ms);
+  bridge.kill();
+  insertRows(*producer, table, 500, 2000);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 2500; }, 30s),
+                        bridge.log());
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(versionOf(database, table, -1) == 0u);
+  BOOST_REQUIRE(holder->commit().isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 2501; }, 10s),
+                        bridge.log());
+  BOOST_TEST(versionOf(database, table, -1) == 2501u);
+  requireDenseOnce(source, 2501);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The migration of a v1 source (versions in the outbox table) to v2 while a producer keeps
+// inserting: no version is lost or changed, the assigned-but-unpublished tail and the pending
+// rows are published once, after the versions the stream already has.
+BOOST_AUTO_TEST_CASE(a_v1_source_migrates_to_v2_under_a_running_producer) {
+  TestDatabase database("v1");
+  SourceSpec source{uniqueName("v1", database), &database, {}};
+  std::string config = writeConfig({source});
+  const std::string table = source.outboxTable();
+  auto& sql = database.sql();
+  // The v1 database, built by the v1 files as `outbox-bridge migrate` of v1 applied them.
+  auto apply = [&](const std::string& scope, const std::string& file, const std::string& target) {
+    std::string text = readFile(stack().sourceRoot + "/sql/" + scope + "/" + file);
+    BOOST_REQUIRE_MESSAGE(!text.empty(), file);
+    for (size_t at = text.find("{{outbox_table}}"); at != std::string::npos; at = text.find("{{outbox_table}}"))
+      text.replace(at, 16, target);
+    for (const auto& statement : db::splitStatements(text)) BOOST_REQUIRE_MESSAGE(sql.exec(statement).isOk(), statement);
+    BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO outbox_schema_migrations (file, target) VALUES ('{}', '{}')", file,
+                                       target)).isOk());
+  };
+  BOOST_REQUIRE(sql.exec("CREATE TABLE outbox_schema_migrations (file VARCHAR(255) NOT NULL, target VARCHAR(64) NOT NULL "
+                         "DEFAULT '', applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY "
+                         "(file, target))").isOk());
+  for (const char* f : {"001_bridge_tables.sql", "002_pause.sql", "003_epoch_history.sql"}) apply("bridge", f, "");
+  apply("outbox", "001_outbox_table.sql", table);
+  // What a v1 bridge left: versions 1..300 in the stream and marked, 301..320 assigned but not
+  // yet published, rows 321..400 pending.
+  insertRows(sql, table, 400, 0);
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE {} SET version = id WHERE id <= 320", table)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO outbox_source_state (source, assigned_through, published_through) "
+                                     "VALUES ('{}', 320, 0)", source.name)).isOk());
+  // The stream as the v1 bridge left it: 1..300.
+  SourceConfig sc;
+  sc.name = source.name;
+  sc.stream = source.stream();
+  sc.subjectPrefix = "control." + source.name;
+  {
+    NatsConfig nc;
+    auto conn = nats::Connection::connect({stack().natsUrl, "", "", "", 5s});
+    BOOST_REQUIRE(conn.isOk());
+    JetStreamPublisher publisher(sc, nc, **conn);
+    BOOST_REQUIRE(publisher.prepare().isOk());
+    auto rows = sql.query(fmt::format("SELECT id, entity_type, entity_key, op, payload FROM {} WHERE id <= 300 ORDER BY id",
+                                      table));
+    BOOST_REQUIRE(rows.isOk());
+    while (rows->next()) {
+      OutboxRow r{rows->u64(0), std::string(rows->text(1)), std::string(rows->text(2)), std::string(rows->text(3)),
+                  std::string(rows->text(4)), 0, rows->u64(0)};
+      BOOST_REQUIRE(publisher.publish(r, 1, r.version - 1, false).isOk());
+    }
+    std::vector<VersionAck> acks;
+    for (int i = 0; i < 200 && acks.size() < 300; ++i) {
+      publisher.waitForAcks(20ms);
+      publisher.takeAcks(acks);
+    }
+    BOOST_REQUIRE_EQUAL(acks.size(), 300u);
+  }
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET published_through = 300, published_stream_seq = 300 "
+                                     "WHERE source = '{}'", source.name)).isOk());
+
+  // The producer keeps inserting through the migration.
+  std::atomic<bool> producing{true};
+  std::atomic<int> produced{400};
+  std::thread producer([&] {
+    auto conn = database.connect();
+    while (producing) {
+      insertRows(*conn, table, 10, produced);
+      produced += 10;
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  auto migrated = runBridge({"migrate", "--config", config});
+  BridgeProcess bridge(config);
+  bridge.start();
+  std::this_thread::sleep_for(1s);
+  producing = false;
+  producer.join();
+  BOOST_REQUIRE_MESSAGE(migrated.exitCode == 0, migrated.err);
+  const uint64_t total = static_cast<uint64_t>(produced.load());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == total; }, 30s),
+                        bridge.log());
+  // No version lost or changed: rows 1..320 kept theirs.
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {0}_versions WHERE version = outbox_id AND outbox_id <= "
+                                         "320", table)) == 320u);
+  BOOST_TEST(database.unversioned(table) == 0u);
+  requireDenseOnce(source, total);
+  BOOST_TEST(bridge.stop() == 0);
+}
