@@ -9,8 +9,11 @@ CREATE TABLE IF NOT EXISTS `{{outbox_table}}_versions` (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
 -- A v1 table keeps each row's version in a `version` column: move every version given so far,
--- then drop the column and its indexes. Producers may keep inserting meanwhile; their new rows
--- have no version and are found by the scan (outbox_source_state.scan_cursor starts unset).
+-- then drop the column and its indexes. Stop every bridge first (`migrate` refuses while one
+-- leads a source). Producers may keep inserting meanwhile: the copy is a consistent read (READ
+-- COMMITTED takes no locks on the rows it reads), and their new rows are found by the scan
+-- (outbox_source_state.scan_cursor starts unset).
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SET @outbox_v1 = (SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{{outbox_table}}' AND COLUMN_NAME = 'version');
 SET @outbox_sql = IF(@outbox_v1 > 0, 'INSERT IGNORE INTO `{{outbox_table}}_versions` (version, outbox_id) SELECT version, id FROM `{{outbox_table}}` WHERE version IS NOT NULL', 'DO 0');
 PREPARE outbox_stmt FROM @outbox_sql;

@@ -53,6 +53,30 @@ Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& ta
   return Status::ok();
 }
 
+// Schema changes move what a running bridge writes (v2 moved versions out of the outbox table):
+// with files to apply, a bridge that leads a source must be stopped first.
+Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTables) {
+  size_t pending = 0;
+  for (const auto& file : schemaFiles()) {
+    const bool bridgeScope = std::string(file.scope) == "bridge";
+    for (size_t i = 0; i < (bridgeScope ? 1 : outboxTables.size()); ++i) {
+      auto done = conn.queryU64(fmt::format("SELECT COUNT(*) FROM outbox_schema_migrations WHERE file = {} AND target = {}",
+                                            conn.quote(file.name), conn.quote(bridgeScope ? "" : outboxTables[i])));
+      if (!done.isOk()) return done.status();
+      if (done->value_or(0) == 0) ++pending;
+    }
+  }
+  if (pending == 0) return Status::ok();
+  auto led = conn.query(
+      "SELECT source, holder_id, expires_at FROM outbox_bridge_lease WHERE expires_at > NOW(6) ORDER BY source LIMIT 1");
+  if (!led.isOk()) return Status::ok();  // no lease table yet: no bridge ever ran here
+  if (!led->next()) return Status::ok();
+  return Status::permanent(fmt::format(
+      "{} schema file(s) to apply, but a bridge is running: source {} is led by {} (lease until {}). Stop every "
+      "bridge of this database, run migrate, then start them again",
+      pending, led->text(0), led->text(1), led->text(2)));
+}
+
 }  // namespace
 
 Status migrate(Connection& conn, const std::vector<std::string>& outboxTables, const std::vector<std::string>& sources,
@@ -62,6 +86,7 @@ Status migrate(Connection& conn, const std::vector<std::string>& outboxTables, c
       "file VARCHAR(255) NOT NULL, target VARCHAR(64) NOT NULL DEFAULT '', "
       "applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), PRIMARY KEY (file, target)"
       ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"));
+  OUTBOX_RETURN_IF_ERROR(refuseWhileLed(conn, outboxTables));
   for (const auto& file : schemaFiles()) {
     if (std::string(file.scope) == "bridge") OUTBOX_RETURN_IF_ERROR(applyOnce(conn, file, "", applied));
   }

@@ -41,11 +41,12 @@ SourceProbeResult SourceProbe::query() {
   const std::string table = "`" + source_.outboxTable + "`";
   const std::string versions = "`" + source_.outboxTable + "_versions`";
   const std::string source = conn_->quote(source_.name);
-  // Not yet in the stream: rows assigned a version above published_through, and rows with no
-  // version above the scan floor (the outbox table is append-only: every row at or below it is
-  // resolved), not quarantined. The oldest of them is the first of either kind.
+  // Not yet in the stream: rows assigned a version above published_through, and rows the scan has
+  // not reached (above scan_cursor; bounded work per scrape, whatever holds the floor back). Rows
+  // below the cursor that commit late are few and are versioned within a poll. The oldest of
+  // them is the first of either kind.
   auto state = conn_->query(fmt::format(
-      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
+      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_cursor, 0), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
       " WHERE v.version = s.published_through + 1), "
       "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) "
@@ -67,7 +68,7 @@ SourceProbeResult SourceProbe::query() {
   r.assignedThrough = state->u64(1);
   r.publishedThrough = state->u64(2);
   r.haltedReason = std::string(state->text(3));
-  const uint64_t floor = state->u64(4);
+  const uint64_t cursor = state->u64(4);
   const uint64_t oldestAssigned = state->u64(5);  // NULL reads as 0
   r.paused = state->u64(6) != 0;
   r.leaseHolder = std::string(state->text(7));
@@ -76,7 +77,7 @@ SourceProbeResult SourceProbe::query() {
   const std::string unversioned = fmt::format(
       "FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} AND v.version IS NULL "
       "AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {3} AND q.outbox_id = o.id)",
-      table, versions, floor, source);
+      table, versions, cursor, source);
   auto pending = conn_->query(fmt::format(
       "SELECT (SELECT COUNT(*) FROM (SELECT 1 {0} LIMIT {1}) p), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) {0} ORDER BY o.id LIMIT 1)",

@@ -41,6 +41,8 @@ std::string idList(const std::vector<uint64_t>& ids) {
 
 // The probes read rows by id in chunks of this many.
 constexpr size_t kIdChunk = 1000;
+// MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
+constexpr unsigned kMysqlLockNowait = 3572;
 }  // namespace
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
@@ -57,7 +59,9 @@ Status MysqlOutboxStore::connect() {
   if (!opened.isOk()) return opened.status();
   conn_ = std::move(opened).value();
   sourceLiteral_ = conn_->quote(source_.name);
-  if (auto id = conn_->queryU64("SELECT CONNECTION_ID()"); id.isOk() && id->has_value()) connectionId_ = **id;
+  if (auto version = conn_->query("SELECT VERSION()"); version.isOk() && version->next()) {
+    mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
+  }
   if (checkServer_) {
     std::vector<std::string> notes;
     if (Status s = db::checkServer(*conn_, notes); !s.isOk()) {
@@ -178,34 +182,30 @@ std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
   return out;
 }
 
-Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withTrx) {
+Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withConnections) {
   NewRows out;
-  // One consistent snapshot for both reads: the INNODB_TRX reading is fresh only if it lists this
-  // very transaction, which began with the snapshot of the rows.
   Status s = inTransaction(
       [&]() -> Status {
         auto rows = conn_->query(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
         if (!rows.isOk()) return rows.status();
         out.rows = scannedRows(*rows);
-        if (!withTrx) return Status::ok();
-        auto trx = conn_->query(
-            "SELECT trx_id, trx_mysql_thread_id, trx_query IS NOT NULL FROM information_schema.INNODB_TRX");
-        if (!trx.isOk()) return trx.status();
-        TrxReading reading;
-        while (trx->next()) {
-          // Read-only transactions show an id that is not a number on some servers: not a holder.
-          const uint64_t id = trx->u64(0);
-          if (trx->u64(1) == connectionId_) {
-            reading.fresh = true;
-            continue;
-          }
-          (trx->u64(2) != 0 ? reading.inStatement : reading.idle).push_back(id);
-        }
-        out.trx = std::move(reading);
+        // An epoch bump lowers scan_floor below rows it took versions from: the scan must start over.
+        auto epoch = conn_->queryU64(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
+        if (!epoch.isOk()) return epoch.status();
+        out.epoch = epoch->value_or(0);
         return Status::ok();
       },
       "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY");
-  if (!s.isOk()) return s;
+  if (!s.isOk() || !withConnections) return s.isOk() ? Result<NewRows>(std::move(out)) : Result<NewRows>(s);
+  // After the read: every connection that could be about to insert an id the read went past is
+  // inside a statement now, or has finished it.
+  auto busy = queryRows(
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND ID <> CONNECTION_ID() "
+      "ORDER BY ID");
+  if (!busy.isOk()) return busy.status();
+  ConnectionReading reading;
+  while (busy->next()) reading.busy.push_back(busy->u64(0));
+  out.busy = std::move(reading);
   return out;
 }
 
@@ -229,15 +229,15 @@ Result<std::vector<uint64_t>> MysqlOutboxStore::unheld(const std::vector<uint64_
   auto probe = [&](const std::vector<uint64_t>& some, std::vector<uint64_t>& present) -> Status {
     OUTBOX_RETURN_IF_ERROR(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
     OUTBOX_RETURN_IF_ERROR(conn_->begin());
-    auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE id IN ({}) LOCK IN SHARE MODE NOWAIT", table_,
-                                         idList(some)));
+    auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE id IN ({}) {}", table_, idList(some),
+                                         mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
     const unsigned code = rows.isOk() ? 0 : conn_->errorCode();
     if (rows.isOk()) {
       while (rows->next()) present.push_back(rows->u64(0));
     }
     Status end = rows.isOk() ? conn_->commit() : (conn_->rollback(), Status::ok());
     if (!rows.isOk()) {
-      if (code == ER_LOCK_WAIT_TIMEOUT) return Status::transient("held");
+      if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return Status::transient("held");
       if (rows.status().isTransient()) conn_.reset();
       return rows.status();
     }
@@ -287,25 +287,14 @@ Result<std::vector<uint64_t>> MysqlOutboxStore::unresolved(uint64_t floor, uint6
 }
 
 Result<uint64_t> MysqlOutboxStore::initialFloor() {
-  // Below the lowest row without a version (a v1 table's pending rows, or every row of a new
-  // source), else at the highest versioned one...
-  auto rows = queryRows(fmt::format(
-      "SELECT (SELECT MIN(o.id) FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id LEFT JOIN outbox_quarantine q "
-      "ON q.source = {2} AND q.outbox_id = o.id WHERE v.version IS NULL AND q.outbox_id IS NULL), "
-      "(SELECT MAX(outbox_id) FROM {1}), "
-      // ...and below every id a transaction open now may hold: ids taken before the oldest of them
-      // began (with a second's margin for statements in flight) are settled.
-      "(SELECT COALESCE(MAX(o.id), 0) FROM {0} o WHERE o.created_at < "
-      "(SELECT MIN(trx_started) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID()) "
-      "- INTERVAL 1 SECOND), "
-      "(SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id <> CONNECTION_ID())",
-      table_, versions_, sourceLiteral_));
-  if (!rows.isOk()) return rows.status();
-  if (!rows->next()) return Status::transient("initial floor: no row");
-  uint64_t floor = rows->isNull(0) ? (rows->isNull(1) ? 0 : rows->u64(1)) : rows->u64(0) - 1;
-  if (!rows->isNull(1)) floor = std::min(floor, rows->u64(1));
-  if (rows->u64(3) > 0) floor = std::min(floor, rows->isNull(2) ? 0 : rows->u64(2));
-  return floor;
+  // Just below the lowest row still in the table: every id below it was pruned (published) or is
+  // older than any transaction could still hold, and every unresolved id above it — pending rows
+  // of a v1 table, rows still being committed — is found by the scan (its holes are rebuilt from
+  // the table, never guessed from clocks). An empty table starts at 0.
+  auto lowest = queryRows(fmt::format("SELECT MIN(id) FROM {}", table_));
+  if (!lowest.isOk()) return lowest.status();
+  if (!lowest->next() || lowest->isNull(0)) return uint64_t{0};
+  return lowest->u64(0) - 1;
 }
 
 Status MysqlOutboxStore::saveScan(ScanMark mark) {

@@ -23,7 +23,7 @@ class MysqlOutboxStore final : public OutboxStore {
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
   Result<SourceState> loadState() override;
-  Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) override;
+  Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override;
   Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override;
   Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override;
   Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override;
@@ -79,7 +79,7 @@ class MysqlOutboxStore final : public OutboxStore {
   bool notesLogged_ = false;
   std::string table_;        // quoted identifier
   std::string versions_;     // `<outbox_table>_versions`, quoted
-  uint64_t connectionId_ = 0;  // CONNECTION_ID(): how this connection's transaction shows in INNODB_TRX
+  bool mysql_ = false;  // MySQL rather than MariaDB: FOR SHARE NOWAIT, error 3572
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
   WriteGuard guard_;

@@ -49,18 +49,20 @@ struct ScannedRow {
   bool quarantined = false;
 };
 
-// information_schema.INNODB_TRX as read just after a consistent read. InnoDB serves it from a
-// cache that it refreshes only when nobody read it for 100 ms, so a reading counts only if it is
-// fresh: it lists the reading transaction itself, which began with the consistent read.
-struct TrxReading {
-  bool fresh = false;
-  std::vector<uint64_t> inStatement;  // transactions running a statement now
-  std::vector<uint64_t> idle;         // open, between statements
+// Which client connections are inside a statement, read just after a read of new rows
+// (information_schema.PROCESSLIST, COMMAND Query or Execute; the reader's own connection left
+// out). An outbox id is taken inside a statement, so a connection seen between statements (or
+// gone) after a hole was found no longer can be about to insert it. PROCESSLIST is read live;
+// INNODB_TRX, which the contract names, is served from a cache InnoDB refreshes only when nobody
+// read it for 100 ms, so a reading of it can predate the read it follows (docs/design.md).
+struct ConnectionReading {
+  std::vector<uint64_t> busy;  // connection ids, ascending
 };
 
 struct NewRows {
-  std::vector<ScannedRow> rows;      // ids above the cursor, in id order
-  std::optional<TrxReading> trx;     // when asked for
+  std::vector<ScannedRow> rows;             // ids above the cursor, in id order
+  std::optional<ConnectionReading> busy;    // when asked for
+  uint64_t epoch = 0;                       // the source's epoch, in the same snapshot as `rows`
 };
 
 // What the assign transaction also records: where the scan stands once the batch is versioned.
@@ -114,8 +116,8 @@ class OutboxStore {
   virtual Status connect() = 0;
   virtual Result<SourceState> loadState() = 0;
   // Section 3a, step (1) and (2): up to `limit` rows with ids above `cursor`, in id order, in one
-  // consistent read; with `withTrx`, INNODB_TRX read right after it in the same transaction.
-  virtual Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) = 0;
+  // consistent read; with `withConnections`, the busy connections read right after it.
+  virtual Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) = 0;
   // Step (3): the rows among `ids` visible now (a fresh consistent read), in id order.
   virtual Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) = 0;
   // Of `ids`, none of them visible, those no transaction holds: a locking read of each at READ

@@ -1,7 +1,10 @@
 #include "relay/scanner.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
+
+#include <fmt/format.h>
 
 namespace outbox {
 
@@ -10,6 +13,7 @@ Scanner::Scanner(OutboxStore& store, const Clock& clock) : store_(store), clock_
 Status Scanner::reset(const SourceState& state) {
   valid_ = false;
   holes_.clear();
+  epoch_ = state.epoch;
   if (!state.scanCursor) {
     auto floor = store_.initialFloor();
     if (!floor.isOk()) return floor.status();
@@ -30,11 +34,17 @@ Status Scanner::reset(const SourceState& state) {
 
 Result<Scanner::Batch> Scanner::next(int limit) {
   const auto now = clock_.now();
-  const bool readTrx = !holes_.empty() && now - lastTrxRead_ >= kTrxReadSpacing;
-  // (1) new rows, and (2) INNODB_TRX in the same snapshot.
-  auto read = store_.readNew(cursor_, limit, readTrx);
+  const bool readBusy = !holes_.empty() && now - lastBusyRead_ >= kBusyReadSpacing;
+  // (1) new rows, then (2) the connections inside a statement.
+  auto read = store_.readNew(cursor_, limit, readBusy);
   if (!read.isOk()) return read.status();
-  if (readTrx) lastTrxRead_ = now;
+  if (read->epoch != epoch_) {
+    valid_ = false;
+    return Status::transient(fmt::format("the source moved to epoch {} (an epoch bump): scanning again from its scan "
+                                         "floor",
+                                         read->epoch));
+  }
+  if (readBusy) lastBusyRead_ = now;
   Batch batch;
   batch.newRead = read->rows.size();
   for (auto& r : read->rows) {
@@ -43,24 +53,28 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
   }
 
-  // A fresh reading tags every hole found before it with the transactions that may hold it, and
-  // names the holes none of whose holders is inside a statement: they may have died.
+  // (2) The reading narrows each hole's suspects to the connections inside a statement now: one
+  // seen between statements (or gone) after the hole was found has finished the statement that
+  // could have taken its id. A hole with no suspect left may have died.
   std::vector<uint64_t> mayBeDead;
-  if (read->trx && read->trx->fresh && !holes_.empty()) {
-    const std::set<uint64_t> busy(read->trx->inStatement.begin(), read->trx->inStatement.end());
-    std::shared_ptr<const std::vector<uint64_t>> everyone;
+  if (read->busy) {
+    const std::vector<uint64_t>& busy = read->busy->busy;  // ascending
+    std::map<const std::vector<uint64_t>*, std::shared_ptr<const std::vector<uint64_t>>> narrowed;
+    auto everyone = std::make_shared<const std::vector<uint64_t>>(busy);
     for (auto& [id, hole] : holes_) {
       if (!hole.holders) {
-        if (!everyone) {
-          auto all = std::make_shared<std::vector<uint64_t>>(read->trx->inStatement);
-          all->insert(all->end(), read->trx->idle.begin(), read->trx->idle.end());
-          everyone = std::move(all);
+        hole.holders = everyone;  // found before this reading: its suspects are the busy ones
+      } else if (!hole.holders->empty()) {
+        auto& next = narrowed[hole.holders.get()];
+        if (!next) {
+          auto still = std::make_shared<std::vector<uint64_t>>();
+          std::set_intersection(hole.holders->begin(), hole.holders->end(), busy.begin(), busy.end(),
+                                std::back_inserter(*still));
+          next = std::move(still);
         }
-        hole.holders = everyone;
+        hole.holders = next;
       }
-      if (std::none_of(hole.holders->begin(), hole.holders->end(), [&](uint64_t t) { return busy.count(t) > 0; })) {
-        mayBeDead.push_back(id);
-      }
+      if (hole.holders->empty()) mayBeDead.push_back(id);
     }
   }
 
@@ -89,6 +103,9 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   batch.mark = ScanMark{cursor_, floorWithout(batch.rows)};
+  // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
+  // statement's size); the rest stay visible holes, taken in id order by the next polls.
+  if (batch.rows.size() > static_cast<size_t>(limit)) cutAt(batch, batch.rows[static_cast<size_t>(limit)].id);
   return batch;
 }
 

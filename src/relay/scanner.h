@@ -15,21 +15,22 @@ namespace outbox {
 
 // Finds every committed outbox row without touching one (ARCHITECTURE.md section 3a): new rows by
 // primary key above the scan cursor, and rows that commit late, below it, through the open holes
-// it keeps. A hole is an id the scan read past that was not visible then. It is tagged with the
-// transactions a fresh INNODB_TRX reading lists after it was found — only those can hold it —
-// and dies only when none of them is inside a statement and a NOWAIT locking probe finds no row
-// and no lock. Time alone never kills a hole.
+// it keeps. A hole is an id the scan read past that was not visible then. Its suspects are the
+// connections inside a statement at the first reading after it was found; each later reading
+// drops those seen between statements (or gone). A hole with no suspect left dies only if a
+// NOWAIT locking probe then finds no row and no lock (an open transaction's row is locked). Time
+// alone never kills a hole.
 //
-// Each poll: (1) read new rows, (2) read INNODB_TRX, (3) probe the holes, in that order: a change
-// visible in (1) follows, in its entity's order, changes that committed before it, which (3) then
-// sees. Late and new rows of one poll are returned together, in id order.
+// Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) probe the
+// holes, in that order: a change visible in (1) follows, in its entity's order, changes that
+// committed before it, which (3) then sees. Late and new rows of one poll are returned together,
+// in id order.
 //
 // Used by the Assigner's thread only, with the Assigner's store.
 class Scanner {
  public:
-  // INNODB_TRX is read at most this often: a reader more frequent than InnoDB's 100 ms cache
-  // refresh would keep it stale for every reader.
-  static constexpr std::chrono::milliseconds kTrxReadSpacing{150};
+  // The busy connections are read at most this often, while holes are open.
+  static constexpr std::chrono::milliseconds kBusyReadSpacing{50};
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -65,17 +66,18 @@ class Scanner {
  private:
   struct Hole {
     Clock::TimePoint found;
-    std::shared_ptr<const std::vector<uint64_t>> holders;  // null: no fresh reading since found
+    std::shared_ptr<const std::vector<uint64_t>> holders;  // suspects, ascending; null: no reading since found
   };
   uint64_t floorWithout(const std::vector<OutboxRow>& assigned) const;
 
   OutboxStore& store_;
   const Clock& clock_;
   bool valid_ = false;
+  uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;
   std::map<uint64_t, Hole> holes_;  // id -> hole, every id in (floor, cursor]
   ScanMark recorded_;
-  Clock::TimePoint lastTrxRead_;
+  Clock::TimePoint lastBusyRead_;
 };
 
 }  // namespace outbox

@@ -66,14 +66,15 @@ class FakeStore final : public OutboxStore {
 
   // Every row is committed and no transaction is open: the scan's holes are only ids never used.
   ScannedRow scanned(const OutboxRow& r) { return ScannedRow{r, r.version != 0, quarantined.count(r.id) > 0}; }
-  Result<NewRows> readNew(uint64_t cursor, int limit, bool withTrx) override {
+  Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override {
     ++polls;
     std::lock_guard lock(mu);
     NewRows out;
     for (const auto& r : rows) {
       if (r.id > cursor && static_cast<int>(out.rows.size()) < limit) out.rows.push_back(scanned(r));
     }
-    if (withTrx) out.trx = TrxReading{true, {}, {}};
+    if (withConnections) out.busy = ConnectionReading{};
+    out.epoch = state.epoch;
     return out;
   }
   Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override {
