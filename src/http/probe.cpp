@@ -7,8 +7,9 @@
 namespace outbox {
 
 namespace {
-// Counting a huge backlog exactly on every scrape would cost more than it tells.
-constexpr uint64_t kPendingCountCap = 10'000'000;
+// Rows above scan_floor examined per scrape: counting a huge backlog exactly on every scrape would
+// cost more than it tells.
+constexpr uint64_t kPendingScanRows = 1'000'000;
 }
 
 SourceProbeResult SourceProbe::get() {
@@ -41,12 +42,12 @@ SourceProbeResult SourceProbe::query() {
   const std::string table = "`" + source_.outboxTable + "`";
   const std::string versions = "`" + source_.outboxTable + "_versions`";
   const std::string source = conn_->quote(source_.name);
-  // Not yet in the stream: rows assigned a version above published_through, and rows the scan has
-  // not reached (above scan_cursor; bounded work per scrape, whatever holds the floor back). Rows
-  // below the cursor that commit late are few and are versioned within a poll. The oldest of
-  // them is the first of either kind.
+  // Not yet in the stream: rows assigned a version above published_through, and rows without a
+  // version above scan_floor (a poison row, a late row, rows the scan has not reached), counted
+  // over at most kPendingScanRows rows so a floor held back by a long transaction costs a scrape
+  // little. The oldest of them is the first of either kind.
   auto state = conn_->query(fmt::format(
-      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_cursor, 0), "
+      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
       " WHERE v.version = s.published_through + 1), "
       "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) "
@@ -68,20 +69,19 @@ SourceProbeResult SourceProbe::query() {
   r.assignedThrough = state->u64(1);
   r.publishedThrough = state->u64(2);
   r.haltedReason = std::string(state->text(3));
-  const uint64_t cursor = state->u64(4);
+  const uint64_t floor = state->u64(4);
   const uint64_t oldestAssigned = state->u64(5);  // NULL reads as 0
   r.paused = state->u64(6) != 0;
   r.leaseHolder = std::string(state->text(7));
   r.leaseEpoch = state->u64(8);
   if (auto expires = state->optText(9)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
-  const std::string unversioned = fmt::format(
-      "FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} AND v.version IS NULL "
-      "AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {3} AND q.outbox_id = o.id)",
-      table, versions, cursor, source);
   auto pending = conn_->query(fmt::format(
-      "SELECT (SELECT COUNT(*) FROM (SELECT 1 {0} LIMIT {1}) p), "
-      "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) {0} ORDER BY o.id LIMIT 1)",
-      unversioned, kPendingCountCap));
+      "SELECT COUNT(*), COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, p.created_at, NOW(6))), 0) FROM "
+      "(SELECT o.id, o.created_at, v.version FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} "
+      " ORDER BY o.id LIMIT {3}) p "
+      "WHERE p.version IS NULL AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {4} AND "
+      "q.outbox_id = p.id)",
+      table, versions, floor, kPendingScanRows, source));
   if (!pending.isOk() || !pending->next()) {
     conn_.reset();
     r.error = fmt::format("database of source {} is not reachable", source_.name);

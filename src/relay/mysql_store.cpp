@@ -41,6 +41,8 @@ std::string idList(const std::vector<uint64_t>& ids) {
 
 // The probes read rows by id in chunks of this many.
 constexpr size_t kIdChunk = 1000;
+// A new source's first scan starts this many ids below its lowest visible row (initialFloor).
+constexpr uint64_t kNewSourceWindow = 10'000;
 // MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
 constexpr unsigned kMysqlLockNowait = 3572;
 }  // namespace
@@ -287,14 +289,20 @@ Result<std::vector<uint64_t>> MysqlOutboxStore::unresolved(uint64_t floor, uint6
 }
 
 Result<uint64_t> MysqlOutboxStore::initialFloor() {
-  // Just below the lowest row still in the table: every id below it was pruned (published) or is
-  // older than any transaction could still hold, and every unresolved id above it — pending rows
-  // of a v1 table, rows still being committed — is found by the scan (its holes are rebuilt from
-  // the table, never guessed from clocks). An empty table starts at 0.
-  auto lowest = queryRows(fmt::format("SELECT MIN(id) FROM {}", table_));
-  if (!lowest.isOk()) return lowest.status();
-  if (!lowest->next() || lowest->isNull(0)) return uint64_t{0};
-  return lowest->u64(0) - 1;
+  // Where the first scan of a source starts. Ids below the table's lowest visible row are pruned
+  // (published) rows — or, on a source that never versioned a row, ids never used, rolled back, or
+  // taken by a transaction still open, which the lowest visible row cannot show. So a source
+  // with versions (one migrated from v1) starts just below its oldest kept row, and a new one a
+  // window further down: the window's ids are holes, and die in a poll unless a transaction holds
+  // them. Never guessed from clocks.
+  auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}), (SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v)",
+                                    table_, versions_));
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next() || rows->isNull(0)) return uint64_t{0};
+  const uint64_t lowest = rows->u64(0);
+  const bool versioned = rows->u64(1) > 0;
+  if (versioned) return lowest - 1;
+  return lowest - 1 > kNewSourceWindow ? lowest - 1 - kNewSourceWindow : 0;
 }
 
 Status MysqlOutboxStore::saveScan(ScanMark mark) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace outbox {
 
@@ -99,6 +100,10 @@ Result<Scanner::Batch> Scanner::next(int limit) {
       auto dead = store_.unheld(mayBeDead);
       if (!dead.isOk()) return dead.status();
       for (uint64_t id : *dead) holes_.erase(id);
+      if (!dead->empty()) {
+        spdlog::debug("scan: {} open holes resolved as never committed (ids {}..{}); {} still open", dead->size(),
+                      dead->front(), dead->back(), holes_.size());
+      }
     }
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });

@@ -93,7 +93,7 @@ void killAtRandomPoints(const std::string& tag, bool expire, bool takeover) {
   for (int i = 0; i < (takeover ? 2 : 1); ++i) bridges.push_back(std::make_unique<BridgeProcess>(config));
   for (auto& b : bridges) b->start();
   StreamRecorder recorder(source);
-  const int rowsPerRound = expire ? 2000 : 6000;
+  const int rowsPerRound = 6000;
   int total = 0;
   int caughtMidDrain = 0;
   // The bridge that holds the lease now (with two, the one a kill makes the other take over from).

@@ -1,0 +1,236 @@
+#define BOOST_TEST_MODULE scanner
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <set>
+
+#include "relay/scanner.h"
+
+// The Scanner (ARCHITECTURE.md section 3a) against an outbox table in memory whose rows can be
+// uncommitted (invisible, locked by their connection) and connections that are inside a
+// statement or between statements.
+
+using namespace outbox;
+using namespace std::chrono_literals;
+
+namespace {
+
+class ManualClock final : public Clock {
+ public:
+  TimePoint now() const override { return t; }
+  void advance(std::chrono::milliseconds d) { t += d; }
+  TimePoint t{};
+};
+
+class TableStore final : public OutboxStore {
+ public:
+  struct Row {
+    bool committed = false;
+    uint64_t connection = 0;  // who inserted it (holds its lock until committed or rolled back)
+    uint64_t version = 0;
+  };
+  std::map<uint64_t, Row> rows;     // id -> row; an id absent was never used or rolled back
+  std::set<uint64_t> busy;          // connections inside a statement
+  std::set<uint64_t> quarantined;
+  uint64_t epoch = 1;
+  int unheldCalls = 0;
+
+  void insert(uint64_t id, uint64_t connection, bool committed) { rows[id] = Row{committed, connection, 0}; }
+  void commit(uint64_t connection) {
+    for (auto& [id, r] : rows) {
+      if (r.connection == connection) r.committed = true;
+    }
+  }
+  void rollback(uint64_t connection) {
+    std::erase_if(rows, [&](const auto& e) { return e.second.connection == connection && !e.second.committed; });
+  }
+  ScannedRow scanned(uint64_t id, const Row& r) {
+    OutboxRow o;
+    o.id = id;
+    o.entityType = "item";
+    o.entityKey = std::to_string(id);
+    o.op = "upsert";
+    o.payload = "{}";
+    return ScannedRow{o, r.version != 0, quarantined.count(id) > 0};
+  }
+
+  void setWriteGuard(WriteGuard) override {}
+  Status connect() override { return Status::ok(); }
+  Result<SourceState> loadState() override { return SourceState{}; }
+  Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override {
+    NewRows out;
+    for (auto it = rows.upper_bound(cursor); it != rows.end() && static_cast<int>(out.rows.size()) < limit; ++it) {
+      if (it->second.committed) out.rows.push_back(scanned(it->first, it->second));
+    }
+    if (withConnections) out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end())};
+    out.epoch = epoch;
+    return out;
+  }
+  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override {
+    std::vector<ScannedRow> out;
+    for (uint64_t id : ids) {
+      auto it = rows.find(id);
+      if (it != rows.end() && it->second.committed) out.push_back(scanned(id, it->second));
+    }
+    return out;
+  }
+  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override {
+    ++unheldCalls;
+    std::vector<uint64_t> out;
+    for (uint64_t id : ids) {
+      if (!rows.count(id)) out.push_back(id);  // a row present is committed (visible) or locked
+    }
+    return out;
+  }
+  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override {
+    std::vector<uint64_t> out;
+    for (uint64_t id = floor + 1; id <= cursor; ++id) {
+      auto it = rows.find(id);
+      if ((it == rows.end() || it->second.version == 0) && !quarantined.count(id)) out.push_back(id);
+    }
+    return out;
+  }
+  Result<uint64_t> initialFloor() override { return uint64_t{0}; }
+  Status saveScan(ScanMark) override { return Status::ok(); }
+  Result<std::vector<OutboxRow>> readAssigned(uint64_t, uint64_t, int) override { return std::vector<OutboxRow>{}; }
+  Status assign(std::vector<OutboxRow>&, uint64_t, ScanMark) override { return Status::ok(); }
+  Status markPublished(uint64_t, uint64_t) override { return Status::ok(); }
+  Status setPublished(uint64_t, uint64_t) override { return Status::ok(); }
+  Status moveEpochStart(uint64_t) override { return Status::ok(); }
+  Status halt(const std::string&) override { return Status::ok(); }
+  Status clearHalt() override { return Status::ok(); }
+  Status quarantine(uint64_t, const std::string&) override { return Status::ok(); }
+};
+
+struct Fixture {
+  TableStore store;
+  ManualClock clock;
+  Scanner scanner{store, clock};
+  uint64_t nextVersion = 1;
+
+  Fixture() { BOOST_REQUIRE(scanner.reset(SourceState{}).isOk()); }
+  // One poll, its rows versioned; returns their ids in version order.
+  std::vector<uint64_t> poll(int limit = 100) {
+    clock.advance(Scanner::kBusyReadSpacing);
+    auto batch = scanner.next(limit);
+    BOOST_REQUIRE_MESSAGE(batch.isOk(), batch.status().message());
+    std::vector<uint64_t> ids;
+    for (const auto& r : batch->rows) {
+      ids.push_back(r.id);
+      store.rows[r.id].version = nextVersion++;
+    }
+    scanner.committed(*batch);
+    return ids;
+  }
+};
+
+using Ids = std::vector<uint64_t>;
+
+}  // namespace
+
+// A transaction left open (connection 7, between statements) keeps its own id open, whatever
+// happens around it and however long; the others flow; when it commits, its row comes next.
+BOOST_AUTO_TEST_CASE(an_open_transaction_keeps_only_its_own_id_open) {
+  Fixture f;
+  f.store.insert(1, 7, false);
+  for (uint64_t id = 2; id <= 5; ++id) f.store.insert(id, 8, true);
+  BOOST_TEST((f.poll() == Ids{2, 3, 4, 5}));
+  for (int i = 0; i < 50; ++i) {
+    f.clock.advance(1s);
+    BOOST_TEST(f.poll().empty());
+  }
+  BOOST_TEST(f.scanner.openHoles() == 1u);  // the idle transaction's row is locked: not dead
+  BOOST_TEST(f.scanner.recorded().floor == 0u);
+  f.store.commit(7);
+  BOOST_TEST((f.poll() == Ids{1}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 5u);
+}
+
+// An id is taken inside a statement before its row exists: while the connection that may hold
+// it is inside a statement, the hole is not even probed; once it is seen between statements the
+// probe decides — a rolled-back or unused id dies, and the floor catches up.
+BOOST_AUTO_TEST_CASE(a_hole_dies_only_after_its_suspects_left_their_statements) {
+  Fixture f;
+  f.store.busy = {7};  // connection 7 has taken id 1 and not yet inserted it
+  f.store.insert(2, 8, true);
+  BOOST_TEST((f.poll() == Ids{2}));
+  for (int i = 0; i < 5; ++i) BOOST_TEST(f.poll().empty());
+  BOOST_TEST(f.store.unheldCalls == 0);
+  BOOST_TEST(f.scanner.openHoles() == 1u);
+  // Connection 7 inserts it and commits in the same statement... seen now as a late row.
+  f.store.insert(1, 7, true);
+  f.store.busy.clear();
+  BOOST_TEST((f.poll() == Ids{1}));
+  // Ids that were never used die once no suspect is inside a statement.
+  f.store.busy = {9};
+  f.store.insert(6, 8, true);  // ids 3..5 skipped
+  BOOST_TEST((f.poll() == Ids{6}));
+  f.poll();  // the first reading since they were found: 9 is the suspect
+  BOOST_TEST(f.scanner.openHoles() == 3u);
+  f.store.busy = {9, 10};  // 10 began a statement after that reading: never a suspect
+  f.poll();
+  BOOST_TEST(f.scanner.openHoles() == 3u);
+  f.store.busy = {10};
+  f.poll();
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 6u);
+}
+
+// Late and new rows of one poll get versions in id order; a batch never holds more than its
+// limit, the rest comes next time, still in id order.
+BOOST_AUTO_TEST_CASE(late_and_new_rows_are_versioned_in_id_order_within_the_limit) {
+  Fixture f;
+  f.store.insert(1, 7, false);
+  f.store.insert(2, 7, false);
+  for (uint64_t id = 3; id <= 4; ++id) f.store.insert(id, 8, true);
+  BOOST_TEST((f.poll() == Ids{3, 4}));
+  f.store.commit(7);
+  for (uint64_t id = 5; id <= 7; ++id) f.store.insert(id, 8, true);
+  BOOST_TEST((f.poll(3) == Ids{1, 2, 5}));
+  BOOST_TEST((f.poll(3) == Ids{6, 7}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+}
+
+// A poison row stops the batch: it and every row after it stay open, visible holes, found again.
+BOOST_AUTO_TEST_CASE(a_cut_batch_leaves_the_rest_to_the_next_poll) {
+  Fixture f;
+  for (uint64_t id = 1; id <= 5; ++id) f.store.insert(id, 8, true);
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  auto batch = f.scanner.next(100);
+  BOOST_REQUIRE(batch.isOk());
+  f.scanner.cutAt(*batch, 3);
+  BOOST_TEST(batch->rows.size() == 2u);
+  BOOST_TEST(batch->mark.floor == 2u);
+  for (const auto& r : batch->rows) f.store.rows[r.id].version = f.nextVersion++;
+  f.scanner.committed(*batch);
+  f.store.quarantined.insert(3);
+  BOOST_TEST((f.poll() == Ids{4, 5}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 5u);
+}
+
+// A restart rebuilds the holes of (floor, cursor] from the table: the open transaction's row is
+// still found; an epoch bump (a new epoch) makes the scan start over.
+BOOST_AUTO_TEST_CASE(a_restart_rebuilds_the_holes_and_an_epoch_bump_restarts_the_scan) {
+  Fixture f;
+  f.store.insert(1, 7, false);
+  f.store.insert(2, 8, true);
+  f.poll();
+  SourceState state;
+  state.scanCursor = f.scanner.recorded().cursor;
+  state.scanFloor = f.scanner.recorded().floor;
+  Scanner again(f.store, f.clock);
+  BOOST_REQUIRE(again.reset(state).isOk());
+  BOOST_TEST(again.openHoles() == 1u);
+  f.store.commit(7);
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  auto batch = again.next(100);
+  BOOST_REQUIRE(batch.isOk());
+  BOOST_TEST(batch->rows.size() == 1u);
+  BOOST_TEST(batch->rows[0].id == 1u);
+  f.store.epoch = 2;
+  auto bumped = again.next(100);
+  BOOST_TEST(!bumped.isOk());
+  BOOST_TEST(!again.valid());
+}
