@@ -106,6 +106,12 @@ db::ConnectParams stackParams(const std::string& database = "") {
 }
 }  // namespace
 
+// The outbox tables of each config writeConfig() wrote: (database, table).
+std::map<std::string, std::vector<std::pair<std::string, std::string>>>& configuredTables() {
+  static std::map<std::string, std::vector<std::pair<std::string, std::string>>> tables;
+  return tables;
+}
+
 TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}_{}", purpose, randomSuffix())) {
   auto conn = db::Connection::open(stackParams());
   if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
@@ -183,6 +189,7 @@ std::string SourceSpec::stream() const {
 
 std::string writeConfig(const std::vector<SourceSpec>& sources, const std::string& extraToml) {
   std::string path = fmt::format("{}/config-{}.toml", tempDir(), randomSuffix());
+  for (const auto& s : sources) configuredTables()[path].emplace_back(s.database->name(), s.outboxTable());
   std::ofstream out(path);
   out << fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\n\n", stack().natsUrl);
   out << "[log]\nlevel = \"debug\"\n\n";
@@ -220,6 +227,20 @@ CommandResult runCommand(const std::string& shellCommand) {
 void migrate(const std::string& configPath) {
   auto r = runBridge({"migrate", "--config", configPath});
   if (r.exitCode != 0) throw std::runtime_error("migrate failed: " + r.err);
+  for (const auto& [database, table] : configuredTables()[configPath]) {
+    auto conn = db::Connection::open(stackParams(database));
+    if (!conn.isOk()) throw std::runtime_error(conn.status().message());
+    Status s = (*conn)->exec(fmt::format(
+        "CREATE TRIGGER IF NOT EXISTS `{0}_append_only` BEFORE UPDATE ON `{0}` FOR EACH ROW SIGNAL SQLSTATE '45000' "
+        "SET MESSAGE_TEXT = 'outbox rows are append-only (a test trigger refuses every UPDATE)'",
+        table));
+    if (!s.isOk()) throw std::runtime_error("trigger on " + table + ": " + s.message());
+  }
+}
+
+void allowOutboxUpdates(TestDatabase& database, const std::string& table) {
+  Status s = database.sql().exec(fmt::format("DROP TRIGGER IF EXISTS `{}_append_only`", table));
+  if (!s.isOk()) throw std::runtime_error(s.message());
 }
 
 BridgeProcess::BridgeProcess(std::string configPath)

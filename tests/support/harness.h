@@ -99,8 +99,12 @@ struct SourceSpec {
 // `extraToml` has an [http] table, the HTTP server listens on a free port (see httpPort()).
 std::string writeConfig(const std::vector<SourceSpec>& sources, const std::string& extraToml = "");
 
-// Runs `outbox-bridge migrate` for the config; throws on failure.
+// Runs `outbox-bridge migrate` for the config; throws on failure. Then gives every outbox table
+// of the config a trigger that refuses any UPDATE (issue 9: the bridge never updates a producer's
+// row, and every test that goes through here proves it).
 void migrate(const std::string& configPath);
+// Drops that trigger, for a test that plays the producer or the operator changing a row.
+void allowOutboxUpdates(TestDatabase& database, const std::string& table);
 
 // Runs the bridge binary with arguments; returns the exit code, stdout and stderr.
 struct CommandResult {
