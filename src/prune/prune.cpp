@@ -62,9 +62,9 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
         auto started = std::chrono::steady_clock::now();
         // Each row with its version, in one statement: the count is of both tables' rows.
         auto deleted = conn.execCount(fmt::format(
-            "DELETE o, v FROM {} o JOIN {} v ON v.outbox_id = o.id WHERE v.version BETWEEN {} AND {} AND "
+            "DELETE o, v FROM {} v STRAIGHT_JOIN {} o ON o.id = v.outbox_id WHERE v.version BETWEEN {} AND {} AND "
             "v.version <= {} AND o.created_at < {}",
-            table, versions, from, to, report.publishedThrough, fixedCutoff));
+            versions, table, from, to, report.publishedThrough, fixedCutoff));
         if (!deleted.isOk()) return deleted.status();
         *deleted /= 2;
         auto now = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 #include "relay/mysql_store.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <mysqld_error.h>
 
@@ -201,9 +202,12 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   if (!s.isOk() || !withConnections) return s.isOk() ? Result<NewRows>(std::move(out)) : Result<NewRows>(s);
   // After the read: every connection that could be about to insert an id the read went past is
   // inside a statement now, or has finished it.
+  // Every connection but those between statements and the server's own threads: ids are taken
+  // under COMMAND values other than Query too (Execute, MariaDB's Bulk_execute for batched
+  // inserts, Connect for event scheduler workers).
   auto busy = queryRows(
-      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Query', 'Execute') AND ID <> CONNECTION_ID() "
-      "ORDER BY ID");
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
+      "'Binlog Dump GTID') AND ID <> CONNECTION_ID() ORDER BY ID");
   if (!busy.isOk()) return busy.status();
   ConnectionReading reading;
   while (busy->next()) reading.busy.push_back(busy->u64(0));
@@ -245,28 +249,30 @@ Result<std::vector<uint64_t>> MysqlOutboxStore::unheld(const std::vector<uint64_
     }
     return end;
   };
+  // A chunk with a held id is split in halves until the held ones are found: a transaction
+  // holding k of n ids costs about k log n probes, not n.
   std::vector<uint64_t> out;
-  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
-    std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
-                                ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)));
+  std::function<Status(const std::vector<uint64_t>&)> settle = [&](const std::vector<uint64_t>& some) -> Status {
     std::vector<uint64_t> present;
-    Status s = probe(chunk, present);
+    Status s = probe(some, present);
     if (!s.isOk() && s.message() != "held") return s;
     if (!s.isOk()) {
-      // Some id is held: probe one by one to find which.
-      present.clear();
-      for (uint64_t id : chunk) {
-        std::vector<uint64_t> one;
-        Status single = probe({id}, one);
-        if (!single.isOk() && single.message() != "held") return single;
-        if (!single.isOk() || !one.empty()) present.push_back(id);
-      }
+      if (some.size() == 1) return Status::ok();  // held
+      const auto half = some.begin() + static_cast<long>(some.size() / 2);
+      OUTBOX_RETURN_IF_ERROR(settle(std::vector<uint64_t>(some.begin(), half)));
+      return settle(std::vector<uint64_t>(half, some.end()));
     }
     std::sort(present.begin(), present.end());
-    for (uint64_t id : chunk) {
+    for (uint64_t id : some) {
       if (!std::binary_search(present.begin(), present.end(), id)) out.push_back(id);
     }
+    return Status::ok();
+  };
+  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
+    OUTBOX_RETURN_IF_ERROR(settle(std::vector<uint64_t>(ids.begin() + static_cast<long>(i),
+                                                        ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)))));
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -295,6 +301,9 @@ Result<uint64_t> MysqlOutboxStore::initialFloor() {
   // with versions (one migrated from v1) starts just below its oldest kept row, and a new one a
   // window further down: the window's ids are holes, and die in a poll unless a transaction holds
   // them. Never guessed from clocks.
+  // READ UNCOMMITTED: the lowest row includes one a transaction has inserted and not committed.
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
   auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}), (SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v)",
                                     table_, versions_));
   if (!rows.isOk()) return rows.status();

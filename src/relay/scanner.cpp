@@ -79,27 +79,45 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     }
   }
 
-  // (3) the holes, by id, in a fresh consistent read: a visible one committed late.
+  // (3) the holes, by id, in a fresh consistent read: a visible one committed late. Read in id
+  // order and only until a batch's worth is found: the rest waits for the next poll.
   if (!holes_.empty()) {
     std::vector<uint64_t> ids;
     ids.reserve(holes_.size());
     for (const auto& [id, hole] : holes_) ids.push_back(id);
-    auto visible = store_.readIds(ids);
-    if (!visible.isOk()) return visible.status();
     std::set<uint64_t> seen;
-    for (auto& r : *visible) {
-      seen.insert(r.row.id);
-      if (r.versioned || r.quarantined) {
-        holes_.erase(r.row.id);  // resolved (an operator quarantined it, or a scan before us)
-      } else {
-        batch.rows.push_back(std::move(r.row));
+    size_t late = 0, probed = 0;
+    for (size_t i = 0; i < ids.size() && late < static_cast<size_t>(limit); i += kProbeChunk) {
+      std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
+                                  ids.begin() + static_cast<long>(std::min(ids.size(), i + kProbeChunk)));
+      auto visible = store_.readIds(chunk);
+      if (!visible.isOk()) return visible.status();
+      probed = i + chunk.size();
+      for (auto& r : *visible) {
+        seen.insert(r.row.id);
+        if (r.versioned || r.quarantined) {
+          holes_.erase(r.row.id);  // resolved (an operator quarantined it, or a scan before us)
+        } else {
+          batch.rows.push_back(std::move(r.row));
+          ++late;
+        }
       }
     }
-    std::erase_if(mayBeDead, [&](uint64_t id) { return seen.count(id) > 0; });
+    if (probed < ids.size()) batch.newRead = static_cast<size_t>(limit);  // more late rows may wait
+    // A hole found held (its transaction's row is locked) is probed again at most every kHeldReprobe:
+    // when it commits, (3) sees it; only a rollback needs the probe.
+    std::erase_if(mayBeDead, [&](uint64_t id) {
+      if (seen.count(id) > 0) return true;
+      auto it = holes_.find(id);
+      return it == holes_.end() || now < it->second.probeAfter;
+    });
     if (!mayBeDead.empty()) {
       auto dead = store_.unheld(mayBeDead);
       if (!dead.isOk()) return dead.status();
       for (uint64_t id : *dead) holes_.erase(id);
+      for (uint64_t id : mayBeDead) {
+        if (auto it = holes_.find(id); it != holes_.end()) it->second.probeAfter = now + kHeldReprobe;
+      }
       if (!dead->empty()) {
         spdlog::debug("scan: {} open holes resolved as never committed (ids {}..{}); {} still open", dead->size(),
                       dead->front(), dead->back(), holes_.size());
@@ -110,7 +128,10 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   batch.mark = ScanMark{cursor_, floorWithout(batch.rows)};
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.
-  if (batch.rows.size() > static_cast<size_t>(limit)) cutAt(batch, batch.rows[static_cast<size_t>(limit)].id);
+  if (batch.rows.size() > static_cast<size_t>(limit)) {
+    cutAt(batch, batch.rows[static_cast<size_t>(limit)].id);
+    batch.newRead = static_cast<size_t>(limit);  // a full batch: poll again at once
+  }
   return batch;
 }
 

@@ -31,6 +31,10 @@ class Scanner {
  public:
   // The busy connections are read at most this often, while holes are open.
   static constexpr std::chrono::milliseconds kBusyReadSpacing{50};
+  // A hole a locking probe found held is probed again no sooner than this.
+  static constexpr std::chrono::milliseconds kHeldReprobe{1000};
+  // Holes are read back in chunks of this many ids.
+  static constexpr size_t kProbeChunk = 1000;
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -67,6 +71,7 @@ class Scanner {
   struct Hole {
     Clock::TimePoint found;
     std::shared_ptr<const std::vector<uint64_t>> holders;  // suspects, ascending; null: no reading since found
+    Clock::TimePoint probeAfter{};  // found held: not probed again before this
   };
   uint64_t floorWithout(const std::vector<OutboxRow>& assigned) const;
 
