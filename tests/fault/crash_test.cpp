@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -18,12 +19,6 @@ using namespace outbox::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-void requireDenseOnce(const SourceSpec& source, uint64_t count) {
-  StreamReader reader;
-  auto messages = reader.readAll(source.stream(), "control." + source.name);
-  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, source.name, count), "");
-}
 
 }  // namespace
 
@@ -182,13 +177,15 @@ BOOST_AUTO_TEST_CASE(sigterm_mid_drain_exits_within_five_seconds_and_resumes) {
   BOOST_TEST(bridge.stop() == 0);
 }
 
-// Issue 8: after the first signal the watcher thread ended and signals stayed blocked, so a
-// second Ctrl-C did nothing while a stop waited on a database that did not answer. A second
-// SIGTERM now exits at once (143); nothing is lost.
-BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
-  TestDatabase database("term2");
-  SourceSpec source{uniqueName("tr2", database), &database, {{"batch_size", "200"}}};
-  // The process that exits at once keeps its lease until the TTL: keep that short here.
+// A bridge draining 30,000 rows is stopped while MariaDB is frozen (SIGSTOP), so every way out of
+// a stop (the last mark, the lease release) waits on it: `signal` sends the signals and checks
+// their timing. The bridge must then have exited with `exitCode`, saying `line`, and a restart
+// must publish every row once.
+void stopWhileMariadbIsFrozen(const std::string& tag, const std::function<void(BridgeProcess&)>& signal, int exitCode,
+                              const std::string& line) {
+  TestDatabase database(tag);
+  SourceSpec source{uniqueName(tag, database), &database, {{"batch_size", "200"}}};
+  // The process that exits early keeps its lease until the TTL: keep that short here.
   std::string config = writeConfig({source}, "[lease]\nttl = \"3s\"\nheartbeat = \"1s\"\n");
   migrate(config);
   insertRows(database.sql(), source.outboxTable(), 30000, 0, "item", 150);
@@ -196,9 +193,24 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
   bridge.start();
   BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough > 2000; }, 30s));
   {
-    // MariaDB frozen: every way out of a stop (the last mark, the lease release) waits on it.
     FrozenProcess frozenDatabase(readFile(stack().stackDir + "/mariadb/mariadbd.pid"));
     std::this_thread::sleep_for(200ms);
+    signal(bridge);
+  }
+  BOOST_TEST(bridge.stop() == exitCode);
+  BOOST_TEST(bridge.log().find(line) != std::string::npos, bridge.log());
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 30000; }, 60s),
+                        bridge.log());
+  requireDenseOnce(source, 30000);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Issue 8: after the first signal the watcher thread ended and signals stayed blocked, so a
+// second Ctrl-C did nothing while a stop waited on a database that did not answer. A second
+// SIGTERM now exits at once (143); nothing is lost.
+BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
+  stopWhileMariadbIsFrozen("term2", [](BridgeProcess& bridge) {
     bridge.sendSignal(SIGTERM);
     // A signal doubled within SignalWatcher::kSameRequest is the same request (a wrapper script's
     // cleanup): the stop goes on.
@@ -208,45 +220,21 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
     BOOST_REQUIRE_MESSAGE(bridge.running(), "the first SIGTERM did not wait for anything, or the doubled one exited");
     bridge.sendSignal(SIGTERM);
     BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 1s), "still running 1 s after the second SIGTERM");
-  }
-  BOOST_TEST(bridge.stop() == 128 + SIGTERM);
-  BOOST_TEST(bridge.log().find("a second SIGTERM/SIGINT: exiting now") != std::string::npos, bridge.log());
-  bridge.start();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 30000; }, 60s),
-                        bridge.log());
-  requireDenseOnce(source, 30000);
-  BOOST_TEST(bridge.stop() == 0);
+  }, 128 + SIGTERM, "a second SIGTERM/SIGINT: exiting now");
 }
 
 // Issue 8: a stop waited as long as its database calls did (InnoDB's 50 s lock wait, a read
 // timeout). The first SIGTERM now ends the process within 5 s whatever it waits on (exit 1, with
 // the reason on stderr); nothing is lost.
 BOOST_AUTO_TEST_CASE(a_first_sigterm_exits_within_five_seconds_even_when_mariadb_does_not_answer) {
-  TestDatabase database("term5");
-  SourceSpec source{uniqueName("tr5", database), &database, {{"batch_size", "200"}}};
-  std::string config = writeConfig({source}, "[lease]\nttl = \"3s\"\nheartbeat = \"1s\"\n");
-  migrate(config);
-  insertRows(database.sql(), source.outboxTable(), 30000, 0, "item", 150);
-  BridgeProcess bridge(config);
-  bridge.start();
-  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough > 2000; }, 30s));
-  {
-    FrozenProcess frozenDatabase(readFile(stack().stackDir + "/mariadb/mariadbd.pid"));
-    std::this_thread::sleep_for(200ms);
+  stopWhileMariadbIsFrozen("term5", [](BridgeProcess& bridge) {
     auto signalled = std::chrono::steady_clock::now();
     bridge.sendSignal(SIGTERM);
     BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 7s), "still running 7 s after SIGTERM");
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - signalled);
     BOOST_TEST(took.count() < 6000, took.count() << " ms");
     BOOST_TEST(took.count() >= 4500, took.count() << " ms: it did not wait for the stop at all");
-  }
-  BOOST_TEST(bridge.stop() == 1);
-  BOOST_TEST(bridge.log().find("the stop did not finish within 5 s") != std::string::npos, bridge.log());
-  bridge.start();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 30000; }, 60s),
-                        bridge.log());
-  requireDenseOnce(source, 30000);
-  BOOST_TEST(bridge.stop() == 0);
+  }, 1, "the stop did not finish within 5 s");
 }
 
 // Two bridges on one source at once: one leads, one stands by; every version once.

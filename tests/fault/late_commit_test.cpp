@@ -20,12 +20,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void requireDenseOnce(const SourceSpec& source, uint64_t count) {
-  StreamReader reader;
-  auto messages = reader.readAll(source.stream(), "control." + source.name);
-  BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, source.name, count), "");
-}
-
 // A gauge of the bridge's /metrics for `source` (-1 when absent).
 double gauge(int port, const std::string& name, const std::string& source) {
   std::string page = httpRequest(port, "GET", "/metrics").body;

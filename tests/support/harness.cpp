@@ -402,6 +402,12 @@ std::vector<nats::StoredMessage> StreamReader::readAll(const std::string& stream
   return std::move(r).value();
 }
 
+void requireDenseOnce(const SourceSpec& source, uint64_t count) {
+  StreamReader reader;
+  std::string violation = checkDenseOnce(reader.readAll(source.stream(), "control." + source.name), source.name, count);
+  if (!violation.empty()) throw std::runtime_error("stream " + source.stream() + ": " + violation);
+}
+
 uint64_t headerU64(const nats::StoredMessage& m, const std::string& key) {
   auto it = m.headers.find(key);
   if (it == m.headers.end()) return 0;

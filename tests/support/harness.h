@@ -165,6 +165,9 @@ std::string checkDenseOnce(const std::vector<nats::StoredMessage>& messages, con
 
 uint64_t headerU64(const nats::StoredMessage& m, const std::string& key);
 
+// Reads the source's whole stream and throws the first violation checkDenseOnce() finds.
+void requireDenseOnce(const SourceSpec& source, uint64_t count);
+
 // An HTTP GET (or other method) against a bridge on loopback.
 struct HttpReply {
   int status = 0;  // 0: no answer
