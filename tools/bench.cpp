@@ -278,7 +278,10 @@ int main(int argc, char** argv) {
   // INSERT returned (its commit done) to the time nats-server stored the message. The time before
   // the INSERT also travels in the payload, for the producer's view (insert to ack).
   uint64_t before = publishedThrough(*conn, source);
-  const int total = o.latencyRate * o.latencySeconds;
+  // The first second wakes the relay from its idle poll_interval: the rows committed then wait up
+  // to that long. They are reported apart; the target is about the steady flow after them.
+  const int warmup = o.latencyRate;
+  const int total = o.latencyRate * o.latencySeconds + warmup;
   auto interval = std::chrono::duration<double>(1.0 / o.latencyRate);
   auto next = Clock::now();
   std::vector<int64_t> committedAt(static_cast<size_t>(total));
@@ -300,21 +303,28 @@ int main(int argc, char** argv) {
   auto messages = check(js->readRange(stream, "control." + source + ".>", before + 1, before + static_cast<uint64_t>(total),
                                       std::chrono::milliseconds(10'000)),
                         "read stream");
-  std::vector<double> latencies, fromInsert;
+  std::vector<double> latencies, fromInsert, waking;
   for (const auto& m : messages) {
     auto t = m.data.find("\"t\":");
     auto key = m.headers.find("Outbox-Entity-Key");
     if (t == std::string::npos || key == m.headers.end()) continue;
     const int64_t stored = m.timestampNanos / 1000;
-    latencies.push_back(static_cast<double>(stored - committedAt.at(std::stoul(key->second))) / 1000.0);
+    const size_t n = std::stoul(key->second);
+    const double latency = static_cast<double>(stored - committedAt.at(n)) / 1000.0;
+    if (n < static_cast<size_t>(warmup)) {
+      waking.push_back(latency);
+      continue;
+    }
+    latencies.push_back(latency);
     fromInsert.push_back(static_cast<double>(stored - std::stoll(m.data.substr(t + 4))) / 1000.0);
   }
   std::printf("(c) commit-to-ack at %d rows/s, default config (poll_interval 250ms, polls follow the flow): p50 %.1f "
               "ms, p99 %.1f ms, max %.1f ms  [target p99 <= 25 ms]  (%zu rows)\n",
               o.latencyRate, percentile(latencies, 0.5), percentile(latencies, 0.99), percentile(latencies, 1.0),
               latencies.size());
-  std::printf("    from before the producer's INSERT (its commit included): p50 %.1f ms, p99 %.1f ms\n",
-              percentile(fromInsert, 0.5), percentile(fromInsert, 0.99));
+  std::printf("    from before the producer's INSERT (its commit included): p50 %.1f ms, p99 %.1f ms; the first "
+              "second after idle (waking from poll_interval): max %.1f ms\n",
+              percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), percentile(waking, 1.0));
   std::printf("(d) idle: %.2f%% of a core, RSS %.1f MiB  [targets < 1%%, <= 32 MiB]\n", idleCpu, idleEnd.rssMiB);
   std::fflush(stdout);
 
