@@ -21,12 +21,14 @@ std::string grantee(Connection& conn) {
 }  // namespace
 
 Status checkServer(Connection& conn, std::vector<std::string>& notes) {
+  // Without PROCESS, PROCESSLIST quietly shows only this user's connections; INNODB_TRX refuses
+  // outright, so it tells whether the privilege is there.
   auto trx = conn.query("SELECT COUNT(*) FROM information_schema.INNODB_TRX");
   if (!trx.isOk()) {
     if (conn.errorCode() == ER_SPECIFIC_ACCESS_DENIED_ERROR) {
       return Status::permanent(fmt::format(
-          "the database user lacks the PROCESS privilege, which the bridge needs to read "
-          "information_schema.INNODB_TRX (which open transactions may still commit an outbox row); run: GRANT "
+          "the database user lacks the PROCESS privilege, which the bridge needs to see every connection in "
+          "information_schema.PROCESSLIST (which open transactions may still commit an outbox row); run: GRANT "
           "PROCESS ON *.* TO {};",
           grantee(conn)));
     }

@@ -10,7 +10,7 @@ namespace outbox::db {
 
 // What the bridge needs of a source's database server (ARCHITECTURE.md section 3a), checked on
 // every connect of a relay and once at `run` start:
-// - the PROCESS privilege, to read information_schema.INNODB_TRX (which transactions may still
+// - the PROCESS privilege, to see every connection in information_schema.PROCESSLIST (any may
 //   hold an outbox id);
 // - a primary: a server with read_only on is a replica, where a transaction of the primary that
 //   holds an id does not show, so a row could be lost.
