@@ -40,6 +40,11 @@ std::string idList(const std::vector<uint64_t>& ids) {
   return out;
 }
 
+// Where the state row's current epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions
+// start above the first, its messages after the second.
+constexpr const char* kEpochStartColumns =
+    "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
+    "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0)";
 // The probes read rows by id in chunks of this many.
 constexpr size_t kIdChunk = 1000;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
@@ -119,9 +124,9 @@ Status MysqlOutboxStore::ensureConnected() {
 }
 
 template <typename Fn>
-Status MysqlOutboxStore::inTransaction(Fn&& fn, const char* begin) {
+Status MysqlOutboxStore::inTransaction(Fn&& fn) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = begin != nullptr ? conn_->exec(begin) : conn_->begin();
+  Status s = conn_->begin();
   if (s.isOk()) s = fn();
   if (s.isOk()) s = conn_->commit();
   if (!s.isOk() && conn_) {
@@ -139,12 +144,9 @@ Status MysqlOutboxStore::standalone(Status s) {
 Result<SourceState> MysqlOutboxStore::loadState() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto rows = conn_->query(fmt::format(
-      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, "
-      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
-      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
-      "scan_cursor, scan_floor "
-      "FROM outbox_source_state s WHERE source = {}",
-      sourceLiteral_));
+      "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, {}, "
+      "scan_cursor, scan_floor FROM outbox_source_state s WHERE source = {}",
+      kEpochStartColumns, sourceLiteral_));
   if (!rows.isOk()) {
     if (rows.status().isTransient()) conn_.reset();
     return rows.status();
@@ -187,22 +189,20 @@ std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
 
 Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withConnections) {
   NewRows out;
-  Status s = inTransaction(
-      [&]() -> Status {
-        auto rows = conn_->query(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
-        if (!rows.isOk()) return rows.status();
-        out.rows = scannedRows(*rows);
-        // An epoch bump lowers scan_floor below rows it took versions from: the scan must start over.
-        auto epoch = conn_->queryU64(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
-        if (!epoch.isOk()) return epoch.status();
-        out.epoch = epoch->value_or(0);
-        return Status::ok();
-      },
-      "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY");
-  if (!s.isOk() || !withConnections) return s.isOk() ? Result<NewRows>(std::move(out)) : Result<NewRows>(s);
-  // After the read: every connection that could be about to insert an id the read went past is
-  // inside a statement now, or has finished it.
-  // Every connection but those between statements and the server's own threads: ids are taken
+  // One statement: a consistent read of its own.
+  auto rows = queryRows(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
+  if (!rows.isOk()) return rows.status();
+  out.rows = scannedRows(*rows);
+  // An epoch bump lowers scan_floor below rows it took versions from: the scan must start over.
+  // A poll with rows to assign learns it from the assign's epoch guard; only one with none asks.
+  if (std::none_of(out.rows.begin(), out.rows.end(), [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
+    auto epoch = queryRows(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
+    if (!epoch.isOk()) return epoch.status();
+    if (epoch->next()) out.epoch = epoch->u64(0);
+  }
+  if (!withConnections) return out;
+  // After the read, every connection but those between statements and the server's own threads
+  // (an id the read went past is taken inside a statement): ids are taken
   // under COMMAND values other than Query too (Execute, MariaDB's Bulk_execute for batched
   // inserts, Connect for event scheduler workers).
   auto busy = queryRows(
@@ -436,11 +436,9 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
   BumpPlan plan;
   Status s = inTransaction([&]() -> Status {
     auto rows = conn_->query(fmt::format(
-        "SELECT epoch, assigned_through, published_through, published_stream_seq, "
-        "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
-        "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0) "
-        "FROM outbox_source_state s WHERE source = {} FOR UPDATE",
-        sourceLiteral_));
+        "SELECT epoch, assigned_through, published_through, published_stream_seq, {} FROM outbox_source_state s "
+        "WHERE source = {} FOR UPDATE",
+        kEpochStartColumns, sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
     SourceState current;

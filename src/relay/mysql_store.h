@@ -61,10 +61,9 @@ class MysqlOutboxStore final : public OutboxStore {
   // whether it is quarantined.
   std::string scannedRowsQuery(const std::string& where) const;
   static std::vector<ScannedRow> scannedRows(db::Rows& rows);
-  // Runs `fn` in a transaction (begun by `begin`, or START TRANSACTION); rolls back and drops a
-  // broken connection on failure.
+  // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
   template <typename Fn>
-  Status inTransaction(Fn&& fn, const char* begin = nullptr);
+  Status inTransaction(Fn&& fn);
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
   // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
   std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);

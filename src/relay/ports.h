@@ -62,7 +62,9 @@ struct ConnectionReading {
 struct NewRows {
   std::vector<ScannedRow> rows;             // ids above the cursor, in id order
   std::optional<ConnectionReading> busy;    // when asked for
-  uint64_t epoch = 0;                       // the source's epoch, in the same snapshot as `rows`
+  // The source's epoch, read when no row of `rows` is to be assigned (a batch to assign learns of an
+  // epoch bump from the assign's epoch guard instead).
+  std::optional<uint64_t> epoch;
 };
 
 // What the assign transaction also records: where the scan stands once the batch is versioned.

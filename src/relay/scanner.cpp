@@ -39,11 +39,11 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   // (1) new rows, then (2) the connections inside a statement.
   auto read = store_.readNew(cursor_, limit, readBusy);
   if (!read.isOk()) return read.status();
-  if (read->epoch != epoch_) {
+  if (read->epoch && *read->epoch != epoch_) {
     valid_ = false;
     return Status::transient(fmt::format("the source moved to epoch {} (an epoch bump): scanning again from its scan "
                                          "floor",
-                                         read->epoch));
+                                         *read->epoch));
   }
   if (readBusy) lastBusyRead_ = now;
   Batch batch;
