@@ -402,8 +402,8 @@ int main(int argc, char** argv) {
 
   // (f) Prune: a table of pruneRows published rows, old enough, deleted by `outbox-bridge prune`.
   if (o.pruneRows > 0) {
-    check(conn->exec(fmt::format("DELETE FROM {}", table)), "empty the outbox table");
-    check(conn->exec(fmt::format("DELETE FROM {}_versions", table)), "empty the versions table");
+    check(conn->exec(fmt::format("TRUNCATE TABLE {}", table)), "empty the outbox table");  // no purge backlog left to slow the prune
+    check(conn->exec(fmt::format("TRUNCATE TABLE {}_versions", table)), "empty the versions table");
     const std::string body = payload(o.payloadBytes, 0);
     constexpr uint64_t kFirstId = 1'000'000'000;  // above every id the runs before used
     check(conn->exec(fmt::format("INSERT INTO {} (id, entity_type, entity_key, op, payload, created_at) "

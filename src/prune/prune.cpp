@@ -8,6 +8,14 @@
 
 namespace outbox {
 
+uint64_t pruneStep(uint64_t last, std::chrono::duration<double, std::milli> took, uint64_t most) {
+  const double ratio = kPruneTransactionTarget.count() / std::max(took.count(), 1.0);
+  // Halve at most when slow, grow by half at most when fast: one odd transaction (a checkpoint,
+  // a neighbour's burst) should not swing the size far either way.
+  const double next = static_cast<double>(last) * std::clamp(ratio, 0.5, 1.5);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(next), std::min<uint64_t>(100, most), most);
+}
+
 Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& options) {
   auto begin = std::chrono::steady_clock::now();
   auto opened = db::Connection::open(db::paramsFrom(source.dsn));
@@ -55,10 +63,11 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
       if (!count.isOk()) return count.status();
       report.deleted = count->value_or(0);
     } else {
-      const uint64_t step = static_cast<uint64_t>(std::max(1, options.batch));
+      const uint64_t most = static_cast<uint64_t>(std::max(1, options.batch));
+      uint64_t step = std::min<uint64_t>(1000, most);  // a first guess; pruneStep sizes the rest
       auto lastProgress = std::chrono::steady_clock::now();
-      for (uint64_t from = low; from <= high; from += step) {
-        uint64_t to = std::min(high, from + step - 1);
+      for (uint64_t from = low; from <= high;) {
+        const uint64_t to = std::min(high, from + step - 1);
         auto started = std::chrono::steady_clock::now();
         // Each row with its version, in one statement: the count is of both tables' rows.
         auto deleted = conn.execCount(fmt::format(
@@ -68,9 +77,11 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
         if (!deleted.isOk()) return deleted.status();
         *deleted /= 2;
         auto now = std::chrono::steady_clock::now();
-        report.longestTransactionMs =
-            std::max(report.longestTransactionMs, std::chrono::duration<double, std::milli>(now - started).count());
+        const std::chrono::duration<double, std::milli> took = now - started;
+        report.longestTransactionMs = std::max(report.longestTransactionMs, took.count());
         report.deleted += *deleted;
+        step = pruneStep(to - from + 1, took, most);
+        from = to + 1;
         if (options.progress && now - lastProgress > std::chrono::milliseconds(500)) {
           options.progress(report.deleted);
           lastProgress = now;

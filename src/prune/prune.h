@@ -16,7 +16,7 @@ inline constexpr std::chrono::minutes kMinimumKeep{10};
 
 struct PruneOptions {
   std::chrono::milliseconds keep{3'600'000};
-  int batch = 5000;
+  int batch = 5000;  // rows per transaction at most; fewer when the database is slow (pruneStep)
   bool dryRun = false;
   std::chrono::seconds lockWait{2};
   // Called now and then with the rows deleted so far (progress on a terminal).
@@ -32,9 +32,17 @@ struct PruneReport {
   std::string oldestKept;      // "id N, version V, created_at T", or "none"
 };
 
+// How many versions the next prune transaction covers, given how long the last one took: sized
+// so a transaction takes about kPruneTransactionTarget whatever the machine and its load, never
+// more than `most`. The contract allows 100 ms; the same size varies 2-3x from one transaction
+// to the next once InnoDB flushes pages, and a commit costs little next to the rows (~9 us a row
+// here), so the target is low.
+inline constexpr std::chrono::milliseconds kPruneTransactionTarget{20};
+uint64_t pruneStep(uint64_t last, std::chrono::duration<double, std::milli> took, uint64_t most);
+
 // ARCHITECTURE.md section 10: deletes the source's rows with version <= published_through and
-// created_at older than `keep`, walking uk_version in ranges of `batch` versions, one short
-// autocommit DELETE each, at READ COMMITTED so no gap locks reach where producers insert or the
+// created_at older than `keep`, with their versions-table rows, walking the versions table's
+// primary key in ranges sized by pruneStep, one short autocommit DELETE each, at READ COMMITTED so no gap locks reach where producers insert or the
 // relay assigns. Never touches unpublished or quarantined rows (they have no version at or below
 // published_through). Holds GET_LOCK('outbox-prune:<db>.<source>') so overlapping runs skip.
 Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& options);

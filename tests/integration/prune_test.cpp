@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "harness.h"
+#include "prune/prune.h"
 #include "replica/replica.h"
 
 using namespace outbox;
@@ -52,6 +53,20 @@ uint64_t deletedIn(const std::string& out) {
 }
 
 }  // namespace
+
+// Transactions are sized by how long the last one took: a slow database gets smaller ones (so
+// none runs long), a fast one larger ones up to --batch, never swinging far in one step.
+BOOST_AUTO_TEST_CASE(prune_transactions_follow_how_long_the_last_took) {
+  using ms = std::chrono::duration<double, std::milli>;
+  BOOST_TEST(pruneStep(1000, ms(20), 5000) == 1000u);   // on target: keep the size
+  BOOST_TEST(pruneStep(1000, ms(80), 5000) == 500u);    // 4x too slow: halve (at most)
+  BOOST_TEST(pruneStep(1000, ms(25), 5000) == 800u);    // a little slow: a little smaller
+  BOOST_TEST(pruneStep(1000, ms(5), 5000) == 1500u);    // fast: grow by half (at most)
+  BOOST_TEST(pruneStep(4000, ms(1), 5000) == 5000u);    // never past --batch
+  BOOST_TEST(pruneStep(120, ms(900), 5000) == 100u);    // never below 100 rows...
+  BOOST_TEST(pruneStep(50, ms(900), 60) == 60u);        // ...unless --batch is smaller
+  BOOST_TEST(pruneStep(1, ms(0), 1) == 1u);
+}
 
 // ADR-021 validation 4: prune everything at or below a snapshot's watermark; a replica
 // bootstrapped from that snapshot and following the stream still ends equal to the database.
