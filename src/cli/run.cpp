@@ -107,7 +107,7 @@ Command addRun(CLI::App& app) {
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
-                                         *rt.metrics, options);
+                                         *rt.metrics, clock, options);
       sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,
                                       source.subjectPrefix);
       runtimes.push_back(std::move(rt));

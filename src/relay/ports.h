@@ -177,8 +177,8 @@ class Publisher {
   virtual void waitForAcks(std::chrono::milliseconds timeout) = 0;
   // Forgets every publish still in flight, and every ack not yet taken; none will come for them.
   virtual void abandon() = 0;
-  // Why this row cannot be published as is, or nullopt when it can. Thread-safe: the Assigner
-  // calls it from its own thread.
+  // Why this row cannot be published as is, or nullopt when it can. Thread-safe: prepareBatch
+  // calls it on the relay's prefetch thread.
   virtual std::optional<std::string> poisonReason(const OutboxRow& row) = 0;
 };
 

@@ -24,17 +24,18 @@ int64_t wallMicros() {
 }  // namespace
 
 Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
-             LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, Options options)
+             LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, const Clock& clock, Options options)
     : source_(source),
       log_(sourceLogger(source.name)),
       store_(store),
+      assignStore_(assignStore),
       publisher_(publisher),
       lease_(lease),
       stop_(stop),
       metrics_(metrics),
+      clock_(clock),
       options_(options),
-      assignStore_(assignStore),
-      assigner_(assignStore, publisher, metrics) {
+      scanner_(assignStore, clock) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
 }
 
@@ -53,14 +54,14 @@ void Relay::run() {
     if (s.isPermanent() && state_.paused) {
       if (s.message() != lastProblem) log_->info("{}", s.message());
       lastProblem = s.message();
-      stop_.waitFor(options_.haltRecheck);
+      clock_.waitFor(stop_, options_.haltRecheck);
       continue;
     }
     if (s.isPermanent()) {
       metrics_.halted = true;
       if (s.message() != lastProblem) log_->error("halted: {}", s.message());
       lastProblem = s.message();
-      stop_.waitFor(options_.haltRecheck);
+      clock_.waitFor(stop_, options_.haltRecheck);
       continue;
     }
     auto delay = backoff.next();
@@ -68,7 +69,7 @@ void Relay::run() {
       log_->warn("{}; retrying in {} ms", s.message(), delay.count());
     }
     lastProblem = s.message();
-    stop_.waitFor(delay);
+    clock_.waitFor(stop_, delay);
   }
   if (lease_ != nullptr) {
     lease_->release();  // a standby need not wait out the TTL
@@ -91,7 +92,7 @@ bool Relay::awaitLeadership() {
     std::string now = s.isOk() ? "standby: the lease is held by " + lease_->currentHolder() : s.message();
     if (now != reported) log_->info("{}", now);
     reported = now;
-    stop_.waitFor(lease_->heartbeat());
+    clock_.waitFor(stop_, lease_->heartbeat());
   }
   return false;
 }
@@ -108,7 +109,27 @@ Status Relay::checkLeadership() {
 }
 
 Status Relay::session() {
-  assigner_.drain();  // a batch from the last session keeps its versions: it is in the tail now
+  OUTBOX_RETURN_IF_ERROR(beginSession());
+  while (!stop_.stopped()) {
+    OUTBOX_RETURN_IF_ERROR(checkLeadership());
+    OUTBOX_RETURN_IF_ERROR(processAcks());
+    OUTBOX_RETURN_IF_ERROR(checkAckDeadline());
+    logProgress();
+    if (prefetcher_.busy()) {
+      // Wait briefly for the batch being prepared, without letting acks pile up.
+      auto ready = prefetcher_.take(inFlight_.empty() ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
+      if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
+    } else if (clock_.now() >= nextPoll_ && roomFor(static_cast<size_t>(source_.batchSize))) {
+      OUTBOX_RETURN_IF_ERROR(poll());
+    } else {
+      waitForWork();
+    }
+  }
+  return Status::ok();
+}
+
+Status Relay::beginSession() {
+  prefetcher_.drain();  // a batch from the last session keeps its versions: it is in the tail now
   guard_ = WriteGuard{};
   if (lease_ != nullptr) {
     sessionLeaseEpoch_ = lease_->leaseEpoch();
@@ -120,53 +141,47 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
-  assigner_.restart(state_);  // the scan starts from the cursor and floor the database holds
+  // The scan starts from the cursor and floor the database holds (the prefetch thread is idle).
+  OUTBOX_RETURN_IF_ERROR(scanner_.reset(state_));
   metrics_.running = true;
   nextPoll_ = lastMark_ = lastRowsAt_ = clock_.now();
-  const auto batch = static_cast<size_t>(source_.batchSize);
-  while (!stop_.stopped()) {
-    OUTBOX_RETURN_IF_ERROR(checkLeadership());
-    OUTBOX_RETURN_IF_ERROR(processAcks());
-    logProgress();
-    if (assigner_.busy()) {
-      // Wait briefly for the batch being assigned, without letting acks pile up.
-      auto ready = assigner_.take(!inFlight_.empty() ? std::chrono::milliseconds(1) : std::chrono::milliseconds(50));
-      if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
-      continue;
-    }
-    auto now = clock_.now();
-    if (now >= nextPoll_ && roomFor(batch)) {
-      if (nextVersion_ <= state_.assignedThrough) {
-        size_t count = 0;
-        OUTBOX_RETURN_IF_ERROR(publishTail(count));
-        nextPoll_ = count == batch ? now : now + nextPollDelay(count > 0);
-      } else {
-        pollStarted_ = now;
-        assigner_.start(source_.batchSize, state_.assignedThrough);
-      }
-      continue;
-    }
-    if (!inFlight_.empty()) {
-      // The deadline is per publish: acks of later versions do not excuse a lost one. Its ack may
-      // be queued but not yet taken (a slow mark): take acks once more before giving up.
-      if (now - inFlight_.front().sentAt > options_.ackTimeout) OUTBOX_RETURN_IF_ERROR(processAcks());
-      if (!inFlight_.empty() && clock_.now() - inFlight_.front().sentAt > options_.ackTimeout) {
-        metrics_.errorsPublish++;
-        return Status::transient(fmt::format("the stream has not acknowledged version {} within {} ms ({} publishes in "
-                                             "flight); reconciling",
-                                             inFlight_.front().version, options_.ackTimeout.count(),
-                                             inFlight_.size()));
-      }
-      auto wait = roomFor(batch) ? std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now)
-                                 : std::chrono::milliseconds(50);
-      publisher_.waitForAcks(std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(50)));
-    } else {
-      OUTBOX_RETURN_IF_ERROR(mark(true));
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(nextPoll_ - now);
-      if (wait.count() > 0) stop_.waitFor(wait);
-    }
-  }
   return Status::ok();
+}
+
+Status Relay::poll() {
+  if (nextVersion_ > state_.assignedThrough) {
+    startBatch();
+    return Status::ok();
+  }
+  OUTBOX_RETURN_IF_ERROR(publishTail());
+  nextPoll_ = clock_.now();  // the rest of the tail, or new rows, next
+  return Status::ok();
+}
+
+void Relay::startBatch() {
+  pollStarted_ = clock_.now();
+  prefetcher_.start([this, limit = source_.batchSize, through = state_.assignedThrough] {
+    return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through);
+  });
+}
+
+Status Relay::checkAckDeadline() {
+  // The deadline is per publish: acks of later versions do not excuse a lost one.
+  if (inFlight_.empty() || clock_.now() - inFlight_.front().sentAt <= options_.ackTimeout) return Status::ok();
+  metrics_.errorsPublish++;
+  return Status::transient(fmt::format("the stream has not acknowledged version {} within {} ms ({} publishes in "
+                                       "flight); reconciling",
+                                       inFlight_.front().version, options_.ackTimeout.count(), inFlight_.size()));
+}
+
+void Relay::waitForWork() {
+  const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(nextPoll_ - clock_.now());
+  if (inFlight_.empty()) {
+    clock_.waitFor(stop_, std::max(untilPoll, std::chrono::milliseconds(0)));
+    return;
+  }
+  auto wait = roomFor(static_cast<size_t>(source_.batchSize)) ? untilPoll : std::chrono::milliseconds(50);
+  publisher_.waitForAcks(std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(50)));
 }
 
 void Relay::logProgress() {
@@ -286,9 +301,8 @@ Status Relay::haltWith(const std::string& reason) {
   return Status::permanent(reason);
 }
 
-Status Relay::publishTail(size_t& count) {
-  const int batch = source_.batchSize;
-  auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, batch);
+Status Relay::publishTail() {
+  auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, source_.batchSize);
   if (!rows.isOk()) {
     metrics_.errorsDatabase++;
     return rows.status();
@@ -300,13 +314,10 @@ Status Relay::publishTail(size_t& count) {
                                   nextVersion_ + i, source_.outboxTable));
     }
   }
-  count = rows->size();
-  // A partial read of the tail is not the end of the work: ask for a full-batch re-poll.
-  if (nextVersion_ + count - 1 < state_.assignedThrough) count = static_cast<size_t>(batch);
   return publishRows(*rows);
 }
 
-Status Relay::onBatch(Assigner::Batch& batch) {
+Status Relay::onBatch(Batch& batch) {
   if (!batch.status.isOk()) {
     metrics_.errorsDatabase++;
     return batch.status;
@@ -322,10 +333,7 @@ Status Relay::onBatch(Assigner::Batch& batch) {
   nextPoll_ = full || batch.poison ? now : pollStarted_ + nextPollDelay(batch.read > 0);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
-  if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) {
-    pollStarted_ = now;
-    assigner_.start(source_.batchSize, state_.assignedThrough);
-  }
+  if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();
   OUTBOX_RETURN_IF_ERROR(publishRows(batch.rows));
   if (!batch.poison) return Status::ok();
   metrics_.poisonRows++;
@@ -424,13 +432,12 @@ Status Relay::mark(bool force) {
 
 void Relay::settle(std::chrono::milliseconds limit) {
   if (!ackStateValid_) return dropAckState();
-  auto deadline = clock_.now() + limit;
+  const auto deadline = clock_.now() + limit;
   // Until every publish in flight is answered: a failed one is never acked, so waiting for it to
   // be would hold the next session back by the whole limit.
   while (inFlight_.size() > tracker_.waiting() + failed_.size() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
-    applyAcks();
-    retireAcknowledged();
+    (void)processAcks();  // the session has ended already; what counts is what the stream stored
   }
   if (Status s = mark(/*force=*/true); !s.isOk()) log_->warn("marking what the stream acknowledged failed: {}", s.message());
   dropAckState();

@@ -10,14 +10,16 @@
 #include <spdlog/logger.h>
 
 #include "common/clock.h"
+#include "common/prefetcher.h"
 #include "common/status.h"
 #include "common/stop_token.h"
 #include "config/config.h"
 #include "lease/lease.h"
 #include "metrics/source_metrics.h"
 #include "relay/ack_tracker.h"
-#include "relay/assigner.h"
+#include "relay/batch.h"
 #include "relay/ports.h"
+#include "relay/scanner.h"
 
 namespace outbox {
 
@@ -25,9 +27,9 @@ namespace outbox {
 // versions, publish them fenced and pipelined, mark what the stream holds; reconcile with the
 // stream on start and after every failure. One thread per source runs run(); the store and the
 // publisher belong to that thread, except `assignStore` (a second connection) and
-// Publisher::poisonReason(), which the Assigner's thread uses to prepare the next batch while
-// this one is published. `source`, both stores, `publisher`, `stop` and `metrics` must outlive
-// the Relay.
+// Publisher::poisonReason(), which the prefetch thread uses to prepare the next batch while this
+// one is published. Every time and wait is the `clock`'s. `source`, both stores, `publisher`,
+// `lease`, `stop`, `metrics` and `clock` must outlive the Relay.
 class Relay {
  public:
   struct Options {
@@ -39,7 +41,7 @@ class Relay {
 
   // `lease` may be null: then this relay assumes it is the only one (tests, single instance).
   Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
-        LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, Options options);
+        LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, const Clock& clock, Options options);
 
   // Relays until stop is requested. Transient failures are retried with backoff; a halted source
   // waits for an operator (epoch bump, or a poison row fixed or quarantined). Returns within
@@ -47,21 +49,28 @@ class Relay {
   void run();
 
  private:
+  // One leadership session: set up, then the loop — take acks, publish a ready batch, poll for
+  // the next, wait — until a failure or stop.
   Status session();
   // Waits as a standby until this process holds the lease (or stop). False on stop.
   bool awaitLeadership();
   // Ok while we may act as leader of the lease epoch the session started with.
   Status checkLeadership();
+  // Guards every write with this session's lease and epoch, connects, and reconciles.
+  Status beginSession();
   Status reconcile();
   // A halt on a row that has since become publishable (a poison row fixed or quarantined, an
   // assigned row the server takes again) clears itself; any other halt waits for an operator.
   Status recheckHalt();
-  // Publishes the next rows of the assigned-but-unpublished tail (after reconcile). Sets `count`
-  // to how many it read.
-  Status publishTail(size_t& count);
-  // Publishes a batch the Assigner prepared (starting the next one first), and deals with the
-  // poison row that ended it, if any.
-  Status onBatch(Assigner::Batch& batch);
+  // Starts the next poll: the assigned-but-unpublished tail first (after reconcile), else the
+  // next batch on the prefetch thread.
+  Status poll();
+  // Publishes the next rows (a batch's worth) of the assigned-but-unpublished tail.
+  Status publishTail();
+  void startBatch();
+  // Publishes a batch prepareBatch made (starting the next one first when more is waiting), and
+  // deals with the poison row that ended it, if any.
+  Status onBatch(Batch& batch);
   bool roomFor(size_t rows) const;
   // How long after a poll started the next one starts, when its batch was not full.
   std::chrono::milliseconds nextPollDelay(bool rowsCame);
@@ -75,9 +84,13 @@ class Relay {
   // Drops the in-flight versions now below the contiguous mark, counting them as published
   // (rows, commit-to-ack latency).
   void retireAcknowledged();
+  // A publish unanswered past ack_timeout ends the session: reconcile finds what the stream has.
+  Status checkAckDeadline();
+  // Waits for acks or for the next poll, whichever is due first (at most 50 ms).
+  void waitForWork();
   Status mark(bool force);
-  // After a failure: waits (bounded) for acks of what this session has in flight and marks them.
-  // Marks nothing unless this session's reconcile set the ack state up.
+  // After a failure: processAcks() until every publish in flight is answered (bounded by
+  // `limit`), then a last mark. Marks nothing unless this session's reconcile set the ack state up.
   void settle(std::chrono::milliseconds limit);
   // Forgets what is in flight; settle() will mark nothing until reconcile() sets it up again.
   void dropAckState();
@@ -88,16 +101,18 @@ class Relay {
   const SourceConfig& source_;
   std::shared_ptr<spdlog::logger> log_;  // lines about this source
   OutboxStore& store_;
+  OutboxStore& assignStore_;  // the prefetch thread's, while a batch is being prepared
   Publisher& publisher_;
   LeaderLease* lease_;
-  uint64_t sessionLeaseEpoch_ = 0;
-  WriteGuard guard_;  // this session's, on both stores
   StopSignal& stop_;
   SourceMetrics& metrics_;
+  const Clock& clock_;
   Options options_;
-  OutboxStore& assignStore_;
-  SteadyClock clock_;
-  Assigner assigner_;
+  uint64_t sessionLeaseEpoch_ = 0;
+  WriteGuard guard_;  // this session's, on both stores
+
+  Scanner scanner_;  // the prefetch thread's, while a batch is being prepared
+  Prefetcher<Batch> prefetcher_;
 
   SourceState state_;
   uint64_t nextVersion_ = 1;   // the next version to publish
@@ -118,7 +133,7 @@ class Relay {
   std::set<uint64_t> failed_;  // versions in flight whose publish failed (answered, never acked)
   std::vector<VersionAck> acks_;
   Clock::TimePoint nextPoll_;
-  Clock::TimePoint pollStarted_;  // when the Assigner's current batch was started
+  Clock::TimePoint pollStarted_;  // when the batch being prepared was started
   // The shortest wait between polls, while rows flow; it grows to poll_interval as the time since
   // rows last came grows.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};

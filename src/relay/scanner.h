@@ -26,7 +26,7 @@ namespace outbox {
 // committed before it, which (3) then sees. Late and new rows of one poll are returned together,
 // in id order.
 //
-// Used by the Assigner's thread only, with the Assigner's store.
+// Used by one thread at a time: the relay's prefetch thread (prepareBatch), with its own store.
 class Scanner {
  public:
   // The busy connections are read at most this often, while holes are open.

@@ -2,20 +2,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "lease/lease.h"
+#include "manual_clock.h"
 
 using namespace outbox;
+using outbox::test::ManualClock;
 using namespace std::chrono_literals;
 
 namespace {
-
-class ManualClock final : public Clock {
- public:
-  TimePoint now() const override { return now_; }
-  void advance(std::chrono::milliseconds d) { now_ += d; }
-
- private:
-  TimePoint now_{std::chrono::seconds(1000)};
-};
 
 // A lease row with the database's rules, on the manual clock.
 class FakeLeaseStore final : public LeaseStore {

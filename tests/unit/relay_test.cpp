@@ -12,10 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "manual_clock.h"
 #include "relay/poison.h"
 #include "relay/relay.h"
 
 using namespace outbox;
+using outbox::test::ManualClock;
 using namespace std::chrono_literals;
 
 namespace {
@@ -293,7 +295,16 @@ class FakePublisher final : public Publisher {
     out.insert(out.end(), queue.begin(), queue.end());
     queue.clear();
   }
-  void waitForAcks(std::chrono::milliseconds timeout) override { std::this_thread::sleep_for(std::min(timeout, 2ms)); }
+  // Acks come with the publish: waiting only lets the clock run (the relay's ack deadline).
+  const Clock* clock = nullptr;
+  StopSignal* stop = nullptr;
+  void waitForAcks(std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard lock(mu);
+      if (!queue.empty()) return;
+    }
+    clock->waitFor(*stop, timeout);
+  }
   void abandon() override {
     std::lock_guard lock(mu);
     queue.clear();
@@ -306,12 +317,15 @@ class FakePublisher final : public Publisher {
   }
 };
 
+// The relay on its own thread, on a manual clock that jumps over every wait (auto-advance): no
+// test waits out a timeout. Tests of timing turn auto-advance off and step time themselves.
 struct Harness {
   SourceConfig source;
   FakeStore store;
   FakePublisher publisher;
   StopSignal stop;
   SourceMetrics metrics;
+  ManualClock clock{/*autoAdvance=*/true};
   std::unique_ptr<Relay> relay;
   std::thread thread;
 
@@ -326,8 +340,27 @@ struct Harness {
     options.maxInFlight = 30;
     options.ackTimeout = ackTimeout;
     options.haltRecheck = 20ms;
-    relay = std::make_unique<Relay>(source, store, store, publisher, nullptr, stop, metrics, options);
+    publisher.clock = &clock;
+    publisher.stop = &stop;
+    relay = std::make_unique<Relay>(source, store, store, publisher, nullptr, stop, metrics, clock, options);
     thread = std::thread([this] { relay->run(); });
+  }
+  // The relay on a clock that moves only when the test steps it (timeUntil, clock.run).
+  void startStepped(std::chrono::milliseconds ackTimeout = 300ms) {
+    clock.setAutoAdvance(false);
+    start(ackTimeout);
+    BOOST_REQUIRE(clock.settle());
+  }
+  // Steps the clock by `step`, letting the relay run after each, until `condition` holds: how
+  // long that took on the relay's clock, or nullopt past `limit`.
+  std::optional<std::chrono::milliseconds> timeUntil(const std::function<bool()>& condition,
+                                                     std::chrono::milliseconds step, std::chrono::milliseconds limit) {
+    for (auto t = 0ms; t <= limit; t += step) {
+      if (condition()) return t;
+      clock.advance(step);
+      if (!clock.settle()) return std::nullopt;
+    }
+    return std::nullopt;
   }
   ~Harness() {
     stop.request();
@@ -678,35 +711,34 @@ BOOST_AUTO_TEST_CASE(a_fence_error_does_not_stall_the_source_for_the_ack_timeout
   Harness h;
   h.store.add(40);
   h.publisher.fenceNextPublishes = 3;
-  auto begin = std::chrono::steady_clock::now();
-  h.start(/*ackTimeout=*/5s);
-  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 40; }));
-  auto took = std::chrono::steady_clock::now() - begin;
-  BOOST_TEST(took < 2s, std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  h.startStepped(/*ackTimeout=*/5s);
+  auto took = h.timeUntil([&] { return h.store.snapshot().publishedThrough == 40; }, 10ms, 10s);
+  BOOST_REQUIRE(took.has_value());
+  BOOST_TEST(took->count() < 1000, took->count() << " ms of the relay's time");
   BOOST_TEST(h.streamIsDense(40));
   BOOST_TEST(h.metrics.errorsFenced.load() >= 1u);
 }
 
 // Issue 9: polls follow the flow. While rows come the relay polls again within milliseconds, so a
 // row committed while rows flow waits milliseconds, not poll_interval (400 ms here; the old
-// fixed cadence made rows wait up to that).
+// fixed cadence made rows wait up to that). On the relay's clock, stepped 1 ms at a time.
 BOOST_AUTO_TEST_CASE(polls_follow_the_flow) {
   Harness h;
   h.source.pollInterval = 400ms;
-  h.start();
+  h.startStepped();
   h.store.add(1);
-  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 1; }));
+  BOOST_REQUIRE(h.timeUntil([&] { return h.store.snapshot().publishedThrough == 1; }, 1ms, 1s));
   std::vector<long> waits;
   for (uint64_t n = 2; n <= 11; ++n) {
-    std::this_thread::sleep_for(30ms);
-    auto added = std::chrono::steady_clock::now();
+    BOOST_REQUIRE(h.clock.run(30ms, 1ms));  // rows come every 30 ms
     h.store.add(1);
-    BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == n; }));
-    waits.push_back(static_cast<long>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - added).count()));
+    auto waited = h.timeUntil([&] { return h.store.snapshot().publishedThrough == n; }, 1ms, 1s);
+    BOOST_REQUIRE(waited.has_value());
+    waits.push_back(static_cast<long>(waited->count()));
   }
+  // 30 ms since rows last came: the next poll is due within 30 / 8 ms.
   long longest = *std::max_element(waits.begin(), waits.end());
-  BOOST_TEST(longest < 150, "a row waited " << longest << " ms while rows flowed (poll_interval 400 ms)");
+  BOOST_TEST(longest <= 5, "a row waited " << longest << " ms while rows flowed (poll_interval 400 ms)");
   BOOST_TEST(h.streamIsDense(11));
 }
 
@@ -715,11 +747,15 @@ BOOST_AUTO_TEST_CASE(polls_follow_the_flow) {
 BOOST_AUTO_TEST_CASE(idle_polls_back_off_to_poll_interval) {
   Harness h;
   h.source.pollInterval = 100ms;
-  h.start();
-  std::this_thread::sleep_for(1000ms);  // backed off by now
-  int before = h.store.polls;
-  std::this_thread::sleep_for(1000ms);
-  int idlePolls = h.store.polls - before;
-  BOOST_TEST(idlePolls <= 13, idlePolls << " polls in 1 s while idle");
-  BOOST_TEST(idlePolls >= 7, idlePolls << " polls in 1 s while idle");
+  h.startStepped();
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  const int firstSecond = h.store.polls;
+  BOOST_REQUIRE(h.clock.run(5s, 1ms));  // backed off by now
+  const int before = h.store.polls;
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  const int idlePolls = h.store.polls - before;
+  BOOST_TEST(idlePolls == 10, idlePolls << " polls in 1 s while idle");
+  // The decay: from 2 ms apart towards 100 ms over the first second.
+  BOOST_TEST(firstSecond > 15, firstSecond << " polls in the first second");
+  BOOST_TEST(firstSecond < 60, firstSecond << " polls in the first second");
 }

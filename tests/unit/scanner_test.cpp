@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "manual_clock.h"
 #include "relay/scanner.h"
 
 // The Scanner (ARCHITECTURE.md section 3a) against an outbox table in memory whose rows can be
@@ -11,16 +12,10 @@
 // statement or between statements.
 
 using namespace outbox;
+using outbox::test::ManualClock;
 using namespace std::chrono_literals;
 
 namespace {
-
-class ManualClock final : public Clock {
- public:
-  TimePoint now() const override { return t; }
-  void advance(std::chrono::milliseconds d) { t += d; }
-  TimePoint t{};
-};
 
 class TableStore final : public OutboxStore {
  public:

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "metrics/source_metrics.h"
+#include "relay/ports.h"
+#include "relay/scanner.h"
+
+namespace outbox {
+
+// The database half of a batch, ready to publish.
+struct Batch {
+  Status status;
+  std::vector<OutboxRow> rows;  // assigned, in version order
+  size_t read = 0;              // rows the new-row read returned (as many as asked: more may wait)
+  std::optional<std::pair<uint64_t, std::string>> poison;  // (row id, reason): the batch stops before it
+};
+
+// One batch (ARCHITECTURE.md sections 3, 3a): scan for committed rows, stop before the first
+// poison row, and in one transaction version the rows before it and record the scan's cursor
+// and floor. The rows are numbered from assignedThrough + 1; the store's write guard refuses
+// the assign if another writer or an epoch bump moved assigned_through. On failure the scanner
+// is invalidated (the database may differ from what it knows). `publisher` is asked only
+// poisonReason(), which is thread-safe: the relay runs this on its prefetch thread.
+Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
+                   uint64_t assignedThrough);
+
+}  // namespace outbox
