@@ -69,11 +69,13 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
       for (uint64_t from = low; from <= high;) {
         const uint64_t to = std::min(high, from + step - 1);
         auto started = std::chrono::steady_clock::now();
-        // Each row with its version, in one statement: the count is of both tables' rows.
+        // Each row with its version, in one statement: the count is of both tables' rows. The
+        // mark is read again by each: a reconcile may have lowered it since (a stream that lost
+        // its tail), and the rows above it are needed to publish that tail again.
         auto deleted = conn.execCount(fmt::format(
             "DELETE o, v FROM {} v STRAIGHT_JOIN {} o ON o.id = v.outbox_id WHERE v.version BETWEEN {} AND {} AND "
-            "v.version <= {} AND o.created_at < {}",
-            versions, table, from, to, report.publishedThrough, fixedCutoff));
+            "v.version <= (SELECT published_through FROM outbox_source_state WHERE source = {}) AND o.created_at < {}",
+            versions, table, from, to, conn.quote(source.name), fixedCutoff));
         if (!deleted.isOk()) return deleted.status();
         *deleted /= 2;
         auto now = std::chrono::steady_clock::now();

@@ -30,12 +30,28 @@ OutboxRow rowFrom(const db::Rows& rows) {
   return r;
 }
 
-std::string idList(const std::vector<uint64_t>& ids) {
-  std::string out;
-  out.reserve(ids.size() * 12);
-  for (uint64_t id : ids) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(id);
+// `column` in one of `ranges`: a range scan of the primary key per range.
+std::string inRanges(const char* column, const std::vector<IdRange>& ranges) {
+  std::string out = "(";
+  for (const IdRange& r : ranges) {
+    if (out.size() > 1) out += " OR ";
+    out += r.first == r.last ? fmt::format("{} = {}", column, r.first)
+                             : fmt::format("{} BETWEEN {} AND {}", column, r.first, r.last);
+  }
+  return out + ")";
+}
+
+// The parts of `ranges` (ascending) without an id of `present` (ascending).
+std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vector<uint64_t>& present) {
+  std::vector<IdRange> out;
+  size_t i = 0;
+  for (IdRange r : ranges) {
+    while (i < present.size() && present[i] < r.first) ++i;
+    for (; i < present.size() && present[i] <= r.last; ++i) {
+      if (present[i] > r.first) out.push_back(IdRange{r.first, present[i] - 1});
+      r.first = present[i] + 1;
+    }
+    if (r.first <= r.last) out.push_back(r);
   }
   return out;
 }
@@ -45,8 +61,11 @@ std::string idList(const std::vector<uint64_t>& ids) {
 constexpr const char* kEpochStartColumns =
     "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
     "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0)";
-// The probes read rows by id in chunks of this many.
-constexpr size_t kIdChunk = 1000;
+// The probes name at most this many ranges in one statement.
+constexpr size_t kRangeChunk = 1000;
+// ... and look at no more than this many uncommitted rows in one (a transaction holding more
+// keeps the rest of its ranges open until a later probe).
+constexpr size_t kProbeRows = 100'000;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
 // MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
@@ -201,82 +220,85 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     if (epoch->next()) out.epoch = epoch->u64(0);
   }
   if (!withConnections) return out;
-  // After the read, every connection but those between statements and the server's own threads
-  // (an id the read went past is taken inside a statement): ids are taken
-  // under COMMAND values other than Query too (Execute, MariaDB's Bulk_execute for batched
-  // inserts, Connect for event scheduler workers).
-  auto busy = queryRows(
-      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
-      "'Binlog Dump GTID') AND ID <> CONNECTION_ID() ORDER BY ID");
+  // After the read, every statement in progress but the server's own threads' (an id the read
+  // went past is taken inside a statement): ids are taken under COMMAND values other than Query
+  // too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event scheduler
+  // workers). A replica's I/O thread writes no table. A connection running statement after
+  // statement is told apart by QUERY_ID (MariaDB), so a busy pool does not keep holes open.
+  auto busy = queryRows(fmt::format(
+      "SELECT ID, {} FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
+      "'Binlog Dump GTID', 'Slave_IO') AND ID <> CONNECTION_ID() ORDER BY ID",
+      mysql_ ? "0" : "QUERY_ID"));
   if (!busy.isOk()) return busy.status();
   ConnectionReading reading;
-  while (busy->next()) reading.busy.push_back(busy->u64(0));
+  while (busy->next()) reading.busy.push_back(Statement{busy->u64(0), busy->u64(1)});
+  std::sort(reading.busy.begin(), reading.busy.end());
   out.busy = std::move(reading);
   return out;
 }
 
-Result<std::vector<ScannedRow>> MysqlOutboxStore::readIds(const std::vector<uint64_t>& ids) {
-  std::vector<ScannedRow> out;
-  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
-    std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
-                                ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)));
-    auto rows = queryRows(scannedRowsQuery(fmt::format("o.id IN ({})", idList(chunk))));
-    if (!rows.isOk()) return rows.status();
-    auto part = scannedRows(*rows);
-    out.insert(out.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
-  }
-  return out;
+Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<IdRange>& ranges, int limit) {
+  if (ranges.empty() || limit <= 0) return std::vector<ScannedRow>{};
+  auto rows = queryRows(scannedRowsQuery(inRanges("o.id", ranges)) + fmt::format(" LIMIT {}", limit));
+  if (!rows.isOk()) return rows.status();
+  return scannedRows(*rows);
 }
 
-Result<std::vector<uint64_t>> MysqlOutboxStore::unheld(const std::vector<uint64_t>& ids) {
+Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  // A locking read at READ COMMITTED takes no gap locks: an id no transaction holds reads as
-  // nothing at once; one an open transaction inserted fails with a lock wait error (NOWAIT).
-  auto probe = [&](const std::vector<uint64_t>& some, std::vector<uint64_t>& present) -> Status {
-    OUTBOX_RETURN_IF_ERROR(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
-    OUTBOX_RETURN_IF_ERROR(conn_->begin());
-    auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE id IN ({}) {}", table_, idList(some),
-                                         mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
-    const unsigned code = rows.isOk() ? 0 : conn_->errorCode();
-    if (rows.isOk()) {
-      while (rows->next()) present.push_back(rows->u64(0));
-    }
-    Status end = rows.isOk() ? conn_->commit() : (conn_->rollback(), Status::ok());
-    if (!rows.isOk()) {
-      if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return Status::transient("held");
-      if (rows.status().isTransient()) conn_.reset();
-      return rows.status();
-    }
-    return end;
-  };
-  // A chunk with a held id is split in halves until the held ones are found: a transaction
-  // holding k of n ids costs about k log n probes, not n.
-  std::vector<uint64_t> out;
-  std::function<Status(const std::vector<uint64_t>&)> settle = [&](const std::vector<uint64_t>& some) -> Status {
+  std::vector<IdRange> out;
+  for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
+    const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
+                                     ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+    // First the ids that hold a row, committed or not (READ UNCOMMITTED sees a row an open
+    // transaction inserted; no locks): those are not dead, and need no probe.
+    OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
+    auto rows = queryRows(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_,
+                                      inRanges("id", chunk), kProbeRows));
+    if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
-    Status s = probe(some, present);
-    if (!s.isOk() && s.message() != "held") return s;
-    if (!s.isOk()) {
-      if (some.size() == 1) return Status::ok();  // held
-      const auto half = some.begin() + static_cast<long>(some.size() / 2);
-      OUTBOX_RETURN_IF_ERROR(settle(std::vector<uint64_t>(some.begin(), half)));
-      return settle(std::vector<uint64_t>(half, some.end()));
+    while (rows->next()) present.push_back(rows->u64(0));
+    std::vector<IdRange> empty;
+    for (IdRange r : without(chunk, present)) {
+      if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
+        if (r.first > present.back()) break;
+        r.last = std::min(r.last, present.back());
+      }
+      empty.push_back(r);
     }
-    std::sort(present.begin(), present.end());
-    for (uint64_t id : some) {
-      if (!std::binary_search(present.begin(), present.end(), id)) out.push_back(id);
+    // Then the contract's check (section 3a), on the rest: a locking read at READ COMMITTED takes
+    // no gap locks, so ids no transaction holds read as nothing at once; a row inserted since
+    // (an explicit id) fails with a lock error (NOWAIT) or reads as a row. Either way, none of
+    // those ranges die now: a later probe looks again.
+    for (size_t j = 0; j < empty.size(); j += kRangeChunk) {
+      const std::vector<IdRange> some(empty.begin() + static_cast<long>(j),
+                                      empty.begin() + static_cast<long>(std::min(empty.size(), j + kRangeChunk)));
+      auto nothing = lockFree(some);
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) out.insert(out.end(), some.begin(), some.end());
     }
-    return Status::ok();
-  };
-  for (size_t i = 0; i < ids.size(); i += kIdChunk) {
-    OUTBOX_RETURN_IF_ERROR(settle(std::vector<uint64_t>(ids.begin() + static_cast<long>(i),
-                                                        ids.begin() + static_cast<long>(std::min(ids.size(), i + kIdChunk)))));
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
-Result<std::vector<uint64_t>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {
+Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges) {
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")));
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->begin()));
+  auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE {} {}", table_, inRanges("id", ranges),
+                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
+  if (!rows.isOk()) {
+    const unsigned code = conn_->errorCode();
+    (void)conn_->rollback();
+    if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return false;
+    return standalone(rows.status());
+  }
+  const bool nothing = !rows->next();
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->commit()));
+  return nothing;
+}
+
+Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {
+  if (cursor <= floor) return std::vector<IdRange>{};
   std::vector<uint64_t> resolved;
   auto rows = queryRows(fmt::format(
       "SELECT outbox_id FROM {} WHERE outbox_id > {} AND outbox_id <= {} UNION "
@@ -284,14 +306,19 @@ Result<std::vector<uint64_t>> MysqlOutboxStore::unresolved(uint64_t floor, uint6
       versions_, floor, cursor, sourceLiteral_, floor, cursor));
   if (!rows.isOk()) return rows.status();
   while (rows->next()) resolved.push_back(rows->u64(0));
-  std::vector<uint64_t> out;
-  size_t i = 0;
-  for (uint64_t id = floor + 1; id <= cursor; ++id) {
-    while (i < resolved.size() && resolved[i] < id) ++i;
-    if (i < resolved.size() && resolved[i] == id) continue;
-    out.push_back(id);
-  }
-  return out;
+  return without({IdRange{floor + 1, cursor}}, resolved);
+}
+
+Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.
+  if (mysql_) OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET SESSION information_schema_stats_expiry = 0")));
+  auto rows = queryRows(fmt::format(
+      "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {}",
+      conn_->quote(source_.outboxTable)));
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next() || rows->isNull(0)) return std::optional<uint64_t>{};
+  return std::optional<uint64_t>{rows->u64(0)};
 }
 
 Result<uint64_t> MysqlOutboxStore::initialFloor() {

@@ -24,9 +24,10 @@ class MysqlOutboxStore final : public OutboxStore {
   Status connect() override;
   Result<SourceState> loadState() override;
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override;
-  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override;
-  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override;
-  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override;
+  Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override;
+  Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) override;
+  Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override;
+  Result<std::optional<uint64_t>> nextAutoId() override;
   Result<uint64_t> initialFloor() override;
   Status saveScan(ScanMark mark) override;
   Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
@@ -61,6 +62,8 @@ class MysqlOutboxStore final : public OutboxStore {
   // whether it is quarantined.
   std::string scannedRowsQuery(const std::string& where) const;
   static std::vector<ScannedRow> scannedRows(db::Rows& rows);
+  // Whether a locking read of `ranges` at READ COMMITTED, NOWAIT, finds no row and no lock.
+  Result<bool> lockFree(const std::vector<IdRange>& ranges);
   // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
   template <typename Fn>
   Status inTransaction(Fn&& fn);

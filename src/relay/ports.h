@@ -49,14 +49,23 @@ struct ScannedRow {
   bool quarantined = false;
 };
 
-// Which client connections are inside a statement, read just after a read of new rows
-// (information_schema.PROCESSLIST, COMMAND Query or Execute; the reader's own connection left
-// out). An outbox id is taken inside a statement, so a connection seen between statements (or
-// gone) after a hole was found no longer can be about to insert it. PROCESSLIST is read live;
-// INNODB_TRX, which the contract names, is served from a cache InnoDB refreshes only when nobody
-// read it for 100 ms, so a reading of it can predate the read it follows (docs/design.md).
+// A statement in progress: its connection, and the server's id of the statement (MariaDB's
+// PROCESSLIST.QUERY_ID; 0 on MySQL, where a connection's statements are not told apart).
+struct Statement {
+  uint64_t connection = 0;
+  uint64_t query = 0;
+  auto operator<=>(const Statement&) const = default;
+};
+
+// The statements in progress, read just after a read of new rows (information_schema.PROCESSLIST:
+// every connection not between statements, but the server's own threads and the reader). An
+// outbox id is taken inside a statement, so once a statement seen at the first reading after a
+// hole was found has ended (its connection between statements, gone, or running another
+// statement), it cannot be about to insert the hole's ids. PROCESSLIST is read live; INNODB_TRX,
+// which the contract names, is served from a cache InnoDB refreshes only when nobody read it for
+// 100 ms, so a reading of it can predate the read it follows (docs/design.md).
 struct ConnectionReading {
-  std::vector<uint64_t> busy;  // connection ids, ascending
+  std::vector<Statement> busy;  // ascending
 };
 
 struct NewRows {
@@ -65,6 +74,16 @@ struct NewRows {
   // The source's epoch, read when no row of `rows` is to be assigned (a batch to assign learns of an
   // epoch bump from the assign's epoch guard instead).
   std::optional<uint64_t> epoch;
+};
+
+// Outbox ids first..last, both included. Holes come in runs (a rolled-back multi-row INSERT, an
+// id jump, auto_increment_increment > 1): the scan keeps and probes them as ranges, so neither
+// its memory nor its statements grow with the ids in a run.
+struct IdRange {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  uint64_t size() const { return last - first + 1; }
+  bool operator==(const IdRange&) const = default;
 };
 
 // What the assign transaction also records: where the scan stands once the batch is versioned.
@@ -120,14 +139,18 @@ class OutboxStore {
   // Section 3a, step (1) and (2): up to `limit` rows with ids above `cursor`, in id order, in one
   // consistent read; with `withConnections`, the busy connections read right after it.
   virtual Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) = 0;
-  // Step (3): the rows among `ids` visible now (a fresh consistent read), in id order.
-  virtual Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) = 0;
-  // Of `ids`, none of them visible, those no transaction holds: a locking read of each at READ
-  // COMMITTED, NOWAIT, returns no row and no lock error. Such an id was rolled back or never used.
-  virtual Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) = 0;
+  // Step (3): the first `limit` rows visible now (a fresh consistent read) with ids in `ranges`
+  // (ascending, disjoint), in id order.
+  virtual Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) = 0;
+  // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) that no row
+  // and no transaction occupies, ascending: a locking read at READ COMMITTED, NOWAIT, returns no
+  // row and no lock error there. Such an id was rolled back or never used.
+  virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
-  // open holes of a scan that restarts), in id order.
-  virtual Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) = 0;
+  // open holes of a scan that restarts), as ascending ranges.
+  virtual Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) = 0;
+  // The id the table's AUTO_INCREMENT gives next (nullopt when the server does not say).
+  virtual Result<std::optional<uint64_t>> nextAutoId() = 0;
   // Where a source never scanned starts: just below its lowest row without a version, and below
   // every row a transaction open now may hold.
   virtual Result<uint64_t> initialFloor() = 0;

@@ -275,7 +275,7 @@ Status Relay::recheckHalt() {
   const Status stillHalted = Status::permanent(state_.haltedReason);
   Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
   if (auto id = poisonHaltId(state_.haltedReason)) {
-    auto scanned = store_.readIds({*id});
+    auto scanned = store_.readRanges({IdRange{*id, *id}}, 1);
     if (!scanned.isOk()) return scanned.status();
     // Quarantined, deleted or fixed: the scan takes it from here.
     if (!scanned->empty() && !scanned->front().quarantined) row = std::vector<OutboxRow>{scanned->front().row};

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -23,11 +22,12 @@ Status Scanner::reset(const SourceState& state) {
   } else {
     cursor_ = *state.scanCursor;
     const uint64_t floor = std::min(state.scanFloor.value_or(0), cursor_);
-    auto ids = store_.unresolved(floor, cursor_);
-    if (!ids.isOk()) return ids.status();
+    auto ranges = store_.unresolved(floor, cursor_);
+    if (!ranges.isOk()) return ranges.status();
     const auto now = clock_.now();
-    for (uint64_t id : *ids) holes_.emplace(id, Hole{now, nullptr});
+    for (const IdRange& r : *ranges) open(r, now);
     recorded_ = ScanMark{cursor_, floor};
+    OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
   valid_ = true;
   return Status::ok();
@@ -35,6 +35,7 @@ Status Scanner::reset(const SourceState& state) {
 
 Result<Scanner::Batch> Scanner::next(int limit) {
   const auto now = clock_.now();
+  if (now - lastAutoIncrementCheck_ >= kAutoIncrementCheck) OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   const bool readBusy = !holes_.empty() && now - lastBusyRead_ >= kBusyReadSpacing;
   // (1) new rows, then (2) the connections inside a statement.
   auto read = store_.readNew(cursor_, limit, readBusy);
@@ -49,78 +50,79 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   Batch batch;
   batch.newRead = read->rows.size();
   for (auto& r : read->rows) {
-    for (uint64_t id = cursor_ + 1; id < r.row.id; ++id) holes_.emplace(id, Hole{now, nullptr});
+    if (r.row.id > cursor_ + 1) open(IdRange{cursor_ + 1, r.row.id - 1}, now);  // ids skipped: one hole
     cursor_ = r.row.id;
     if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
   }
 
-  // (2) The reading narrows each hole's suspects to the connections inside a statement now: one
-  // seen between statements (or gone) after the hole was found has finished the statement that
-  // could have taken its id. A hole with no suspect left may have died.
-  std::vector<uint64_t> mayBeDead;
+  // (2) The reading narrows each hole's suspects to the statements still in progress: one that
+  // has ended since the hole was found cannot be about to insert its ids. A hole with no suspect
+  // left may have died.
+  std::vector<IdRange> mayBeDead;
   if (read->busy) {
-    const std::vector<uint64_t>& busy = read->busy->busy;  // ascending
-    std::map<const std::vector<uint64_t>*, std::shared_ptr<const std::vector<uint64_t>>> narrowed;
-    auto everyone = std::make_shared<const std::vector<uint64_t>>(busy);
-    for (auto& [id, hole] : holes_) {
+    const std::vector<Statement>& busy = read->busy->busy;  // ascending
+    std::map<const std::vector<Statement>*, std::shared_ptr<const std::vector<Statement>>> narrowed;
+    auto everyone = std::make_shared<const std::vector<Statement>>(busy);
+    for (auto& [first, hole] : holes_) {
       if (!hole.holders) {
         hole.holders = everyone;  // found before this reading: its suspects are the busy ones
       } else if (!hole.holders->empty()) {
         auto& next = narrowed[hole.holders.get()];
         if (!next) {
-          auto still = std::make_shared<std::vector<uint64_t>>();
+          auto still = std::make_shared<std::vector<Statement>>();
           std::set_intersection(hole.holders->begin(), hole.holders->end(), busy.begin(), busy.end(),
                                 std::back_inserter(*still));
           next = std::move(still);
         }
         hole.holders = next;
       }
-      if (hole.holders->empty()) mayBeDead.push_back(id);
+      // A hole found held (its transaction's row is locked) is probed again at most every
+      // kHeldReprobe: when it commits, (3) sees it; only a rollback needs the probe.
+      if (hole.holders->empty() && now >= hole.probeAfter) {
+        mayBeDead.push_back(IdRange{first, hole.last});
+        hole.probeAfter = now + kHeldReprobe;  // what the probe leaves open is held
+      }
     }
   }
 
-  // (3) the holes, by id, in a fresh consistent read: a visible one committed late. Read in id
-  // order and only until a batch's worth is found: the rest waits for the next poll.
+  // (3) the holes in a fresh consistent read: a visible row committed late. Read in id order
+  // and only until a batch's worth is found: the rest waits for the next poll.
   if (!holes_.empty()) {
-    std::vector<uint64_t> ids;
-    ids.reserve(holes_.size());
-    for (const auto& [id, hole] : holes_) ids.push_back(id);
-    std::set<uint64_t> seen;
-    size_t late = 0, probed = 0;
-    for (size_t i = 0; i < ids.size() && late < static_cast<size_t>(limit); i += kProbeChunk) {
-      std::vector<uint64_t> chunk(ids.begin() + static_cast<long>(i),
-                                  ids.begin() + static_cast<long>(std::min(ids.size(), i + kProbeChunk)));
-      auto visible = store_.readIds(chunk);
+    std::vector<IdRange> ranges;
+    ranges.reserve(holes_.size());
+    for (const auto& [first, hole] : holes_) ranges.push_back(IdRange{first, hole.last});
+    size_t late = 0;
+    for (size_t i = 0; i < ranges.size() && late < static_cast<size_t>(limit); i += kProbeChunk) {
+      std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
+                                 ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kProbeChunk)));
+      const int room = limit - static_cast<int>(late);
+      auto visible = store_.readRanges(chunk, room);
       if (!visible.isOk()) return visible.status();
-      probed = i + chunk.size();
       for (auto& r : *visible) {
-        seen.insert(r.row.id);
         if (r.versioned || r.quarantined) {
-          holes_.erase(r.row.id);  // resolved (an operator quarantined it, or a scan before us)
+          close(IdRange{r.row.id, r.row.id});  // resolved (an operator quarantined it, or a scan before us)
         } else {
           batch.rows.push_back(std::move(r.row));
           ++late;
         }
       }
+      // As many as asked: more late rows may wait. Poll again at once.
+      if (visible->size() == static_cast<size_t>(room)) {
+        batch.newRead = static_cast<size_t>(limit);
+        break;
+      }
     }
-    if (probed < ids.size()) batch.newRead = static_cast<size_t>(limit);  // more late rows may wait
-    // A hole found held (its transaction's row is locked) is probed again at most every kHeldReprobe:
-    // when it commits, (3) sees it; only a rollback needs the probe.
-    std::erase_if(mayBeDead, [&](uint64_t id) {
-      if (seen.count(id) > 0) return true;
-      auto it = holes_.find(id);
-      return it == holes_.end() || now < it->second.probeAfter;
-    });
     if (!mayBeDead.empty()) {
       auto dead = store_.unheld(mayBeDead);
       if (!dead.isOk()) return dead.status();
-      for (uint64_t id : *dead) holes_.erase(id);
-      for (uint64_t id : mayBeDead) {
-        if (auto it = holes_.find(id); it != holes_.end()) it->second.probeAfter = now + kHeldReprobe;
+      uint64_t ids = 0;
+      for (const IdRange& r : *dead) {
+        close(r);
+        ids += r.size();
       }
       if (!dead->empty()) {
-        spdlog::debug("scan: {} open holes resolved as never committed (ids {}..{}); {} still open", dead->size(),
-                      dead->front(), dead->back(), holes_.size());
+        spdlog::debug("scan: {} ids of open holes resolved as never committed ({}..{}); {} still open", ids,
+                      dead->front().first, dead->back().last, openHoles());
       }
     }
   }
@@ -138,31 +140,92 @@ Result<Scanner::Batch> Scanner::next(int limit) {
 void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
   auto first = std::find_if(batch.rows.begin(), batch.rows.end(), [&](const OutboxRow& r) { return r.id >= stopAt; });
   const auto now = clock_.now();
-  for (auto it = first; it != batch.rows.end(); ++it) holes_.emplace(it->id, Hole{now, nullptr});
+  for (auto it = first; it != batch.rows.end(); ++it) open(IdRange{it->id, it->id}, now);
   batch.rows.erase(first, batch.rows.end());
   batch.mark.floor = floorWithout(batch.rows);
 }
 
 void Scanner::committed(const Batch& batch) {
-  for (const auto& r : batch.rows) holes_.erase(r.id);
+  for (const auto& r : batch.rows) close(IdRange{r.id, r.id});
   recorded_ = batch.mark;
 }
 
+void Scanner::open(IdRange ids, Clock::TimePoint now) {
+  // Only ids not open already (a late row cut from a batch is still inside its hole).
+  auto it = holes_.upper_bound(ids.first);
+  if (it != holes_.begin()) {
+    auto before = std::prev(it);
+    if (before->second.last >= ids.first) {
+      if (before->second.last >= ids.last) return;
+      ids.first = before->second.last + 1;
+    }
+  }
+  while (it != holes_.end() && it->first <= ids.last) {
+    if (it->first > ids.first) holes_.emplace(ids.first, Hole{it->first - 1, now, nullptr});
+    ids.first = it->second.last + 1;
+    if (ids.first > ids.last) return;
+    ++it;
+  }
+  holes_.emplace(ids.first, Hole{ids.last, now, nullptr});
+}
+
+void Scanner::close(IdRange ids) {
+  auto it = holes_.upper_bound(ids.first);
+  if (it != holes_.begin()) --it;
+  while (it != holes_.end() && it->first <= ids.last) {
+    const uint64_t first = it->first;
+    Hole hole = it->second;
+    if (hole.last < ids.first) {
+      ++it;
+      continue;
+    }
+    it = holes_.erase(it);
+    if (first < ids.first) holes_.emplace(first, Hole{ids.first - 1, hole.found, hole.holders, hole.probeAfter});
+    if (hole.last > ids.last) {
+      holes_.emplace(ids.last + 1, Hole{hole.last, hole.found, hole.holders, hole.probeAfter});
+      return;
+    }
+  }
+}
+
 uint64_t Scanner::floorWithout(const std::vector<OutboxRow>& assigned) const {
-  // Rows are in id order: walk the holes from the lowest, skipping those the batch versions.
+  // The floor is below the lowest open id the batch does not version. Rows are in id order.
   size_t i = 0;
-  for (const auto& [id, hole] : holes_) {
+  for (const auto& [first, hole] : holes_) {
+    uint64_t id = first;
     while (i < assigned.size() && assigned[i].id < id) ++i;
-    if (i < assigned.size() && assigned[i].id == id) continue;
-    return id - 1;
+    while (id <= hole.last && i < assigned.size() && assigned[i].id == id) {
+      ++id;
+      ++i;
+    }
+    if (id <= hole.last) return id - 1;
   }
   return cursor_;
+}
+
+Status Scanner::checkAutoIncrement() {
+  auto next = store_.nextAutoId();
+  if (!next.isOk()) return next.status();
+  lastAutoIncrementCheck_ = clock_.now();
+  if (!*next || **next > cursor_) return Status::ok();
+  return Status::permanent(fmt::format(
+      "the outbox table's AUTO_INCREMENT ({}) is not above the scan cursor ({}): new rows would take ids the scan "
+      "has passed and never be published (was the table truncated, recreated or restored?). Rows inserted since "
+      "with ids up to {} need inserting again; then ALTER TABLE <outbox table> AUTO_INCREMENT = {} and the source "
+      "resumes by itself",
+      **next, cursor_, cursor_, cursor_ + 1));
+}
+
+uint64_t Scanner::openHoles() const {
+  uint64_t ids = 0;
+  for (const auto& [first, hole] : holes_) ids += hole.last - first + 1;
+  return ids;
 }
 
 std::chrono::milliseconds Scanner::oldestHoleAge() const {
   if (holes_.empty()) return std::chrono::milliseconds(0);
   auto oldest = holes_.begin()->second.found;
-  for (const auto& [id, hole] : holes_) oldest = std::min(oldest, hole.found);
+  for (const auto& [first, hole] : holes_) oldest = std::min(oldest, hole.found);
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - oldest);
 }
 

@@ -15,11 +15,11 @@ namespace outbox {
 
 // Finds every committed outbox row without touching one (ARCHITECTURE.md section 3a): new rows by
 // primary key above the scan cursor, and rows that commit late, below it, through the open holes
-// it keeps. A hole is an id the scan read past that was not visible then. Its suspects are the
-// connections inside a statement at the first reading after it was found; each later reading
-// drops those seen between statements (or gone). A hole with no suspect left dies only if a
-// NOWAIT locking probe then finds no row and no lock (an open transaction's row is locked). Time
-// alone never kills a hole.
+// it keeps. A hole is a run of ids the scan read past that were not visible then (kept as a
+// range: a million rolled-back ids cost one entry). Its suspects are the statements in progress
+// at the first reading after it was found; each later reading drops those that have ended. Ids of a hole with no suspect left die only where a NOWAIT locking probe
+// then finds no row and no lock (an open transaction's row is locked). Time alone never kills a
+// hole.
 //
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) probe the
 // holes, in that order: a change visible in (1) follows, in its entity's order, changes that
@@ -33,7 +33,9 @@ class Scanner {
   static constexpr std::chrono::milliseconds kBusyReadSpacing{50};
   // A hole a locking probe found held is probed again no sooner than this.
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
-  // Holes are read back in chunks of this many ids.
+  // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
+  static constexpr std::chrono::seconds kAutoIncrementCheck{10};
+  // Holes are read back in statements of this many ranges.
   static constexpr size_t kProbeChunk = 1000;
 
   struct Batch {
@@ -46,7 +48,9 @@ class Scanner {
 
   // Starts over from what the database says: the open holes of (scan_floor, scan_cursor] are
   // rebuilt (visible ones come back as late rows on the next poll). A source never scanned starts
-  // at store.initialFloor().
+  // at store.initialFloor(). Both this and next() fail, permanently, while the table's
+  // AUTO_INCREMENT is at or below the cursor (truncated, recreated, restored): new rows would
+  // take ids the scan has passed.
   Status reset(const SourceState& state);
   // One poll. Rows stay open holes (or unread) until committed().
   Result<Batch> next(int limit);
@@ -60,7 +64,8 @@ class Scanner {
   void invalidate() { valid_ = false; }
   bool valid() const { return valid_; }
 
-  size_t openHoles() const { return holes_.size(); }
+  // The ids of the open holes.
+  uint64_t openHoles() const;
   // Age of the oldest open hole (zero when none).
   std::chrono::milliseconds oldestHoleAge() const;
   // The mark as last recorded in the database.
@@ -68,21 +73,29 @@ class Scanner {
   void recordedNow(ScanMark mark) { recorded_ = mark; }
 
  private:
+  // The ids from the map's key through `last`, found at one poll.
   struct Hole {
+    uint64_t last;
     Clock::TimePoint found;
-    std::shared_ptr<const std::vector<uint64_t>> holders;  // suspects, ascending; null: no reading since found
+    std::shared_ptr<const std::vector<Statement>> holders;  // suspects, ascending; null: no reading since found
     Clock::TimePoint probeAfter{};  // found held: not probed again before this
   };
+  // Opens the ids of `ids` not open already.
+  void open(IdRange ids, Clock::TimePoint now);
+  // Closes the open ids of `ids` (a hole split in two keeps what it knew).
+  void close(IdRange ids);
   uint64_t floorWithout(const std::vector<OutboxRow>& assigned) const;
+  Status checkAutoIncrement();
 
   OutboxStore& store_;
   const Clock& clock_;
   bool valid_ = false;
   uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;
-  std::map<uint64_t, Hole> holes_;  // id -> hole, every id in (floor, cursor]
+  std::map<uint64_t, Hole> holes_;  // first id -> hole: disjoint, in (floor, cursor]
   ScanMark recorded_;
   Clock::TimePoint lastBusyRead_;
+  Clock::TimePoint lastAutoIncrementCheck_;
 };
 
 }  // namespace outbox

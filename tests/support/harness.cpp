@@ -247,6 +247,7 @@ BridgeProcess::BridgeProcess(std::string configPath)
     : configPath_(std::move(configPath)), logPath_(fmt::format("{}/bridge-{}.log", tempDir(), randomSuffix())) {}
 
 void BridgeProcess::start() {
+  startedAt_ = readFile(logPath_).size();  // the log is appended to: this run's lines start here
   if (!process_.start({stack().bridgeBinary, "run", "--config", configPath_}, logPath_)) {
     throw std::runtime_error("cannot start " + stack().bridgeBinary);
   }
@@ -279,7 +280,7 @@ int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {
   waitUntil([&] {
     std::string text = log();
     auto at = text.rfind(marker);
-    if (at == std::string::npos) return false;
+    if (at == std::string::npos || at < startedAt_) return false;  // an earlier run's port
     auto colon = text.find(':', at + marker.size());
     port = std::atoi(text.c_str() + colon + 1);
     return port > 0;

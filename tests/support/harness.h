@@ -136,6 +136,7 @@ class BridgeProcess {
  private:
   std::string configPath_;
   std::string logPath_;
+  size_t startedAt_ = 0;  // the log's size when the last start() began
   Subprocess process_;
 };
 

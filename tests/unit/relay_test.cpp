@@ -79,22 +79,40 @@ class FakeStore final : public OutboxStore {
     out.epoch = state.epoch;
     return out;
   }
-  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override {
+  Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override {
     std::lock_guard lock(mu);
     std::vector<ScannedRow> out;
-    for (uint64_t id : ids) {
-      if (id >= 1 && id <= rows.size()) out.push_back(scanned(rows[id - 1]));
+    for (const IdRange& r : ranges) {
+      for (uint64_t id = r.first; id <= std::min<uint64_t>(r.last, rows.size()); ++id) {
+        if (static_cast<int>(out.size()) < limit) out.push_back(scanned(rows[id - 1]));
+      }
     }
     return out;
   }
-  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override { return ids; }
-  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override {
+  Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) override {
     std::lock_guard lock(mu);
-    std::vector<uint64_t> out;
-    for (uint64_t id = floor + 1; id <= cursor; ++id) {
-      if (id > rows.size() || (rows[id - 1].version == 0 && !quarantined.count(id))) out.push_back(id);
+    std::vector<IdRange> out;
+    for (const IdRange& r : ranges) {
+      if (r.last > rows.size()) out.push_back(IdRange{std::max<uint64_t>(r.first, rows.size() + 1), r.last});
     }
     return out;
+  }
+  Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override {
+    std::lock_guard lock(mu);
+    std::vector<IdRange> out;
+    for (uint64_t id = floor + 1; id <= cursor; ++id) {
+      if (id <= rows.size() && (rows[id - 1].version != 0 || quarantined.count(id))) continue;
+      if (!out.empty() && out.back().last == id - 1) {
+        out.back().last = id;
+      } else {
+        out.push_back(IdRange{id, id});
+      }
+    }
+    return out;
+  }
+  Result<std::optional<uint64_t>> nextAutoId() override {
+    std::lock_guard lock(mu);
+    return std::optional<uint64_t>{rows.size() + 1};
   }
   Result<uint64_t> initialFloor() override {
     std::lock_guard lock(mu);

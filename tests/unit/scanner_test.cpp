@@ -26,9 +26,11 @@ class TableStore final : public OutboxStore {
   };
   std::map<uint64_t, Row> rows;     // id -> row; an id absent was never used or rolled back
   std::set<uint64_t> busy;          // connections inside a statement
+  std::map<uint64_t, uint64_t> statementOf;  // connection -> the statement it runs (default 0)
   std::set<uint64_t> quarantined;
   uint64_t epoch = 1;
   int unheldCalls = 0;
+  int rangeReads = 0;
 
   void insert(uint64_t id, uint64_t connection, bool committed) { rows[id] = Row{committed, connection, 0}; }
   void commit(uint64_t connection) {
@@ -57,33 +59,53 @@ class TableStore final : public OutboxStore {
     for (auto it = rows.upper_bound(cursor); it != rows.end() && static_cast<int>(out.rows.size()) < limit; ++it) {
       if (it->second.committed) out.rows.push_back(scanned(it->first, it->second));
     }
-    if (withConnections) out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end())};
+    if (withConnections) {
+      out.busy = ConnectionReading{};
+      for (uint64_t c : busy) out.busy->busy.push_back(Statement{c, statementOf[c]});
+    }
     out.epoch = epoch;
     return out;
   }
-  Result<std::vector<ScannedRow>> readIds(const std::vector<uint64_t>& ids) override {
+  Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override {
+    ++rangeReads;
     std::vector<ScannedRow> out;
-    for (uint64_t id : ids) {
-      auto it = rows.find(id);
-      if (it != rows.end() && it->second.committed) out.push_back(scanned(id, it->second));
+    for (const IdRange& r : ranges) {
+      for (auto it = rows.lower_bound(r.first); it != rows.end() && it->first <= r.last; ++it) {
+        if (it->second.committed && static_cast<int>(out.size()) < limit) out.push_back(scanned(it->first, it->second));
+      }
     }
     return out;
   }
-  Result<std::vector<uint64_t>> unheld(const std::vector<uint64_t>& ids) override {
+  // A row present is committed (visible) or locked.
+  Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) override {
     ++unheldCalls;
-    std::vector<uint64_t> out;
-    for (uint64_t id : ids) {
-      if (!rows.count(id)) out.push_back(id);  // a row present is committed (visible) or locked
+    std::vector<IdRange> out;
+    for (IdRange r : ranges) {
+      for (auto it = rows.lower_bound(r.first); it != rows.end() && it->first <= r.last; ++it) {
+        if (it->first > r.first) out.push_back(IdRange{r.first, it->first - 1});
+        r.first = it->first + 1;
+      }
+      if (r.first <= r.last) out.push_back(r);
     }
     return out;
   }
-  Result<std::vector<uint64_t>> unresolved(uint64_t floor, uint64_t cursor) override {
-    std::vector<uint64_t> out;
+  Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override {
+    std::vector<IdRange> out;
     for (uint64_t id = floor + 1; id <= cursor; ++id) {
       auto it = rows.find(id);
-      if ((it == rows.end() || it->second.version == 0) && !quarantined.count(id)) out.push_back(id);
+      if ((it != rows.end() && it->second.version != 0) || quarantined.count(id)) continue;
+      if (!out.empty() && out.back().last == id - 1) {
+        out.back().last = id;
+      } else {
+        out.push_back(IdRange{id, id});
+      }
     }
     return out;
+  }
+  uint64_t autoIncrement = 0;  // 0: one past the highest id
+  Result<std::optional<uint64_t>> nextAutoId() override {
+    if (autoIncrement != 0) return std::optional<uint64_t>{autoIncrement};
+    return std::optional<uint64_t>{rows.empty() ? 1 : rows.rbegin()->first + 1};
   }
   Result<uint64_t> initialFloor() override { return uint64_t{0}; }
   Status saveScan(ScanMark) override { return Status::ok(); }
@@ -172,6 +194,26 @@ BOOST_AUTO_TEST_CASE(a_hole_dies_only_after_its_suspects_left_their_statements) 
   BOOST_TEST(f.scanner.recorded().floor == 6u);
 }
 
+// Holes are ranges: a jump of a billion ids (a row inserted with an explicit id, an ALTER TABLE
+// ... AUTO_INCREMENT) is one hole, probed in one statement; a run with a held id inside keeps
+// only that id open.
+BOOST_AUTO_TEST_CASE(a_billion_skipped_ids_are_one_hole) {
+  Fixture f;
+  f.store.insert(1, 8, true);
+  f.store.insert(500, 7, false);  // an open transaction, between statements
+  f.store.insert(1'000'000'000, 8, true);
+  BOOST_TEST((f.poll() == Ids{1, 1'000'000'000}));
+  BOOST_TEST(f.scanner.openHoles() == 999'999'998u);
+  f.poll();  // no suspect inside a statement: the probe leaves only the held id open
+  BOOST_TEST(f.store.unheldCalls == 1);
+  BOOST_TEST(f.scanner.openHoles() == 1u);
+  BOOST_TEST(f.scanner.recorded().floor == 499u);
+  f.store.commit(7);
+  BOOST_TEST((f.poll() == Ids{500}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 1'000'000'000u);
+}
+
 // Late and new rows of one poll get versions in id order; a batch never holds more than its
 // limit, the rest comes next time, still in id order.
 BOOST_AUTO_TEST_CASE(late_and_new_rows_are_versioned_in_id_order_within_the_limit) {
@@ -228,4 +270,51 @@ BOOST_AUTO_TEST_CASE(a_restart_rebuilds_the_holes_and_an_epoch_bump_restarts_the
   auto bumped = again.next(100);
   BOOST_TEST(!bumped.isOk());
   BOOST_TEST(!again.valid());
+}
+
+// A table whose AUTO_INCREMENT is at or below the cursor (truncated, recreated, restored from an
+// older backup) would give new rows ids the scan has passed: the scan stops, permanently, at a
+// restart and while it runs, until the AUTO_INCREMENT is above the cursor again.
+BOOST_AUTO_TEST_CASE(an_auto_increment_at_or_below_the_cursor_stops_the_scan) {
+  Fixture f;
+  for (uint64_t id = 1; id <= 5; ++id) f.store.insert(id, 8, true);
+  BOOST_TEST((f.poll() == Ids{1, 2, 3, 4, 5}));
+  f.store.autoIncrement = 3;  // TRUNCATE, then two rows inserted
+  f.clock.advance(Scanner::kAutoIncrementCheck);
+  auto running = f.scanner.next(100);
+  BOOST_REQUIRE(!running.isOk());
+  BOOST_TEST(running.status().isPermanent());
+  BOOST_TEST(running.status().message().find("AUTO_INCREMENT (3) is not above the scan cursor (5)") != std::string::npos,
+             running.status().message());
+  SourceState state;
+  state.scanCursor = 5;
+  state.scanFloor = 5;
+  Scanner restarted(f.store, f.clock);
+  Status s = restarted.reset(state);
+  BOOST_TEST(s.isPermanent(), s.message());
+  f.store.autoIncrement = 5;  // at the cursor: still a reuse
+  BOOST_TEST(restarted.reset(state).isPermanent());
+  f.store.autoIncrement = 6;  // ALTER TABLE ... AUTO_INCREMENT = 6
+  BOOST_TEST(restarted.reset(state).isOk());
+}
+
+// A connection seen inside a statement at every reading (a busy pool, a replica's applier) has
+// finished the statement that could have taken an id once it runs another: holes found while it
+// was busy die. One still running the same statement stays a suspect.
+BOOST_AUTO_TEST_CASE(a_connection_busy_with_other_statements_is_no_longer_a_suspect) {
+  Fixture f;
+  f.store.busy = {7, 8};
+  f.store.statementOf = {{7, 100}, {8, 500}};
+  f.store.insert(1, 9, true);
+  f.store.insert(5, 9, true);  // ids 2..4 skipped
+  BOOST_TEST((f.poll() == Ids{1, 5}));
+  f.poll();  // the first reading since they were found: statements 7/100 and 8/500 are the suspects
+  BOOST_TEST(f.scanner.openHoles() == 3u);
+  f.store.statementOf[7] = 101;  // 7 runs its next statement; 8 still runs statement 500
+  f.poll();
+  BOOST_TEST(f.scanner.openHoles() == 3u);
+  f.store.statementOf[8] = 501;
+  f.poll();
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 5u);
 }
