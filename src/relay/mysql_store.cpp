@@ -68,8 +68,6 @@ constexpr size_t kRangeChunk = 1000;
 constexpr size_t kProbeRows = 100'000;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
-// MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
-constexpr unsigned kMysqlLockNowait = 3572;
 }  // namespace
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
@@ -220,19 +218,16 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     if (epoch->next()) out.epoch = epoch->u64(0);
   }
   if (!withConnections) return out;
-  // After the read, every statement in progress but the server's own threads' (an id the read
-  // went past is taken inside a statement): ids are taken under COMMAND values other than Query
-  // too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event scheduler
-  // workers). A replica's I/O thread writes no table. A connection running statement after
-  // statement is told apart by QUERY_ID (MariaDB), so a busy pool does not keep holes open.
-  auto busy = queryRows(fmt::format(
-      "SELECT ID, {} FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
-      "'Binlog Dump GTID', 'Slave_IO') AND ID <> CONNECTION_ID() ORDER BY ID",
-      mysql_ ? "0" : "QUERY_ID"));
+  // After the read, every connection but those between statements and the server's own threads
+  // (an id the read went past is taken inside a statement): ids are taken under COMMAND values
+  // other than Query too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event
+  // scheduler workers). A replica's I/O thread writes no table.
+  auto busy = queryRows(
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
+      "'Binlog Dump GTID', 'Slave_IO') AND ID <> CONNECTION_ID() ORDER BY ID");
   if (!busy.isOk()) return busy.status();
   ConnectionReading reading;
-  while (busy->next()) reading.busy.push_back(Statement{busy->u64(0), busy->u64(1)});
-  std::sort(reading.busy.begin(), reading.busy.end());
+  while (busy->next()) reading.busy.push_back(busy->u64(0));
   out.busy = std::move(reading);
   return out;
 }
@@ -246,55 +241,30 @@ Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<I
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  // A plain read at READ UNCOMMITTED lists every row there, committed or not, and takes no lock:
+  // an id without one, once no statement that could have taken it is still running, was rolled
+  // back or never used. (The contract's NOWAIT locking probe cannot do this for ranges: on
+  // MariaDB a locking range read also locks the first row past the range, so a dead range just
+  // below a row another transaction holds reads as held — docs/design.md.)
   std::vector<IdRange> out;
   for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
     const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
                                      ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
-    // First the ids that hold a row, committed or not (READ UNCOMMITTED sees a row an open
-    // transaction inserted; no locks): those are not dead, and need no probe.
     OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
     auto rows = queryRows(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_,
                                       inRanges("id", chunk), kProbeRows));
     if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
     while (rows->next()) present.push_back(rows->u64(0));
-    std::vector<IdRange> empty;
     for (IdRange r : without(chunk, present)) {
       if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
         if (r.first > present.back()) break;
         r.last = std::min(r.last, present.back());
       }
-      empty.push_back(r);
-    }
-    // Then the contract's check (section 3a), on the rest: a locking read at READ COMMITTED takes
-    // no gap locks, so ids no transaction holds read as nothing at once; a row inserted since
-    // (an explicit id) fails with a lock error (NOWAIT) or reads as a row. Either way, none of
-    // those ranges die now: a later probe looks again.
-    for (size_t j = 0; j < empty.size(); j += kRangeChunk) {
-      const std::vector<IdRange> some(empty.begin() + static_cast<long>(j),
-                                      empty.begin() + static_cast<long>(std::min(empty.size(), j + kRangeChunk)));
-      auto nothing = lockFree(some);
-      if (!nothing.isOk()) return nothing.status();
-      if (*nothing) out.insert(out.end(), some.begin(), some.end());
+      out.push_back(r);
     }
   }
   return out;
-}
-
-Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges) {
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")));
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->begin()));
-  auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE {} {}", table_, inRanges("id", ranges),
-                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
-  if (!rows.isOk()) {
-    const unsigned code = conn_->errorCode();
-    (void)conn_->rollback();
-    if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return false;
-    return standalone(rows.status());
-  }
-  const bool nothing = !rows->next();
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->commit()));
-  return nothing;
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {

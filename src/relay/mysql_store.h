@@ -62,8 +62,6 @@ class MysqlOutboxStore final : public OutboxStore {
   // whether it is quarantined.
   std::string scannedRowsQuery(const std::string& where) const;
   static std::vector<ScannedRow> scannedRows(db::Rows& rows);
-  // Whether a locking read of `ranges` at READ COMMITTED, NOWAIT, finds no row and no lock.
-  Result<bool> lockFree(const std::vector<IdRange>& ranges);
   // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
   template <typename Fn>
   Status inTransaction(Fn&& fn);
@@ -81,7 +79,7 @@ class MysqlOutboxStore final : public OutboxStore {
   bool notesLogged_ = false;
   std::string table_;        // quoted identifier
   std::string versions_;     // `<outbox_table>_versions`, quoted
-  bool mysql_ = false;  // MySQL rather than MariaDB: FOR SHARE NOWAIT, error 3572
+  bool mysql_ = false;  // MySQL rather than MariaDB: information_schema statistics are cached
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
   WriteGuard guard_;

@@ -49,23 +49,16 @@ struct ScannedRow {
   bool quarantined = false;
 };
 
-// A statement in progress: its connection, and the server's id of the statement (MariaDB's
-// PROCESSLIST.QUERY_ID; 0 on MySQL, where a connection's statements are not told apart).
-struct Statement {
-  uint64_t connection = 0;
-  uint64_t query = 0;
-  auto operator<=>(const Statement&) const = default;
-};
-
-// The statements in progress, read just after a read of new rows (information_schema.PROCESSLIST:
-// every connection not between statements, but the server's own threads and the reader). An
-// outbox id is taken inside a statement, so once a statement seen at the first reading after a
-// hole was found has ended (its connection between statements, gone, or running another
-// statement), it cannot be about to insert the hole's ids. PROCESSLIST is read live; INNODB_TRX,
-// which the contract names, is served from a cache InnoDB refreshes only when nobody read it for
-// 100 ms, so a reading of it can predate the read it follows (docs/design.md).
+// Which client connections are inside a statement, read just after a read of new rows
+// (information_schema.PROCESSLIST: every connection not between statements, but the server's own
+// threads and the reader). An outbox id is taken inside a statement, so a connection seen between
+// statements (or gone) after a hole was found no longer can be about to insert it. (Not by
+// statement id: MariaDB gives each instruction of a trigger or stored function a new QUERY_ID
+// while the INSERT that fired it still runs.) PROCESSLIST is read live; INNODB_TRX, which the
+// contract names, is served from a cache InnoDB refreshes only when nobody read it for 100 ms,
+// so a reading of it can predate the read it follows (docs/design.md).
 struct ConnectionReading {
-  std::vector<Statement> busy;  // ascending
+  std::vector<uint64_t> busy;  // connection ids, ascending
 };
 
 struct NewRows {
@@ -142,9 +135,9 @@ class OutboxStore {
   // Step (3): the first `limit` rows visible now (a fresh consistent read) with ids in `ranges`
   // (ascending, disjoint), in id order.
   virtual Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) = 0;
-  // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) that no row
-  // and no transaction occupies, ascending: a locking read at READ COMMITTED, NOWAIT, returns no
-  // row and no lock error there. Such an id was rolled back or never used.
+  // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) where no
+  // row exists, committed or not (a read at READ UNCOMMITTED), ascending. Called once no
+  // statement that could have taken them still runs: such an id was rolled back or never used.
   virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
   // open holes of a scan that restarts), as ascending ranges.

@@ -141,8 +141,7 @@ Status Relay::beginSession() {
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
-  // The scan starts from the cursor and floor the database holds (the prefetch thread is idle).
-  OUTBOX_RETURN_IF_ERROR(scanner_.reset(state_));
+  rescan_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
   metrics_.running = true;
   nextPoll_ = lastMark_ = lastRowsAt_ = clock_.now();
   return Status::ok();
@@ -160,7 +159,16 @@ Status Relay::poll() {
 
 void Relay::startBatch() {
   pollStarted_ = clock_.now();
-  prefetcher_.start([this, limit = source_.batchSize, through = state_.assignedThrough] {
+  std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
+  if (std::exchange(rescan_, false)) from = state_;
+  prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough] {
+    if (from) {
+      if (Status s = scanner_.reset(*from); !s.isOk()) {
+        Batch failed;
+        failed.status = s;
+        return failed;
+      }
+    }
     return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through);
   });
 }
@@ -403,9 +411,14 @@ void Relay::retireAcknowledged() {
   progressed_ = true;
 }
 
-Status Relay::processAcks() {
+std::string Relay::takeAcks() {
   std::string failure = applyAcks();
   retireAcknowledged();
+  return failure;
+}
+
+Status Relay::processAcks() {
+  std::string failure = takeAcks();
   OUTBOX_RETURN_IF_ERROR(mark(!failure.empty()));
   if (!failure.empty()) return Status::transient(failure);
   return Status::ok();
@@ -437,7 +450,7 @@ void Relay::settle(std::chrono::milliseconds limit) {
   // be would hold the next session back by the whole limit.
   while (inFlight_.size() > tracker_.waiting() + failed_.size() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
-    (void)processAcks();  // the session has ended already; what counts is what the stream stored
+    takeAcks();  // no mark until the end: with the database away, each would wait for a connect
   }
   if (Status s = mark(/*force=*/true); !s.isOk()) log_->warn("marking what the stream acknowledged failed: {}", s.message());
   dropAckState();

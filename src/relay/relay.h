@@ -56,7 +56,8 @@ class Relay {
   bool awaitLeadership();
   // Ok while we may act as leader of the lease epoch the session started with.
   Status checkLeadership();
-  // Guards every write with this session's lease and epoch, connects, and reconciles.
+  // Guards every write with this session's lease and epoch, connects, and reconciles; the
+  // session's first batch then rebuilds the scan.
   Status beginSession();
   Status reconcile();
   // A halt on a row that has since become publishable (a poison row fixed or quarantined, an
@@ -77,6 +78,8 @@ class Relay {
   Status publishRows(const std::vector<OutboxRow>& rows);
   // Applies the acks received so far; marks; returns the first publish failure, if any.
   Status processAcks();
+  // applyAcks() and retireAcknowledged(): returns the first failure's text ("" when none).
+  std::string takeAcks();
   // Applies acks of versions this session sent and the stream has not yet acknowledged; ignores
   // the rest (an ack queued by an earlier session, a second ack of the same version). Returns
   // the first failure's text ("" when none).
@@ -89,8 +92,8 @@ class Relay {
   // Waits for acks or for the next poll, whichever is due first (at most 50 ms).
   void waitForWork();
   Status mark(bool force);
-  // After a failure: processAcks() until every publish in flight is answered (bounded by
-  // `limit`), then a last mark. Marks nothing unless this session's reconcile set the ack state up.
+  // After a failure: takes acks until every publish in flight is answered (bounded by `limit`),
+  // then a last mark. Marks nothing unless this session's reconcile set the ack state up.
   void settle(std::chrono::milliseconds limit);
   // Forgets what is in flight; settle() will mark nothing until reconcile() sets it up again.
   void dropAckState();
@@ -112,6 +115,7 @@ class Relay {
   WriteGuard guard_;  // this session's, on both stores
 
   Scanner scanner_;  // the prefetch thread's, while a batch is being prepared
+  bool rescan_ = false;  // the next batch first resets the scan from state_ (after reconcile)
   Prefetcher<Batch> prefetcher_;
 
   SourceState state_;

@@ -55,21 +55,22 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
   }
 
-  // (2) The reading narrows each hole's suspects to the statements still in progress: one that
-  // has ended since the hole was found cannot be about to insert its ids. A hole with no suspect
-  // left may have died.
+  // (2) The reading narrows each hole's suspects to the connections inside a statement now: one
+  // seen between statements (or gone) after the hole was found has finished the statement that
+  // could have taken its ids. A hole with no suspect left may have died.
   std::vector<IdRange> mayBeDead;
+  std::optional<uint64_t> readThrough;  // the holes were read only through this id
   if (read->busy) {
-    const std::vector<Statement>& busy = read->busy->busy;  // ascending
-    std::map<const std::vector<Statement>*, std::shared_ptr<const std::vector<Statement>>> narrowed;
-    auto everyone = std::make_shared<const std::vector<Statement>>(busy);
+    const std::vector<uint64_t>& busy = read->busy->busy;  // ascending
+    std::map<const std::vector<uint64_t>*, std::shared_ptr<const std::vector<uint64_t>>> narrowed;
+    auto everyone = std::make_shared<const std::vector<uint64_t>>(busy);
     for (auto& [first, hole] : holes_) {
       if (!hole.holders) {
         hole.holders = everyone;  // found before this reading: its suspects are the busy ones
       } else if (!hole.holders->empty()) {
         auto& next = narrowed[hole.holders.get()];
         if (!next) {
-          auto still = std::make_shared<std::vector<Statement>>();
+          auto still = std::make_shared<std::vector<uint64_t>>();
           std::set_intersection(hole.holders->begin(), hole.holders->end(), busy.begin(), busy.end(),
                                 std::back_inserter(*still));
           next = std::move(still);
@@ -98,6 +99,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
       const int room = limit - static_cast<int>(late);
       auto visible = store_.readRanges(chunk, room);
       if (!visible.isOk()) return visible.status();
+      const uint64_t lastRead = visible->empty() ? 0 : visible->back().row.id;
       for (auto& r : *visible) {
         if (r.versioned || r.quarantined) {
           close(IdRange{r.row.id, r.row.id});  // resolved (an operator quarantined it, or a scan before us)
@@ -106,8 +108,10 @@ Result<Scanner::Batch> Scanner::next(int limit) {
           ++late;
         }
       }
-      // As many as asked: more late rows may wait. Poll again at once.
+      // As many as asked: more late rows may wait above the last one read, and take their
+      // versions before any row above them (below, once sorted). Poll again at once.
       if (visible->size() == static_cast<size_t>(room)) {
+        readThrough = lastRead;
         batch.newRead = static_cast<size_t>(limit);
         break;
       }
@@ -128,6 +132,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   batch.mark = ScanMark{cursor_, floorWithout(batch.rows)};
+  if (readThrough) cutAt(batch, *readThrough + 1);  // rows above it wait for the late rows below them
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.
   if (batch.rows.size() > static_cast<size_t>(limit)) {

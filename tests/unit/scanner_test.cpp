@@ -26,7 +26,6 @@ class TableStore final : public OutboxStore {
   };
   std::map<uint64_t, Row> rows;     // id -> row; an id absent was never used or rolled back
   std::set<uint64_t> busy;          // connections inside a statement
-  std::map<uint64_t, uint64_t> statementOf;  // connection -> the statement it runs (default 0)
   std::set<uint64_t> quarantined;
   uint64_t epoch = 1;
   int unheldCalls = 0;
@@ -59,10 +58,7 @@ class TableStore final : public OutboxStore {
     for (auto it = rows.upper_bound(cursor); it != rows.end() && static_cast<int>(out.rows.size()) < limit; ++it) {
       if (it->second.committed) out.rows.push_back(scanned(it->first, it->second));
     }
-    if (withConnections) {
-      out.busy = ConnectionReading{};
-      for (uint64_t c : busy) out.busy->busy.push_back(Statement{c, statementOf[c]});
-    }
+    if (withConnections) out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end())};
     out.epoch = epoch;
     return out;
   }
@@ -194,6 +190,23 @@ BOOST_AUTO_TEST_CASE(a_hole_dies_only_after_its_suspects_left_their_statements) 
   BOOST_TEST(f.scanner.recorded().floor == 6u);
 }
 
+// A read of the holes stops at a batch's worth of rows, quarantined and versioned ones counted:
+// no row above the last one it read may take a version before the late rows it did not read
+// (review finding: a quarantined row in the read let new row 12 go before late rows 5..10).
+BOOST_AUTO_TEST_CASE(a_cut_short_read_of_the_holes_keeps_the_rows_above_it_for_later) {
+  Fixture f;
+  for (uint64_t id = 1; id <= 10; ++id) f.store.insert(id, 7, false);
+  f.store.insert(11, 8, true);
+  BOOST_TEST((f.poll(4) == Ids{11}));
+  f.store.commit(7);
+  f.store.quarantined.insert(1);
+  f.store.insert(12, 8, true);
+  BOOST_TEST((f.poll(4) == Ids{2, 3, 4}));
+  BOOST_TEST((f.poll(4) == Ids{5, 6, 7, 8}));
+  BOOST_TEST((f.poll(4) == Ids{9, 10, 12}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+}
+
 // Holes are ranges: a jump of a billion ids (a row inserted with an explicit id, an ALTER TABLE
 // ... AUTO_INCREMENT) is one hole, probed in one statement; a run with a held id inside keeps
 // only that id open.
@@ -298,23 +311,3 @@ BOOST_AUTO_TEST_CASE(an_auto_increment_at_or_below_the_cursor_stops_the_scan) {
   BOOST_TEST(restarted.reset(state).isOk());
 }
 
-// A connection seen inside a statement at every reading (a busy pool, a replica's applier) has
-// finished the statement that could have taken an id once it runs another: holes found while it
-// was busy die. One still running the same statement stays a suspect.
-BOOST_AUTO_TEST_CASE(a_connection_busy_with_other_statements_is_no_longer_a_suspect) {
-  Fixture f;
-  f.store.busy = {7, 8};
-  f.store.statementOf = {{7, 100}, {8, 500}};
-  f.store.insert(1, 9, true);
-  f.store.insert(5, 9, true);  // ids 2..4 skipped
-  BOOST_TEST((f.poll() == Ids{1, 5}));
-  f.poll();  // the first reading since they were found: statements 7/100 and 8/500 are the suspects
-  BOOST_TEST(f.scanner.openHoles() == 3u);
-  f.store.statementOf[7] = 101;  // 7 runs its next statement; 8 still runs statement 500
-  f.poll();
-  BOOST_TEST(f.scanner.openHoles() == 3u);
-  f.store.statementOf[8] = 501;
-  f.poll();
-  BOOST_TEST(f.scanner.openHoles() == 0u);
-  BOOST_TEST(f.scanner.recorded().floor == 5u);
-}
