@@ -91,9 +91,11 @@ Command addRun(CLI::App& app) {
       // Short enough that a frozen leader's open transaction is gone well before its lease.
       auto lockBound = std::max(std::chrono::seconds(1),
                                 std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
-      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound, /*checkServer=*/true);
+      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheckAndWarn);
       checkServerAtStart(source);
-      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound);
+      // The scan's connection reads PROCESSLIST: without PROCESS it would see only its own
+      // threads, and no error. So each of its connects checks too (a grant revoked meanwhile).
+      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheck);
       rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound);
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
                                                clock);

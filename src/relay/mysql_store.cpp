@@ -66,15 +66,19 @@ constexpr size_t kRangeChunk = 1000;
 // ... and look at no more than this many uncommitted rows in one (a transaction holding more
 // keeps the rest of its ranges open until a later probe).
 constexpr size_t kProbeRows = 100'000;
+// Locking probes one unheld() may spend on halving statements that met a held row.
+constexpr int kLockProbeBudget = 64;
+// MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
+constexpr unsigned kMysqlLockNowait = 3572;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
 }  // namespace
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
-                                   bool checkServer)
+                                   ServerCheck check)
     : source_(source),
       idleTransactionTimeout_(idleTransactionTimeout),
-      checkServer_(checkServer),
+      check_(check),
       table_("`" + source.outboxTable + "`"),
       versions_("`" + source.outboxTable + "_versions`") {}
 
@@ -87,14 +91,14 @@ Status MysqlOutboxStore::connect() {
   if (auto version = conn_->query("SELECT VERSION()"); version.isOk() && version->next()) {
     mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
   }
-  if (checkServer_) {
+  if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;
     if (Status s = db::checkServer(*conn_, notes); !s.isOk()) {
       conn_.reset();
       return s;
     }
     for (const auto& note : notes) {
-      if (!notesLogged_) sourceLogger(source_.name)->warn("{}", note);
+      if (!notesLogged_ && check_ == ServerCheck::kCheckAndWarn) sourceLogger(source_.name)->warn("{}", note);
     }
     notesLogged_ = true;
   }
@@ -221,10 +225,13 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // After the read, every connection but those between statements and the server's own threads
   // (an id the read went past is taken inside a statement): ids are taken under COMMAND values
   // other than Query too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event
-  // scheduler workers). A replica's I/O thread writes no table.
+  // scheduler workers). Not a replica's threads: they write rows with the ids another server
+  // gave them, outside section 3a's scope (producers write through this server), and an idle
+  // applier would otherwise keep every hole open for good.
   auto busy = queryRows(
       "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
-      "'Binlog Dump GTID', 'Slave_IO') AND ID <> CONNECTION_ID() ORDER BY ID");
+      "'Binlog Dump GTID', 'Slave_IO', 'Slave_SQL', 'Slave_worker') AND USER <> 'system user' AND "
+      "ID <> CONNECTION_ID() ORDER BY ID");
   if (!busy.isOk()) return busy.status();
   ConnectionReading reading;
   while (busy->next()) reading.busy.push_back(busy->u64(0));
@@ -241,30 +248,85 @@ Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<I
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  // A plain read at READ UNCOMMITTED lists every row there, committed or not, and takes no lock:
-  // an id without one, once no statement that could have taken it is still running, was rolled
-  // back or never used. (The contract's NOWAIT locking probe cannot do this for ranges: on
-  // MariaDB a locking range read also locks the first row past the range, so a dead range just
-  // below a row another transaction holds reads as held — docs/design.md.)
   std::vector<IdRange> out;
+  int budget = kLockProbeBudget;
   for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
     const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
                                      ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+    // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
+    // not: those stay open without a probe.
     OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
     auto rows = queryRows(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_,
                                       inRanges("id", chunk), kProbeRows));
     if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
     while (rows->next()) present.push_back(rows->u64(0));
+    // Then the contract's locking probe (section 3a) of the ranges between them: it also finds a
+    // row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT), which
+    // the read above does not show. A locking range read at READ COMMITTED also locks the row
+    // just past the range in the direction it reads, so a range with a held row above it is read
+    // downwards, one with a held row below it upwards, and one between two held rows waits for
+    // one of them to end (docs/design.md).
+    auto held = [&](uint64_t id) { return std::binary_search(present.begin(), present.end(), id); };
+    std::vector<IdRange> up, down;
     for (IdRange r : without(chunk, present)) {
       if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
         if (r.first > present.back()) break;
         r.last = std::min(r.last, present.back());
       }
-      out.push_back(r);
+      const bool heldAbove = held(r.last + 1);
+      const bool heldBelow = r.first > 0 && held(r.first - 1);
+      if (heldAbove && heldBelow) continue;
+      (heldAbove ? down : up).push_back(r);
     }
+    OUTBOX_RETURN_IF_ERROR(probeDead(up, /*downwards=*/false, budget, out));
+    OUTBOX_RETURN_IF_ERROR(probeDead(down, /*downwards=*/true, budget, out));
   }
+  std::sort(out.begin(), out.end(), [](const IdRange& a, const IdRange& b) { return a.first < b.first; });
   return out;
+}
+
+Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget,
+                                   std::vector<IdRange>& dead) {
+  for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
+    const std::vector<IdRange> some(ranges.begin() + static_cast<long>(i),
+                                    ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+    // A statement that meets a held row leaves all its ranges open: halves are tried while the
+    // budget lasts, so one held row costs a few statements, and thousands cost no more.
+    std::function<Status(const std::vector<IdRange>&)> probe = [&](const std::vector<IdRange>& part) -> Status {
+      if (budget <= 0) return Status::ok();
+      --budget;
+      auto nothing = lockFree(part, downwards);
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) {
+        dead.insert(dead.end(), part.begin(), part.end());
+        return Status::ok();
+      }
+      if (part.size() == 1) return Status::ok();
+      const auto half = part.begin() + static_cast<long>(part.size() / 2);
+      OUTBOX_RETURN_IF_ERROR(probe(std::vector<IdRange>(part.begin(), half)));
+      return probe(std::vector<IdRange>(half, part.end()));
+    };
+    OUTBOX_RETURN_IF_ERROR(probe(some));
+  }
+  return Status::ok();
+}
+
+Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")));
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->begin()));
+  auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
+                                       downwards ? "DESC" : "ASC",
+                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
+  if (!rows.isOk()) {
+    const unsigned code = conn_->errorCode();
+    (void)conn_->rollback();
+    if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return false;
+    return standalone(rows.status());
+  }
+  const bool nothing = !rows->next();
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->commit()));
+  return nothing;
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {

@@ -15,10 +15,12 @@ class MysqlOutboxStore final : public OutboxStore {
   // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout, 0: server default): a process
   // frozen in the middle of a transaction (SIGSTOP, a VM stall) must not hold its row locks —
   // and so block the instance that takes over — for longer than this.
-  // `checkServer`: every connect first checks what the relay needs of the server (db::checkServer:
-  // the PROCESS privilege, a primary); a shortfall is a permanent error naming the fix.
+  // `check`: whether every connect first checks what the relay needs of the server
+  // (db::checkServer: the PROCESS privilege, a primary); a shortfall is a permanent error naming
+  // the fix. kCheckAndWarn also logs, once, what the operator should know (a Galera node).
+  enum class ServerCheck { kNone, kCheck, kCheckAndWarn };
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
-                            bool checkServer = false);
+                            ServerCheck check = ServerCheck::kNone);
 
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
@@ -62,6 +64,11 @@ class MysqlOutboxStore final : public OutboxStore {
   // whether it is quarantined.
   std::string scannedRowsQuery(const std::string& where) const;
   static std::vector<ScannedRow> scannedRows(db::Rows& rows);
+  // Appends to `dead` the ranges a locking probe finds free, spending at most `budget` statements.
+  Status probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget, std::vector<IdRange>& dead);
+  // Whether a locking read of `ranges` at READ COMMITTED, NOWAIT, in id order up or down, finds
+  // no row and no lock.
+  Result<bool> lockFree(const std::vector<IdRange>& ranges, bool downwards);
   // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
   template <typename Fn>
   Status inTransaction(Fn&& fn);
@@ -75,11 +82,11 @@ class MysqlOutboxStore final : public OutboxStore {
 
   const SourceConfig& source_;
   std::chrono::seconds idleTransactionTimeout_;
-  bool checkServer_;
+  ServerCheck check_;
   bool notesLogged_ = false;
   std::string table_;        // quoted identifier
   std::string versions_;     // `<outbox_table>_versions`, quoted
-  bool mysql_ = false;  // MySQL rather than MariaDB: information_schema statistics are cached
+  bool mysql_ = false;  // MySQL rather than MariaDB: FOR SHARE NOWAIT (error 3572), cached statistics
   std::string sourceLiteral_;
   std::unique_ptr<db::Connection> conn_;
   WriteGuard guard_;

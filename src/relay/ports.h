@@ -135,9 +135,10 @@ class OutboxStore {
   // Step (3): the first `limit` rows visible now (a fresh consistent read) with ids in `ranges`
   // (ascending, disjoint), in id order.
   virtual Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) = 0;
-  // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) where no
-  // row exists, committed or not (a read at READ UNCOMMITTED), ascending. Called once no
-  // statement that could have taken them still runs: such an id was rolled back or never used.
+  // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) that no row
+  // and no transaction occupies, ascending: a locking read at READ COMMITTED, NOWAIT, returns no
+  // row and no lock error there. Called once no statement that could have taken them still runs:
+  // such an id was rolled back or never used.
   virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
   // open holes of a scan that restarts), as ascending ranges.

@@ -18,9 +18,9 @@ namespace outbox {
 // it keeps. A hole is a run of ids the scan read past that were not visible then (kept as a
 // range: a million rolled-back ids cost one entry). Its suspects are the connections inside a
 // statement at the first reading after it was found; each later reading drops those seen between
-// statements (or gone). Ids of a hole with no suspect left die only where a probe then finds no
-// row, committed or not (an open transaction's row is there, uncommitted). Time alone never kills
-// a hole.
+// statements (or gone). Ids of a hole with no suspect left die only where a NOWAIT locking probe
+// then finds no row and no lock (an open transaction's row is locked). Time alone never kills a
+// hole.
 //
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) probe the
 // holes, in that order: a change visible in (1) follows, in its entity's order, changes that

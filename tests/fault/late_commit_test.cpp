@@ -207,6 +207,43 @@ BOOST_AUTO_TEST_CASE(a_held_row_between_rolled_back_ids_keeps_only_its_own_id_op
   BOOST_TEST(bridge.stop() == 0);
 }
 
+// A producer that deletes its own outbox row and then undoes the delete (ROLLBACK TO SAVEPOINT,
+// as nested transactions of ORMs do) brings the row back: while its transaction is open the id
+// must stay open, though a plain read shows no row there (review finding: a READ UNCOMMITTED
+// probe alone let the hole die and the row was never published).
+BOOST_AUTO_TEST_CASE(a_row_deleted_and_restored_by_a_savepoint_rollback_is_still_published) {
+  TestDatabase database("savept");
+  SourceSpec source{uniqueName("sp", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  BridgeProcess bridge(config);
+  bridge.start();
+  const int port = bridge.httpPort();
+  auto producer = database.connect();
+  insertRows(*producer, table, 1, 0);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 1; }, 20s),
+                        bridge.log());
+  auto holder = database.connect();
+  BOOST_REQUIRE(holder->begin().isOk());
+  BOOST_REQUIRE(holder->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
+                                         "('item', 'late', 'upsert', '{{\"n\":-1}}')", table)).isOk());
+  BOOST_REQUIRE(holder->exec("SAVEPOINT s").isOk());
+  BOOST_REQUIRE(holder->exec(fmt::format("DELETE FROM {} WHERE id = LAST_INSERT_ID()", table)).isOk());
+  insertRows(*producer, table, 10, 1);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 11; }, 20s),
+                        bridge.log());
+  std::this_thread::sleep_for(3s);  // several probes of the hole, its holder between statements
+  BOOST_TEST(gauge(port, "outbox_open_holes", source.name) == 1);
+  BOOST_REQUIRE(holder->exec("ROLLBACK TO SAVEPOINT s").isOk());
+  BOOST_REQUIRE(holder->commit().isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 12; }, 10s),
+                        bridge.log());
+  BOOST_TEST(versionOf(database, table, -1) == 12u);
+  requireDenseOnce(source, 12);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
 // A truncated outbox table starts its ids again from 1, below the scan cursor: rows there would
 // never be scanned. The bridge halts and says so, and resumes by itself once AUTO_INCREMENT is
 // above the cursor again.
