@@ -52,6 +52,14 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
         "this server is a Galera node (wsrep_on): every producer of this source must write through this node, or a "
         "row committed on another node could be lost (ARCHITECTURE.md section 3a)");
   }
+  auto appliers = conn.query(
+      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker')");
+  if (appliers.isOk() && appliers->next() && appliers->u64(0) > 0) {
+    notes.push_back(
+        "this server also applies replicated writes (replica threads are running): every producer of this source "
+        "must write through this server; an outbox row that arrives by replication carries an id another server "
+        "gave it, and could be lost (ARCHITECTURE.md section 3a)");
+  }
   return Status::ok();
 }
 

@@ -15,7 +15,8 @@ namespace outbox::db {
 // - a primary: a server with read_only on is a replica, where a transaction of the primary that
 //   holds an id does not show, so a row could be lost.
 // A permanent Status says what is missing and the exact statement that fixes it. `notes` gets
-// what the operator must know but that does not stop the bridge (a Galera node).
+// what the operator must know but that does not stop the bridge (a Galera node, replica threads
+// applying writes from another server).
 Status checkServer(Connection& conn, std::vector<std::string>& notes);
 
 }  // namespace outbox::db

@@ -66,8 +66,11 @@ constexpr size_t kRangeChunk = 1000;
 // ... and look at no more than this many uncommitted rows in one (a transaction holding more
 // keeps the rest of its ranges open until a later probe).
 constexpr size_t kProbeRows = 100'000;
-// Locking probes one unheld() may spend on halving statements that met a held row.
+// Locking probes one unheld() may spend on halving statements that met a held row, and on ids
+// between two held rows.
 constexpr int kLockProbeBudget = 64;
+// Ids between two held rows are probed one by one when there are at most this many.
+constexpr uint64_t kPointProbeMost = 4;
 // MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
 constexpr unsigned kMysqlLockNowait = 3572;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
@@ -230,8 +233,8 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // applier would otherwise keep every hole open for good.
   auto busy = queryRows(
       "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
-      "'Binlog Dump GTID', 'Slave_IO', 'Slave_SQL', 'Slave_worker') AND USER <> 'system user' AND "
-      "ID <> CONNECTION_ID() ORDER BY ID");
+      "'Binlog Dump GTID', 'Slave_IO', 'Slave_SQL', 'Slave_worker') AND NOT (USER = 'system user' AND HOST = '') "
+      "AND ID <> CONNECTION_ID() ORDER BY ID");
   if (!busy.isOk()) return busy.status();
   ConnectionReading reading;
   while (busy->next()) reading.busy.push_back(busy->u64(0));
@@ -250,7 +253,7 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   std::vector<IdRange> out;
   int budget = kLockProbeBudget;
-  for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
+  for (size_t i = 0; i < ranges.size() && budget > 0; i += kRangeChunk) {
     const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
                                      ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
     // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
@@ -268,7 +271,7 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
     // downwards, one with a held row below it upwards, and one between two held rows waits for
     // one of them to end (docs/design.md).
     auto held = [&](uint64_t id) { return std::binary_search(present.begin(), present.end(), id); };
-    std::vector<IdRange> up, down;
+    std::vector<IdRange> up, down, between;
     for (IdRange r : without(chunk, present)) {
       if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
         if (r.first > present.back()) break;
@@ -276,11 +279,23 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
       }
       const bool heldAbove = held(r.last + 1);
       const bool heldBelow = r.first > 0 && held(r.first - 1);
-      if (heldAbove && heldBelow) continue;
+      if (heldAbove && heldBelow) {
+        // A lookup of one id (`id = N`) locks no neighbour: a few ids are probed one by one.
+        if (r.size() <= kPointProbeMost) {
+          for (uint64_t id = r.first; id <= r.last; ++id) between.push_back(IdRange{id, id});
+        }
+        continue;
+      }
       (heldAbove ? down : up).push_back(r);
     }
     OUTBOX_RETURN_IF_ERROR(probeDead(up, /*downwards=*/false, budget, out));
     OUTBOX_RETURN_IF_ERROR(probeDead(down, /*downwards=*/true, budget, out));
+    for (const IdRange& id : between) {
+      if (budget-- <= 0) break;
+      auto nothing = lockFree({id}, /*downwards=*/false);
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) out.push_back(id);
+    }
   }
   std::sort(out.begin(), out.end(), [](const IdRange& a, const IdRange& b) { return a.first < b.first; });
   return out;
@@ -321,7 +336,8 @@ Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool
   if (!rows.isOk()) {
     const unsigned code = conn_->errorCode();
     (void)conn_->rollback();
-    if (code == ER_LOCK_WAIT_TIMEOUT || code == kMysqlLockNowait) return false;
+    // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
+    if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK || code == kMysqlLockNowait) return false;
     return standalone(rows.status());
   }
   const bool nothing = !rows->next();
