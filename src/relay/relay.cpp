@@ -8,18 +8,12 @@
 #include "common/backoff.h"
 #include "common/log.h"
 #include "relay/poison.h"
-#include "relay/resume_point.h"
 
 namespace outbox {
 
 namespace {
 
 constexpr std::chrono::seconds kProgressInterval{30};
-
-int64_t wallMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -173,15 +167,6 @@ void Relay::startBatch() {
   });
 }
 
-Status Relay::checkAckDeadline() {
-  // The deadline is per publish: acks of later versions do not excuse a lost one.
-  if (inFlight_.empty() || clock_.now() - inFlight_.front().sentAt <= options_.ackTimeout) return Status::ok();
-  metrics_.errorsPublish++;
-  return Status::transient(fmt::format("the stream has not acknowledged version {} within {} ms ({} publishes in "
-                                       "flight); reconciling",
-                                       inFlight_.front().version, options_.ackTimeout.count(), inFlight_.size()));
-}
-
 void Relay::waitForWork() {
   const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(nextPoll_ - clock_.now());
   if (inFlight_.empty()) {
@@ -218,95 +203,6 @@ std::chrono::milliseconds Relay::nextPollDelay(bool rowsCame) {
 
 bool Relay::roomFor(size_t rows) const {
   return inFlight_.size() + rows <= static_cast<size_t>(options_.maxInFlight);
-}
-
-Status Relay::reconcile() {
-  dropAckState();
-  auto loaded = store_.loadState();
-  if (!loaded.isOk()) return loaded.status();
-  state_ = *loaded;
-  // From here on, every write of this session is refused once an epoch bump moves past it.
-  guard_.epoch = state_.epoch;
-  store_.setWriteGuard(guard_);
-  assignStore_.setWriteGuard(guard_);
-  metrics_.halted = !state_.haltedReason.empty();
-  metrics_.paused = state_.paused;
-  metrics_.epoch = state_.epoch;
-  metrics_.assignedVersion = state_.assignedThrough;
-  metrics_.publishedVersion = state_.publishedThrough;
-  if (!state_.haltedReason.empty()) OUTBOX_RETURN_IF_ERROR(recheckHalt());
-  if (state_.paused) return Status::permanent("paused by an operator: publishing nothing until resumed");
-
-  auto tipResult = publisher_.tip();
-  if (!tipResult.isOk()) return tipResult.status();
-  const StreamTip tip = *tipResult;
-  auto resume = findResumePoint(state_, tip, source_.stream);
-  if (!resume.isOk()) {
-    if (resume.status().isPermanent()) return haltWith(resume.status().message());
-    return resume.status();
-  }
-  const uint64_t streamVersion = resume->version;
-  const uint64_t streamVersionSeq = resume->seq;
-  if (resume->epochStartSeq) {
-    log_->info("reconcile: epoch {} begins after stream sequence {}, past the last messages of the leader the bump "
-               "fenced (the bump saw the stream end at {})",
-               state_.epoch, *resume->epochStartSeq, state_.epochStreamSeq);
-    OUTBOX_RETURN_IF_ERROR(store_.moveEpochStart(*resume->epochStartSeq));
-    state_.epochStreamSeq = state_.publishedStreamSeq = *resume->epochStartSeq;
-  }
-
-  if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
-    if (streamVersion > state_.publishedThrough) {
-      log_->info("reconcile: the stream holds versions through {} (marked {}): advancing the marks", streamVersion,
-                 state_.publishedThrough);
-    } else if (streamVersion < state_.publishedThrough) {
-      log_->warn("reconcile: stream {} holds versions only through {} but {} were published: "
-                 "publishing {}..{} again from the outbox table",
-                 source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1, state_.assignedThrough);
-    }
-    OUTBOX_RETURN_IF_ERROR(store_.setPublished(streamVersion, streamVersionSeq));
-    state_.publishedThrough = streamVersion;
-    state_.publishedStreamSeq = streamVersionSeq;
-  }
-  tracker_.reset(streamVersion, streamVersionSeq);
-  ackStateValid_ = true;
-  firstPublish_ = true;
-  nextVersion_ = streamVersion + 1;
-  expectedSeq_ = tip.lastSeq;
-  metrics_.publishedVersion = streamVersion;
-  log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
-             state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
-  return Status::ok();
-}
-
-Status Relay::recheckHalt() {
-  const Status stillHalted = Status::permanent(state_.haltedReason);
-  Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
-  if (auto id = poisonHaltId(state_.haltedReason)) {
-    auto scanned = store_.readRanges({IdRange{*id, *id}}, 1);
-    if (!scanned.isOk()) return scanned.status();
-    // Quarantined, deleted or fixed: the scan takes it from here.
-    if (!scanned->empty() && !scanned->front().quarantined) row = std::vector<OutboxRow>{scanned->front().row};
-  } else if (auto version = unpublishableVersion(state_.haltedReason)) {
-    row = store_.readAssigned(*version, *version, 1);
-    if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself
-  } else {
-    return stillHalted;  // only an operator can resolve it
-  }
-  if (!row.isOk()) return row.status();
-  if (!row->empty() && publisher_.poisonReason(row->front())) return stillHalted;
-  log_->info("the row the source halted on can be published now (fixed, quarantined, or the server takes it): "
-             "resuming");
-  OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
-  state_.haltedReason.clear();
-  metrics_.halted = false;
-  return Status::ok();
-}
-
-Status Relay::haltWith(const std::string& reason) {
-  metrics_.halted = true;
-  OUTBOX_RETURN_IF_ERROR(store_.halt(reason));
-  return Status::permanent(reason);
 }
 
 Status Relay::publishTail() {
@@ -376,90 +272,6 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     inFlight_.push_back({row.version, row.createdAtMicros, sentAt});
   }
   return Status::ok();
-}
-
-std::string Relay::applyAcks() {
-  acks_.clear();
-  publisher_.takeAcks(acks_);
-  std::string failure;
-  for (const auto& ack : acks_) {
-    if (ack.version <= tracker_.contiguousVersion() || ack.version >= nextVersion_) continue;
-    if (ack.ok) {
-      tracker_.ack(ack.version, ack.seq);
-      continue;
-    }
-    failed_.insert(ack.version);
-    if (failure.empty()) {
-      (ack.fenced ? metrics_.errorsFenced : metrics_.errorsPublish)++;
-      failure = fmt::format("publish of version {} failed ({}){}", ack.version, ack.error,
-                            ack.fenced ? ": another writer, or the stream changed; reconciling" : "");
-    }
-  }
-  return failure;
-}
-
-void Relay::retireAcknowledged() {
-  if (inFlight_.empty() || inFlight_.front().version > tracker_.contiguousVersion()) return;
-  const int64_t now = wallMicros();
-  uint64_t published = 0;
-  while (!inFlight_.empty() && inFlight_.front().version <= tracker_.contiguousVersion()) {
-    metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - inFlight_.front().createdAtMicros)) / 1e6);
-    inFlight_.pop_front();
-    ++published;
-  }
-  metrics_.publishedRows += published;
-  progressed_ = true;
-}
-
-std::string Relay::takeAcks() {
-  std::string failure = applyAcks();
-  retireAcknowledged();
-  return failure;
-}
-
-Status Relay::processAcks() {
-  std::string failure = takeAcks();
-  OUTBOX_RETURN_IF_ERROR(mark(!failure.empty()));
-  if (!failure.empty()) return Status::transient(failure);
-  return Status::ok();
-}
-
-Status Relay::mark(bool force) {
-  uint64_t version = tracker_.contiguousVersion();
-  if (version <= state_.publishedThrough) return Status::ok();
-  auto now = clock_.now();
-  bool due = force || inFlight_.empty() || now - lastMark_ >= options_.markInterval ||
-             version - state_.publishedThrough >= static_cast<uint64_t>(source_.batchSize);
-  if (!due) return Status::ok();
-  Status s = store_.markPublished(version, tracker_.contiguousSeq());
-  if (!s.isOk()) {
-    metrics_.errorsDatabase++;
-    return s;
-  }
-  state_.publishedThrough = version;
-  state_.publishedStreamSeq = tracker_.contiguousSeq();
-  metrics_.publishedVersion = version;
-  lastMark_ = now;
-  return Status::ok();
-}
-
-void Relay::settle(std::chrono::milliseconds limit) {
-  if (!ackStateValid_) return dropAckState();
-  const auto deadline = clock_.now() + limit;
-  // Until every publish in flight is answered: a failed one is never acked, so waiting for it to
-  // be would hold the next session back by the whole limit.
-  while (inFlight_.size() > tracker_.waiting() + failed_.size() && clock_.now() < deadline) {
-    publisher_.waitForAcks(std::chrono::milliseconds(20));
-    takeAcks();  // no mark until the end: with the database away, each would wait for a connect
-  }
-  if (Status s = mark(/*force=*/true); !s.isOk()) log_->warn("marking what the stream acknowledged failed: {}", s.message());
-  dropAckState();
-}
-
-void Relay::dropAckState() {
-  ackStateValid_ = false;
-  inFlight_.clear();
-  failed_.clear();
 }
 
 }  // namespace outbox

@@ -191,6 +191,19 @@ BOOST_AUTO_TEST_CASE(keep_dry_run_and_overlapping_runs) {
   BOOST_TEST(dry.exitCode == 0);
   BOOST_TEST(dry.out.find("would delete 2000 rows") != std::string::npos, dry.out);
   BOOST_TEST(f.rows() == 3000u);
+  // A run while another holds the source's prune lock (taken here, as a running prune would):
+  // it waits briefly, reports "skipped", exits 0 and deletes nothing.
+  auto holder = f.database.connect();
+  const std::string lock =
+      holder->quote(fmt::format("outbox-prune:{}.{}", f.database.name(), f.spec.name).substr(0, 64));
+  auto locked = holder->queryU64(fmt::format("SELECT GET_LOCK({}, 0)", lock));
+  BOOST_REQUIRE(locked.isOk());
+  BOOST_REQUIRE(locked->value_or(0) == 1);
+  auto skipped = f.prune();
+  BOOST_TEST(skipped.exitCode == 0, skipped.err);
+  BOOST_TEST(skipped.out.find("skipped, another prune of this source is running") != std::string::npos, skipped.out);
+  BOOST_TEST(f.rows() == 3000u);
+  BOOST_REQUIRE(holder->exec(fmt::format("DO RELEASE_LOCK({})", lock)).isOk());
   // Two runs at once: both exit 0, and together they delete each old row once.
   CommandResult first, second;
   std::thread a([&] { first = f.prune({"--batch", "100"}); });

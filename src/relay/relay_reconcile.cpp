@@ -1,0 +1,100 @@
+// The relay's reconcile with the stream (ARCHITECTURE.md section 4) and its halts: where a
+// session starts publishing, and when a halted source may go on.
+#include <fmt/format.h>
+
+#include "relay/poison.h"
+#include "relay/relay.h"
+#include "relay/resume_point.h"
+
+namespace outbox {
+
+Status Relay::reconcile() {
+  dropAckState();
+  auto loaded = store_.loadState();
+  if (!loaded.isOk()) return loaded.status();
+  state_ = *loaded;
+  // From here on, every write of this session is refused once an epoch bump moves past it.
+  guard_.epoch = state_.epoch;
+  store_.setWriteGuard(guard_);
+  assignStore_.setWriteGuard(guard_);
+  metrics_.halted = !state_.haltedReason.empty();
+  metrics_.paused = state_.paused;
+  metrics_.epoch = state_.epoch;
+  metrics_.assignedVersion = state_.assignedThrough;
+  metrics_.publishedVersion = state_.publishedThrough;
+  if (!state_.haltedReason.empty()) OUTBOX_RETURN_IF_ERROR(recheckHalt());
+  if (state_.paused) return Status::permanent("paused by an operator: publishing nothing until resumed");
+
+  auto tipResult = publisher_.tip();
+  if (!tipResult.isOk()) return tipResult.status();
+  const StreamTip tip = *tipResult;
+  auto resume = findResumePoint(state_, tip, source_.stream);
+  if (!resume.isOk()) {
+    if (resume.status().isPermanent()) return haltWith(resume.status().message());
+    return resume.status();
+  }
+  const uint64_t streamVersion = resume->version;
+  const uint64_t streamVersionSeq = resume->seq;
+  if (resume->epochStartSeq) {
+    log_->info("reconcile: epoch {} begins after stream sequence {}, past the last messages of the leader the bump "
+               "fenced (the bump saw the stream end at {})",
+               state_.epoch, *resume->epochStartSeq, state_.epochStreamSeq);
+    OUTBOX_RETURN_IF_ERROR(store_.moveEpochStart(*resume->epochStartSeq));
+    state_.epochStreamSeq = state_.publishedStreamSeq = *resume->epochStartSeq;
+  }
+
+  if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
+    if (streamVersion > state_.publishedThrough) {
+      log_->info("reconcile: the stream holds versions through {} (marked {}): advancing the marks", streamVersion,
+                 state_.publishedThrough);
+    } else if (streamVersion < state_.publishedThrough) {
+      log_->warn("reconcile: stream {} holds versions only through {} but {} were published: "
+                 "publishing {}..{} again from the outbox table",
+                 source_.stream, streamVersion, state_.publishedThrough, streamVersion + 1, state_.assignedThrough);
+    }
+    OUTBOX_RETURN_IF_ERROR(store_.setPublished(streamVersion, streamVersionSeq));
+    state_.publishedThrough = streamVersion;
+    state_.publishedStreamSeq = streamVersionSeq;
+  }
+  tracker_.reset(streamVersion, streamVersionSeq);
+  ackStateValid_ = true;
+  firstPublish_ = true;
+  nextVersion_ = streamVersion + 1;
+  expectedSeq_ = tip.lastSeq;
+  metrics_.publishedVersion = streamVersion;
+  log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
+             state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
+  return Status::ok();
+}
+
+Status Relay::recheckHalt() {
+  const Status stillHalted = Status::permanent(state_.haltedReason);
+  Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
+  if (auto id = poisonHaltId(state_.haltedReason)) {
+    auto scanned = store_.readRanges({IdRange{*id, *id}}, 1);
+    if (!scanned.isOk()) return scanned.status();
+    // Quarantined, deleted or fixed: the scan takes it from here.
+    if (!scanned->empty() && !scanned->front().quarantined) row = std::vector<OutboxRow>{scanned->front().row};
+  } else if (auto version = unpublishableVersion(state_.haltedReason)) {
+    row = store_.readAssigned(*version, *version, 1);
+    if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself
+  } else {
+    return stillHalted;  // only an operator can resolve it
+  }
+  if (!row.isOk()) return row.status();
+  if (!row->empty() && publisher_.poisonReason(row->front())) return stillHalted;
+  log_->info("the row the source halted on can be published now (fixed, quarantined, or the server takes it): "
+             "resuming");
+  OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
+  state_.haltedReason.clear();
+  metrics_.halted = false;
+  return Status::ok();
+}
+
+Status Relay::haltWith(const std::string& reason) {
+  metrics_.halted = true;
+  OUTBOX_RETURN_IF_ERROR(store_.halt(reason));
+  return Status::permanent(reason);
+}
+
+}  // namespace outbox
