@@ -27,4 +27,10 @@ void appendJsonEscaped(std::string& out, std::string_view text) {
   out.append(text.data() + start, text.size() - start);
 }
 
+std::string jsonQuoted(std::string_view text) {
+  std::string out = "\"";
+  appendJsonEscaped(out, text);
+  return out + "\"";
+}
+
 }  // namespace outbox

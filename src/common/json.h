@@ -9,4 +9,7 @@ namespace outbox {
 // escaped; other bytes (UTF-8) as they are.
 void appendJsonEscaped(std::string& out, std::string_view text);
 
+// `text` as a JSON string, quotes included.
+std::string jsonQuoted(std::string_view text);
+
 }  // namespace outbox

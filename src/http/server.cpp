@@ -10,23 +10,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <openssl/crypto.h>
-#include <simdjson.h>
-
 #include "common/log.h"
+#include "http/json_response.h"
 #include "http/metrics_page.h"
-#include "relay/mysql_store.h"
 #include "snapshot/snapshot.h"
 
 namespace outbox {
 
 namespace {
-
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  appendJsonEscaped(out, text);
-  return out + "\"";
-}
 
 // httplib routes are regular expressions; a configured path is matched literally.
 std::string escapeRegex(const std::string& path) {
@@ -36,11 +27,6 @@ std::string escapeRegex(const std::string& path) {
     out.push_back(c);
   }
   return out;
-}
-
-void jsonError(httplib::Response& res, int status, std::string_view message) {
-  res.status = status;
-  res.set_content("{\"error\":" + jsonString(message) + "}", "application/json");
 }
 
 }  // namespace
@@ -159,8 +145,8 @@ void HttpServer::routes() {
       auto probe = probes_[i]->get();
       double limit = std::chrono::duration<double>(options_.stuckAfter).count();
       if (probe.reachable && probe.pendingRows > 0 && probe.oldestPendingSeconds > limit) {
-        stuck += fmt::format("{}{}:{}", stuck.empty() ? "" : ",", jsonString(s.config->name),
-                             jsonString(fmt::format("{} rows pending, the oldest for {:.0f} s", probe.pendingRows,
+        stuck += fmt::format("{}{}:{}", stuck.empty() ? "" : ",", jsonQuoted(s.config->name),
+                             jsonQuoted(fmt::format("{} rows pending, the oldest for {:.0f} s", probe.pendingRows,
                                                     probe.oldestPendingSeconds)));
       }
     }
@@ -184,7 +170,7 @@ void HttpServer::routes() {
       return;
     }
     std::string list;
-    for (const auto& r : reasons) list += (list.empty() ? "" : ",") + jsonString(r);
+    for (const auto& r : reasons) list += (list.empty() ? "" : ",") + jsonQuoted(r);
     res.status = 503;
     res.set_content(R"({"status":"not ready","reasons":[)" + list + "]}", "application/json");
   });
@@ -272,150 +258,6 @@ const HttpSource* HttpServer::findSource(const std::string& name) const {
     if (s.config->name == name) return &s;
   }
   return nullptr;
-}
-
-bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) const {
-  if (options_.adminToken.empty()) {
-    jsonError(res, 403, "the admin API is disabled: set http.admin_token");
-    return false;
-  }
-  const std::string header = req.get_header_value("Authorization");
-  const std::string expected = "Bearer " + options_.adminToken;
-  if (header.size() != expected.size() || CRYPTO_memcmp(header.data(), expected.data(), expected.size()) != 0) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    jsonError(res, 401, "a valid bearer token is required");
-    return false;
-  }
-  return true;
-}
-
-void HttpServer::postWithBody(const std::string& pattern, BodyHandler handler) {
-  // A content-reader handler runs before httplib reads the body, so a POST that sends none (no
-  // Content-Length, no chunked encoding: `curl -X POST URL`) is answered at once, as one with an
-  // empty body, instead of after a read timeout with 400.
-  server_->Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                                             const httplib::ContentReader& reader) {
-    std::string body;
-    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-      bool tooLarge = false;
-      reader([&](const char* data, size_t size) {
-        body.append(data, size);
-        tooLarge = body.size() > options_.maxRequestBytes;
-        return !tooLarge;
-      });
-      if (tooLarge) return jsonError(res, 413, "request too large");
-    }
-    handler(req, body, res);
-  });
-}
-
-void HttpServer::adminRoutes() {
-  auto& svr = *server_;
-  auto statusJson = [this](size_t i) {
-    const auto& s = sources_[i];
-    auto p = probes_[i]->get();
-    std::string out = fmt::format(R"({{"source":{},"stream":{},"reachable":{})", jsonString(s.config->name),
-                                  jsonString(s.config->stream), p.reachable ? "true" : "false");
-    if (p.reachable) {
-      out += fmt::format(
-          R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},"paused":{},)"
-          R"("pendingRows":{},"oldestPendingSeconds":{:.3f},"lease":{{"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})",
-          p.epoch, p.assignedThrough, p.publishedThrough, p.haltedReason.empty() ? "false" : "true",
-          p.haltedReason.empty() ? "null" : jsonString(p.haltedReason), p.paused ? "true" : "false", p.pendingRows,
-          p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonString(p.leaseHolder), p.leaseEpoch,
-          p.leaseExpiresInSeconds);
-    } else {
-      out += fmt::format(R"(,"error":{})", jsonString(p.error));
-    }
-    if (s.metrics != nullptr) {
-      out += fmt::format(R"(,"thisInstance":{{"leader":{},"publishedRows":{}}})", s.metrics->leader.load() ? "true" : "false",
-                         s.metrics->publishedRows.load());
-    }
-    return out + "}";
-  };
-
-  svr.Get("/v1/admin/sources", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    std::string out = "[";
-    for (size_t i = 0; i < sources_.size(); ++i) out += (i ? "," : "") + statusJson(i);
-    res.set_content(out + "]", "application/json");
-  });
-  svr.Get(R"(/v1/admin/sources/([^/]+))", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    for (size_t i = 0; i < sources_.size(); ++i) {
-      if (sources_[i].config->name == req.matches[1]) return res.set_content(statusJson(i), "application/json");
-    }
-    jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
-  });
-  svr.Get("/v1/admin/leases", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    std::string out = "[";
-    for (size_t i = 0; i < sources_.size(); ++i) {
-      auto p = probes_[i]->get();
-      out += fmt::format(R"({}{{"source":{},"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})", i ? "," : "",
-                         jsonString(sources_[i].config->name),
-                         p.leaseHolder.empty() ? "null" : jsonString(p.leaseHolder), p.leaseEpoch,
-                         p.leaseExpiresInSeconds);
-    }
-    res.set_content(out + "]", "application/json");
-  });
-
-  auto pauseOrResume = [this](bool pause) {
-    return [this, pause](const httplib::Request& req, const std::string&, httplib::Response& res) {
-      if (!authorized(req, res)) return;
-      const HttpSource* source = findSource(req.matches[1]);
-      if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
-      MysqlOutboxStore store(*source->config);
-      if (Status s = store.setPaused(pause); !s.isOk()) {
-        sourceLogger(source->config->name)->warn("admin {}: {}", pause ? "pause" : "resume", s.message());
-        return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
-      }
-      sourceLogger(source->config->name)->info("{} by the admin API", pause ? "paused" : "resumed");
-      for (size_t i = 0; i < sources_.size(); ++i) {
-        if (&sources_[i] == source) probes_[i]->invalidate();
-      }
-      res.set_content(fmt::format(R"({{"source":{},"paused":{}}})", jsonString(source->config->name),
-                                  pause ? "true" : "false"),
-                      "application/json");
-    };
-  };
-  postWithBody(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
-  postWithBody(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
-
-  postWithBody(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const httplib::Request& req, const std::string& requestBody,
-                                                                httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    const HttpSource* source = findSource(req.matches[1]);
-    if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
-    uint64_t id = 0;
-    std::string reason;
-    simdjson::dom::parser parser;
-    simdjson::dom::element body;
-    if (parser.parse(requestBody).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
-        id == 0) {
-      return jsonError(res, 400, R"(expected a JSON body {"id": <outbox row id>, "reason": "..."})");
-    }
-    std::string_view reasonView;
-    if (body["reason"].get_string().get(reasonView) != simdjson::SUCCESS || reasonView.empty()) {
-      return jsonError(res, 400, "a non-empty \"reason\" is required");
-    }
-    reason = std::string(reasonView);
-    MysqlOutboxStore store(*source->config);
-    auto cleared = store.quarantineAndResume(id, reason);
-    if (!cleared.isOk()) {
-      const Status& s = cleared.status();
-      if (s.isPermanent() && s.message().find("mysql error") == std::string::npos) {
-        return jsonError(res, 409, s.message());  // the row already has a version
-      }
-      sourceLogger(source->config->name)->warn("admin quarantine: {}", s.message());
-      return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
-    }
-    bool clearedHalt = *cleared;
-    sourceLogger(source->config->name)->info("row {} quarantined by the admin API: {}", id, reason);
-    res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonString(source->config->name),
-                                id, clearedHalt ? "true" : "false"),
-                    "application/json");
-  });
 }
 
 }  // namespace outbox
