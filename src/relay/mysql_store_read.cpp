@@ -1,0 +1,281 @@
+// MysqlOutboxStore's reads of the outbox table (ARCHITECTURE.md section 3a): new rows, the open
+// holes' rows and probes, where a new scan starts, and the assigned tail. Its writes (the state
+// row, versions, halts, quarantine, the epoch bump) are in mysql_store.cpp.
+#include <algorithm>
+#include <functional>
+
+#include <mysqld_error.h>
+
+#include <fmt/format.h>
+
+#include "relay/mysql_store.h"
+
+namespace outbox {
+
+namespace {
+// The outbox row's columns (alias o), then one more per query: its version, or the scan's flags.
+constexpr const char* kRowColumns =
+    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED)";
+
+OutboxRow rowFrom(const db::Rows& rows) {
+  OutboxRow r;
+  r.id = rows.u64(0);
+  r.entityType = std::string(rows.text(1));
+  r.entityKey = std::string(rows.text(2));
+  r.op = std::string(rows.text(3));
+  if (auto payload = rows.optText(4)) r.payload = std::string(*payload);
+  r.createdAtMicros = static_cast<int64_t>(rows.u64(5));
+  return r;
+}
+
+// `column` in one of `ranges`: a range scan of the primary key per range.
+std::string inRanges(const char* column, const std::vector<IdRange>& ranges) {
+  std::string out = "(";
+  for (const IdRange& r : ranges) {
+    if (out.size() > 1) out += " OR ";
+    out += r.first == r.last ? fmt::format("{} = {}", column, r.first)
+                             : fmt::format("{} BETWEEN {} AND {}", column, r.first, r.last);
+  }
+  return out + ")";
+}
+
+// The parts of `ranges` (ascending) without an id of `present` (ascending).
+std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vector<uint64_t>& present) {
+  std::vector<IdRange> out;
+  size_t i = 0;
+  for (IdRange r : ranges) {
+    while (i < present.size() && present[i] < r.first) ++i;
+    for (; i < present.size() && present[i] <= r.last; ++i) {
+      if (present[i] > r.first) out.push_back(IdRange{r.first, present[i] - 1});
+      r.first = present[i] + 1;
+    }
+    if (r.first <= r.last) out.push_back(r);
+  }
+  return out;
+}
+
+// The probes name at most this many ranges in one statement.
+constexpr size_t kRangeChunk = 1000;
+// ... and look at no more than this many uncommitted rows in one (a transaction holding more
+// keeps the rest of its ranges open until a later probe).
+constexpr size_t kProbeRows = 100'000;
+// Locking probes one unheld() may spend on halving statements that met a held row, and on ids
+// between two held rows.
+constexpr int kLockProbeBudget = 64;
+// Ids between two held rows are probed one by one when there are at most this many.
+constexpr uint64_t kPointProbeMost = 4;
+// MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
+constexpr unsigned kMysqlLockNowait = 3572;
+// A new source's first scan starts this many ids below its lowest visible row (initialFloor).
+constexpr uint64_t kNewSourceWindow = 10'000;
+}  // namespace
+
+std::string MysqlOutboxStore::scannedRowsQuery(const std::string& where) const {
+  return fmt::format(
+      "SELECT {}, v.version IS NOT NULL, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id "
+      "LEFT JOIN outbox_quarantine q ON q.source = {} AND q.outbox_id = o.id WHERE {} ORDER BY o.id",
+      kRowColumns, table_, versions_, sourceLiteral_, where);
+}
+
+std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
+  std::vector<ScannedRow> out;
+  out.reserve(rows.rowCount());
+  while (rows.next()) out.push_back(ScannedRow{rowFrom(rows), rows.u64(6) != 0, rows.u64(7) != 0});
+  return out;
+}
+
+Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withConnections) {
+  NewRows out;
+  // One statement: a consistent read of its own.
+  auto rows = queryRows(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
+  if (!rows.isOk()) return rows.status();
+  out.rows = scannedRows(*rows);
+  // An epoch bump lowers scan_floor below rows it took versions from: the scan must start over.
+  // A poll with rows to assign learns it from the assign's epoch guard; only one with none asks.
+  if (std::none_of(out.rows.begin(), out.rows.end(), [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
+    auto epoch = queryRows(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
+    if (!epoch.isOk()) return epoch.status();
+    if (epoch->next()) out.epoch = epoch->u64(0);
+  }
+  if (!withConnections) return out;
+  // After the read, every connection but those between statements and the server's own threads
+  // (an id the read went past is taken inside a statement): ids are taken under COMMAND values
+  // other than Query too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event
+  // scheduler workers). Not a replica's threads: they write rows with the ids another server
+  // gave them, outside section 3a's scope (producers write through this server), and an idle
+  // applier would otherwise keep every hole open for good.
+  auto busy = queryRows(
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
+      "'Binlog Dump GTID', 'Slave_IO', 'Slave_SQL', 'Slave_worker') AND NOT (USER = 'system user' AND HOST = '') "
+      "AND ID <> CONNECTION_ID() ORDER BY ID");
+  if (!busy.isOk()) return busy.status();
+  ConnectionReading reading;
+  while (busy->next()) reading.busy.push_back(busy->u64(0));
+  out.busy = std::move(reading);
+  return out;
+}
+
+Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<IdRange>& ranges, int limit) {
+  if (ranges.empty() || limit <= 0) return std::vector<ScannedRow>{};
+  auto rows = queryRows(scannedRowsQuery(inRanges("o.id", ranges)) + fmt::format(" LIMIT {}", limit));
+  if (!rows.isOk()) return rows.status();
+  return scannedRows(*rows);
+}
+
+Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  std::vector<IdRange> out;
+  int budget = kLockProbeBudget;
+  for (size_t i = 0; i < ranges.size() && budget > 0; i += kRangeChunk) {
+    const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
+                                     ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+    // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
+    // not: those stay open without a probe.
+    OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
+    auto rows = queryRows(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_,
+                                      inRanges("id", chunk), kProbeRows));
+    if (!rows.isOk()) return rows.status();
+    std::vector<uint64_t> present;
+    while (rows->next()) present.push_back(rows->u64(0));
+    // Then the contract's locking probe (section 3a) of the ranges between them: it also finds a
+    // row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT), which
+    // the read above does not show. A locking range read at READ COMMITTED also locks the row
+    // just past the range in the direction it reads, so a range with a held row above it is read
+    // downwards, one with a held row below it upwards, and one between two held rows waits for
+    // one of them to end (docs/design.md).
+    auto held = [&](uint64_t id) { return std::binary_search(present.begin(), present.end(), id); };
+    std::vector<IdRange> up, down, between;
+    for (IdRange r : without(chunk, present)) {
+      if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
+        if (r.first > present.back()) break;
+        r.last = std::min(r.last, present.back());
+      }
+      const bool heldAbove = held(r.last + 1);
+      const bool heldBelow = r.first > 0 && held(r.first - 1);
+      if (heldAbove && heldBelow) {
+        // A lookup of one id (`id = N`) locks no neighbour: a few ids are probed one by one.
+        if (r.size() <= kPointProbeMost) {
+          for (uint64_t id = r.first; id <= r.last; ++id) between.push_back(IdRange{id, id});
+        }
+        continue;
+      }
+      (heldAbove ? down : up).push_back(r);
+    }
+    OUTBOX_RETURN_IF_ERROR(probeDead(up, /*downwards=*/false, budget, out));
+    OUTBOX_RETURN_IF_ERROR(probeDead(down, /*downwards=*/true, budget, out));
+    for (const IdRange& id : between) {
+      if (budget-- <= 0) break;
+      auto nothing = lockFree({id}, /*downwards=*/false);
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) out.push_back(id);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const IdRange& a, const IdRange& b) { return a.first < b.first; });
+  return out;
+}
+
+Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget,
+                                   std::vector<IdRange>& dead) {
+  for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
+    const std::vector<IdRange> some(ranges.begin() + static_cast<long>(i),
+                                    ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+    // A statement that meets a held row leaves all its ranges open: halves are tried while the
+    // budget lasts, so one held row costs a few statements, and thousands cost no more.
+    std::function<Status(const std::vector<IdRange>&)> probe = [&](const std::vector<IdRange>& part) -> Status {
+      if (budget <= 0) return Status::ok();
+      --budget;
+      auto nothing = lockFree(part, downwards);
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) {
+        dead.insert(dead.end(), part.begin(), part.end());
+        return Status::ok();
+      }
+      if (part.size() == 1) return Status::ok();
+      const auto half = part.begin() + static_cast<long>(part.size() / 2);
+      OUTBOX_RETURN_IF_ERROR(probe(std::vector<IdRange>(part.begin(), half)));
+      return probe(std::vector<IdRange>(half, part.end()));
+    };
+    OUTBOX_RETURN_IF_ERROR(probe(some));
+  }
+  return Status::ok();
+}
+
+Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")));
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->begin()));
+  auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
+                                       downwards ? "DESC" : "ASC",
+                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
+  if (!rows.isOk()) {
+    const unsigned code = conn_->errorCode();
+    (void)conn_->rollback();
+    // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
+    if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK || code == kMysqlLockNowait) return false;
+    return standalone(rows.status());
+  }
+  const bool nothing = !rows->next();
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->commit()));
+  return nothing;
+}
+
+Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {
+  if (cursor <= floor) return std::vector<IdRange>{};
+  std::vector<uint64_t> resolved;
+  auto rows = queryRows(fmt::format(
+      "SELECT outbox_id FROM {} WHERE outbox_id > {} AND outbox_id <= {} UNION "
+      "SELECT outbox_id FROM outbox_quarantine WHERE source = {} AND outbox_id > {} AND outbox_id <= {} ORDER BY 1",
+      versions_, floor, cursor, sourceLiteral_, floor, cursor));
+  if (!rows.isOk()) return rows.status();
+  while (rows->next()) resolved.push_back(rows->u64(0));
+  return without({IdRange{floor + 1, cursor}}, resolved);
+}
+
+Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.
+  if (mysql_) OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET SESSION information_schema_stats_expiry = 0")));
+  auto rows = queryRows(fmt::format(
+      "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {}",
+      conn_->quote(source_.outboxTable)));
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next() || rows->isNull(0)) return std::optional<uint64_t>{};
+  return std::optional<uint64_t>{rows->u64(0)};
+}
+
+Result<uint64_t> MysqlOutboxStore::initialFloor() {
+  // Where the first scan of a source starts. Ids below the table's lowest visible row are pruned
+  // (published) rows — or, on a source that never versioned a row, ids never used, rolled back, or
+  // taken by a transaction still open, which the lowest visible row cannot show. So a source
+  // with versions (one migrated from v1) starts just below its oldest kept row, and a new one a
+  // window further down: the window's ids are holes, and die in a poll unless a transaction holds
+  // them. Never guessed from clocks.
+  // READ UNCOMMITTED: the lowest row includes one a transaction has inserted and not committed.
+  OUTBOX_RETURN_IF_ERROR(ensureConnected());
+  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
+  auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}), (SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v)",
+                                    table_, versions_));
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next() || rows->isNull(0)) return uint64_t{0};
+  const uint64_t lowest = rows->u64(0);
+  const bool versioned = rows->u64(1) > 0;
+  if (versioned) return lowest - 1;
+  return lowest - 1 > kNewSourceWindow ? lowest - 1 - kNewSourceWindow : 0;
+}
+
+Result<std::vector<OutboxRow>> MysqlOutboxStore::readAssigned(uint64_t fromVersion, uint64_t throughVersion,
+                                                              int limit) {
+  auto rows = queryRows(fmt::format(
+      "SELECT {}, v.version FROM {} v JOIN {} o ON o.id = v.outbox_id WHERE v.version BETWEEN {} AND {} "
+      "ORDER BY v.version LIMIT {}",
+      kRowColumns, versions_, table_, fromVersion, throughVersion, limit));
+  if (!rows.isOk()) return rows.status();
+  std::vector<OutboxRow> out;
+  out.reserve(rows->rowCount());
+  while (rows->next()) {
+    out.push_back(rowFrom(*rows));
+    out.back().version = rows->u64(6);
+  }
+  return out;
+}
+
+}  // namespace outbox
