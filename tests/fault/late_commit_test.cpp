@@ -36,6 +36,52 @@ uint64_t versionOf(TestDatabase& database, const std::string& table, int n) {
                                      table, n));
 }
 
+// A source on a fresh database, migrated, with a producer's connection and its bridge (started
+// by start()): how the tests below begin.
+struct BridgedSource {
+  TestDatabase database;
+  SourceSpec source;
+  std::string config;
+  std::string table;
+  BridgeProcess bridge;
+  std::unique_ptr<db::Connection> producer;
+  int port = 0;
+
+  BridgedSource(const std::string& purpose, const std::string& prefix)
+      : database(purpose),
+        source{uniqueName(prefix, database), &database, {}},
+        config(writeConfig({source})),
+        table(source.outboxTable()),
+        bridge(config),
+        producer(database.connect()) {
+    migrate(config);
+  }
+  void start() {
+    bridge.start();
+    port = bridge.httpPort();
+  }
+  void requirePublished(uint64_t through) {
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == through; }, 20s),
+                          bridge.log());
+  }
+  double openHoles() { return gauge(port, "outbox_open_holes", source.name); }
+  // A transaction left open after inserting one row whose payload is {"n": n}.
+  std::unique_ptr<db::Connection> holdOpen(int n) {
+    auto conn = database.connect();
+    BOOST_REQUIRE(conn->begin().isOk());
+    BOOST_REQUIRE(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', "
+                                         "'late', 'upsert', '{{\"n\":{}}}')", table, n)).isOk());
+    return conn;
+  }
+  // `count` rows inserted by one INSERT ... SELECT and rolled back: ids burnt.
+  void burnIds(db::Connection& conn, int count) {
+    BOOST_REQUIRE(conn.begin().isOk());
+    BOOST_REQUIRE(conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'item', seq, "
+                                        "'upsert', '{{\"n\":-6}}' FROM seq_1_to_{}", table, count)).isOk());
+    BOOST_REQUIRE(conn.exec("ROLLBACK").isOk());
+  }
+};
+
 }  // namespace
 
 // Issue 9: one producer transaction that inserted its outbox row and stays open used to stall the
@@ -169,53 +215,27 @@ BOOST_AUTO_TEST_CASE(rolled_back_ids_and_auto_increment_gaps_close_their_holes) 
 // (review finding: a NOWAIT locking read of a range also locks the first row past it, so the ids
 // just below a held row read as held).
 BOOST_AUTO_TEST_CASE(a_held_row_between_rolled_back_ids_keeps_only_its_own_id_open) {
-  TestDatabase database("held1");
-  SourceSpec source{uniqueName("h1", database), &database, {}};
-  std::string config = writeConfig({source});
-  migrate(config);
-  const std::string table = source.outboxTable();
-  BridgeProcess bridge(config);
-  bridge.start();
-  const int port = bridge.httpPort();
-  auto producer = database.connect();
-  insertRows(*producer, table, 1, 0);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 1; }, 20s),
-                        bridge.log());
-  const std::string hundred = fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'item', seq, "
-                                          "'upsert', '{{\"n\":-6}}' FROM seq_1_to_100", table);
-  auto rollbacker = database.connect();
-  BOOST_REQUIRE(rollbacker->begin().isOk());
-  BOOST_REQUIRE(rollbacker->exec(hundred).isOk());
-  BOOST_REQUIRE(rollbacker->exec("ROLLBACK").isOk());
-  auto holder = database.connect();
-  BOOST_REQUIRE(holder->begin().isOk());
-  BOOST_REQUIRE(holder->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
-                                         "('item', 'late', 'upsert', '{{\"n\":-1}}')", table)).isOk());
-  BOOST_REQUIRE(rollbacker->begin().isOk());
-  BOOST_REQUIRE(rollbacker->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'item', "
-                                             "seq, 'upsert', '{{\"n\":-6}}' FROM seq_1_to_2", table)).isOk());
-  BOOST_REQUIRE(rollbacker->exec("ROLLBACK").isOk());
-  auto second = database.connect();
-  BOOST_REQUIRE(second->begin().isOk());
-  BOOST_REQUIRE(second->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
-                                         "('item', 'late2', 'upsert', '{{\"n\":-7}}')", table)).isOk());
-  BOOST_REQUIRE(rollbacker->begin().isOk());
-  BOOST_REQUIRE(rollbacker->exec(hundred).isOk());
-  BOOST_REQUIRE(rollbacker->exec("ROLLBACK").isOk());
-  insertRows(*producer, table, 10, 1);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 11; }, 20s),
-                        bridge.log());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return gauge(port, "outbox_open_holes", source.name) == 2; }, 10s),
-                        "open holes: " << gauge(port, "outbox_open_holes", source.name));
+  BridgedSource f("held1", "h1");
+  f.start();
+  insertRows(*f.producer, f.table, 1, 0);
+  f.requirePublished(1);
+  auto rollbacker = f.database.connect();
+  f.burnIds(*rollbacker, 100);
+  auto holder = f.holdOpen(-1);
+  f.burnIds(*rollbacker, 2);
+  auto second = f.holdOpen(-7);
+  f.burnIds(*rollbacker, 100);
+  insertRows(*f.producer, f.table, 10, 1);
+  f.requirePublished(11);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return f.openHoles() == 2; }, 10s), "open holes: " << f.openHoles());
   BOOST_REQUIRE(holder->commit().isOk());
   BOOST_REQUIRE(second->commit().isOk());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 13; }, 10s),
-                        bridge.log());
-  BOOST_TEST(versionOf(database, table, -1) == 12u);
-  BOOST_TEST(versionOf(database, table, -7) == 13u);
-  BOOST_REQUIRE(waitUntil([&] { return gauge(port, "outbox_open_holes", source.name) == 0; }, 10s));
-  requireDenseOnce(source, 13);
-  BOOST_TEST(bridge.stop() == 0);
+  f.requirePublished(13);
+  BOOST_TEST(versionOf(f.database, f.table, -1) == 12u);
+  BOOST_TEST(versionOf(f.database, f.table, -7) == 13u);
+  BOOST_REQUIRE(waitUntil([&] { return f.openHoles() == 0; }, 10s));
+  requireDenseOnce(f.source, 13);
+  BOOST_TEST(f.bridge.stop() == 0);
 }
 
 // A producer that deletes its own outbox row and then undoes the delete (ROLLBACK TO SAVEPOINT,
@@ -223,72 +243,50 @@ BOOST_AUTO_TEST_CASE(a_held_row_between_rolled_back_ids_keeps_only_its_own_id_op
 // must stay open, though a plain read shows no row there (review finding: a READ UNCOMMITTED
 // probe alone let the hole die and the row was never published).
 BOOST_AUTO_TEST_CASE(a_row_deleted_and_restored_by_a_savepoint_rollback_is_still_published) {
-  TestDatabase database("savept");
-  SourceSpec source{uniqueName("sp", database), &database, {}};
-  std::string config = writeConfig({source});
-  migrate(config);
-  const std::string table = source.outboxTable();
-  BridgeProcess bridge(config);
-  bridge.start();
-  const int port = bridge.httpPort();
-  auto producer = database.connect();
-  insertRows(*producer, table, 1, 0);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 1; }, 20s),
-                        bridge.log());
-  auto holder = database.connect();
-  BOOST_REQUIRE(holder->begin().isOk());
-  BOOST_REQUIRE(holder->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES "
-                                         "('item', 'late', 'upsert', '{{\"n\":-1}}')", table)).isOk());
+  BridgedSource f("savept", "sp");
+  f.start();
+  insertRows(*f.producer, f.table, 1, 0);
+  f.requirePublished(1);
+  auto holder = f.holdOpen(-1);
   BOOST_REQUIRE(holder->exec("SAVEPOINT s").isOk());
-  BOOST_REQUIRE(holder->exec(fmt::format("DELETE FROM {} WHERE id = LAST_INSERT_ID()", table)).isOk());
-  insertRows(*producer, table, 10, 1);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 11; }, 20s),
-                        bridge.log());
+  BOOST_REQUIRE(holder->exec(fmt::format("DELETE FROM {} WHERE id = LAST_INSERT_ID()", f.table)).isOk());
+  insertRows(*f.producer, f.table, 10, 1);
+  f.requirePublished(11);
   std::this_thread::sleep_for(3s);  // several probes of the hole, its holder between statements
-  BOOST_TEST(gauge(port, "outbox_open_holes", source.name) == 1);
+  BOOST_TEST(f.openHoles() == 1);
   BOOST_REQUIRE(holder->exec("ROLLBACK TO SAVEPOINT s").isOk());
   BOOST_REQUIRE(holder->commit().isOk());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 12; }, 10s),
-                        bridge.log());
-  BOOST_TEST(versionOf(database, table, -1) == 12u);
-  requireDenseOnce(source, 12);
-  BOOST_TEST(bridge.stop() == 0);
+  f.requirePublished(12);
+  BOOST_TEST(versionOf(f.database, f.table, -1) == 12u);
+  requireDenseOnce(f.source, 12);
+  BOOST_TEST(f.bridge.stop() == 0);
 }
 
 // A truncated outbox table starts its ids again from 1, below the scan cursor: rows there would
 // never be scanned. The bridge halts and says so, and resumes by itself once AUTO_INCREMENT is
 // above the cursor again.
 BOOST_AUTO_TEST_CASE(a_truncated_outbox_table_halts_the_source_instead_of_losing_rows) {
-  TestDatabase database("trunc");
-  SourceSpec source{uniqueName("tr", database), &database, {}};
-  std::string config = writeConfig({source});
-  migrate(config);
-  const std::string table = source.outboxTable();
-  auto producer = database.connect();
-  insertRows(*producer, table, 100, 0);
-  BridgeProcess bridge(config);
-  bridge.start();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 100; }, 20s),
-                        bridge.log());
-  BOOST_TEST(bridge.stop() == 0);
-  BOOST_REQUIRE(producer->exec("TRUNCATE TABLE " + table).isOk());
-  bridge.start();
-  const int port = bridge.httpPort();
+  BridgedSource f("trunc", "tr");
+  insertRows(*f.producer, f.table, 100, 0);
+  f.start();
+  f.requirePublished(100);
+  BOOST_TEST(f.bridge.stop() == 0);
+  BOOST_REQUIRE(f.producer->exec("TRUNCATE TABLE " + f.table).isOk());
+  f.start();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
-                          return bridge.log().find("AUTO_INCREMENT (1) is not above the scan cursor (100)") !=
+                          return f.bridge.log().find("AUTO_INCREMENT (1) is not above the scan cursor (100)") !=
                                  std::string::npos;
                         }, 20s),
-                        bridge.log());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return gauge(port, "outbox_halted", source.name) == 1; }, 10s),
-                        httpRequest(port, "GET", "/metrics").body + bridge.log());
-  BOOST_REQUIRE(producer->exec(fmt::format("ALTER TABLE {} AUTO_INCREMENT = 101", table)).isOk());
-  insertRows(*producer, table, 20, 100);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 120; }, 20s),
-                        bridge.log());
-  BOOST_TEST(database.scalar("SELECT MIN(id) FROM " + table) == 101u);
-  BOOST_TEST(gauge(port, "outbox_halted", source.name) == 0);
-  requireDenseOnce(source, 120);
-  BOOST_TEST(bridge.stop() == 0);
+                        f.bridge.log());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return gauge(f.port, "outbox_halted", f.source.name) == 1; }, 10s),
+                        httpRequest(f.port, "GET", "/metrics").body + f.bridge.log());
+  BOOST_REQUIRE(f.producer->exec(fmt::format("ALTER TABLE {} AUTO_INCREMENT = 101", f.table)).isOk());
+  insertRows(*f.producer, f.table, 20, 100);
+  f.requirePublished(120);
+  BOOST_TEST(f.database.scalar("SELECT MIN(id) FROM " + f.table) == 101u);
+  BOOST_TEST(gauge(f.port, "outbox_halted", f.source.name) == 0);
+  requireDenseOnce(f.source, 120);
+  BOOST_TEST(f.bridge.stop() == 0);
 }
 
 // The bridge SIGKILLed while holes are open and a late transaction is still open; restarted (it
