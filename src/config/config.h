@@ -27,6 +27,8 @@ class ConfigError : public std::runtime_error {
 
 using Duration = std::chrono::milliseconds;
 
+// An integer config value; ConfigError naming `key` when `text` is not one.
+int64_t parseInteger(const std::string& key, const std::string& text);
 // "250ms", "30s", "2m", "1h", "1h30m", "7d"; a bare "0" is zero. Throws ConfigError(key, ...).
 Duration parseDuration(const std::string& key, const std::string& text);
 std::string formatDuration(Duration d);

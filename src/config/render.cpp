@@ -1,0 +1,47 @@
+// `check-config`'s rendering of a config, secrets masked.
+#include <fmt/format.h>
+
+#include "config/config.h"
+
+namespace outbox {
+
+namespace {
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+std::string mask(const std::string& secret) { return secret.empty() ? "\"\"" : "\"****\""; }
+}  // namespace
+
+std::string renderMasked(const Config& c) {
+  std::string out;
+  out += fmt::format("[log]\nlevel = {}\nformat = {}\n\n", quoted(c.logLevel),
+                     quoted(c.logFormat == LogFormat::kJson ? "json" : "text"));
+  out += fmt::format("[nats]\nurl = {}\nuser = {}\npassword = {}\ntoken = {}\n", quoted(c.nats.url),
+                     quoted(c.nats.user), mask(c.nats.password), mask(c.nats.token));
+  out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",
+                     quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.ackTimeout)),
+                     c.nats.maxPending);
+  out += fmt::format("[http]\nlisten = {}\nadmin_token = {}\nmax_snapshot_streams = {}\nstuck_after = {}\n\n",
+                     quoted(c.http.listen), mask(c.http.adminToken), c.http.maxSnapshotStreams,
+                     quoted(formatDuration(c.http.stuckAfter)));
+  out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
+                     quoted(formatDuration(c.lease.heartbeat)));
+  for (const auto& s : c.sources) {
+    out += fmt::format("\n[[source]]\nname = {}\ndsn = {}\noutbox_table = {}\nsnapshot_query = {}\n", quoted(s.name),
+                       quoted(s.dsn.masked()), quoted(s.outboxTable), quoted(s.snapshotQuery));
+    out += fmt::format("stream = {}\nsubject_prefix = {}\nbatch_size = {}\npoll_interval = {}\n", quoted(s.stream),
+                       quoted(s.subjectPrefix), s.batchSize, quoted(formatDuration(s.pollInterval)));
+    out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
+                       quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
+    out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
+                       s.replicas, quoted(formatDuration(s.maxAge)));
+  }
+  return out;
+}
+
+}  // namespace outbox
