@@ -17,7 +17,7 @@
 #include <httplib.h>
 #include <fmt/format.h>
 
-#include "common/subprocess.h"
+#include "tools/support/subprocess.h"
 #include "config/config.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"

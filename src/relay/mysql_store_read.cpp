@@ -54,9 +54,7 @@ std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vect
   return out;
 }
 
-// The probes name at most this many ranges in one statement.
-constexpr size_t kRangeChunk = 1000;
-// ... and look at no more than this many uncommitted rows in one (a transaction holding more
+// A probe looks at no more than this many uncommitted rows in one statement (a transaction holding more
 // keeps the rest of its ranges open until a later probe).
 constexpr size_t kProbeRows = 100'000;
 // Locking probes one unheld() may spend on halving statements that met a held row, and on ids
@@ -126,9 +124,8 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   std::vector<IdRange> out;
   int budget = kLockProbeBudget;
-  for (size_t i = 0; i < ranges.size() && budget > 0; i += kRangeChunk) {
-    const std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
-                                     ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+  for (const auto& chunk : statementChunks(ranges)) {
+    if (budget <= 0) break;
     // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
     // not: those stay open without a probe.
     OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
@@ -176,9 +173,7 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
 
 Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget,
                                    std::vector<IdRange>& dead) {
-  for (size_t i = 0; i < ranges.size(); i += kRangeChunk) {
-    const std::vector<IdRange> some(ranges.begin() + static_cast<long>(i),
-                                    ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangeChunk)));
+  for (const auto& some : statementChunks(ranges)) {
     // A statement that meets a held row leaves all its ranges open: halves are tried while the
     // budget lasts, so one held row costs a few statements, and thousands cost no more.
     std::function<Status(const std::vector<IdRange>&)> probe = [&](const std::vector<IdRange>& part) -> Status {

@@ -3,6 +3,7 @@
 // The seams of the relay: what it needs from the database and from JetStream. The real
 // implementations are MysqlOutboxStore and JetStreamPublisher; unit tests use fakes.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -78,6 +79,19 @@ struct IdRange {
   uint64_t size() const { return last - first + 1; }
   bool operator==(const IdRange&) const = default;
 };
+
+// The scan's statements name at most this many ranges: holes are read back and probed in pieces.
+inline constexpr size_t kRangesPerStatement = 1000;
+
+// `ranges` cut, in order, into pieces of at most kRangesPerStatement.
+inline std::vector<std::vector<IdRange>> statementChunks(const std::vector<IdRange>& ranges) {
+  std::vector<std::vector<IdRange>> out;
+  for (size_t i = 0; i < ranges.size(); i += kRangesPerStatement) {
+    out.emplace_back(ranges.begin() + static_cast<long>(i),
+                     ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kRangesPerStatement)));
+  }
+  return out;
+}
 
 // What the assign transaction also records: where the scan stands once the batch is versioned.
 struct ScanMark {

@@ -93,9 +93,8 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     ranges.reserve(holes_.size());
     for (const auto& [first, hole] : holes_) ranges.push_back(IdRange{first, hole.last});
     size_t late = 0;
-    for (size_t i = 0; i < ranges.size() && late < static_cast<size_t>(limit); i += kProbeChunk) {
-      std::vector<IdRange> chunk(ranges.begin() + static_cast<long>(i),
-                                 ranges.begin() + static_cast<long>(std::min(ranges.size(), i + kProbeChunk)));
+    for (const auto& chunk : statementChunks(ranges)) {
+      if (late >= static_cast<size_t>(limit)) break;
       const int room = limit - static_cast<int>(late);
       auto visible = store_.readRanges(chunk, room);
       if (!visible.isOk()) return visible.status();

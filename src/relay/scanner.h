@@ -36,8 +36,6 @@ class Scanner {
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
   // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
   static constexpr std::chrono::seconds kAutoIncrementCheck{10};
-  // Holes are read back in statements of this many ranges.
-  static constexpr size_t kProbeChunk = 1000;
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -71,7 +69,6 @@ class Scanner {
   std::chrono::milliseconds oldestHoleAge() const;
   // The mark as last recorded in the database.
   const ScanMark& recorded() const { return recorded_; }
-  void recordedNow(ScanMark mark) { recorded_ = mark; }
 
  private:
   // The ids from the map's key through `last`, found at one poll.

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/subprocess.h"
+#include "tools/support/subprocess.h"
 #include "config/config.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"

@@ -1,4 +1,4 @@
-#include "common/subprocess.h"
+#include "tools/support/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
