@@ -223,12 +223,12 @@ void HttpServer::routes() {
           double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
           if (!s.isOk()) {
             sourceLogger(source.name)->warn("snapshot cut short after {} records: {}",
-                                            stream->summary().recordCount, s.message());
+                                            stream->header().recordCount, s.message());
             snapshotMetrics_->record(source.name, 499, elapsed, 0);
             return false;
           }
           sink.done();
-          const auto& sum = stream->summary();
+          const auto& sum = stream->header();
           sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms",
                                           sum.recordCount, sum.epoch, sum.watermark, elapsed * 1000);
           snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);

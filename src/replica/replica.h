@@ -13,31 +13,9 @@
 #include "common/status.h"
 #include "common/stop_token.h"
 #include "nats/jetstream.h"
+#include "snapshot/document.h"
 
 namespace outbox {
-
-// One record: its values in column order (nullopt for NULL), as text — MySQL's text form, which
-// is what the checksum hashes.
-using ReplicaValues = std::vector<std::optional<std::string>>;
-
-// A snapshot document (ARCHITECTURE.md section 5), parsed and checked.
-struct ParsedSnapshot {
-  std::string source;
-  uint64_t epoch = 0;
-  uint64_t watermark = 0;
-  std::string streamName;
-  uint64_t streamSeq = 0;
-  std::string key;
-  std::vector<std::string> columns;  // from the first record; empty when there is none
-  std::vector<bool> numeric;         // per column: written as a JSON number
-  std::vector<ReplicaValues> records;
-  uint64_t recordCount = 0;
-  uint64_t checksum = 0;
-};
-
-// Parses a snapshot (or, with no "records", a summary). A document cut short, malformed, or
-// whose records do not match its recordCount or checksum is a permanent error saying which.
-Result<ParsedSnapshot> parseSnapshot(std::string_view json, bool expectRecords);
 
 // The reference consumer: bootstraps from a snapshot, verifies it, follows the stream from
 // stream.seq + 1, applies upserts and deletes idempotently (versions already applied are
@@ -80,7 +58,7 @@ class Replica {
   size_t size() const { return records_.size(); }
   uint64_t lastVerifiedVersion() const { return lastVerified_; }
   const Counters& counters() const { return counters_; }
-  const std::map<std::string, ReplicaValues>& records() const { return records_; }
+  const std::map<std::string, RecordValues>& records() const { return records_; }
   const std::vector<std::string>& columns() const { return columns_; }
   // The replica as a snapshot-shaped JSON document, records in key order.
   std::string dumpJson() const;
@@ -89,7 +67,7 @@ class Replica {
   Result<std::string> fetch(bool summary);
   Status applyMessage(const nats::StoredMessage& m, bool& needBootstrap);
   Status verify(bool& needBootstrap);
-  Result<ReplicaValues> valuesOf(std::string_view payload);
+  Result<RecordValues> valuesOf(std::string_view payload);
   void say(const std::string& line);
 
   Options options_;
@@ -100,7 +78,7 @@ class Replica {
   std::string key_;
   std::vector<std::string> columns_;
   std::vector<bool> numeric_;
-  std::map<std::string, ReplicaValues> records_;
+  std::map<std::string, RecordValues> records_;
   uint64_t epoch_ = 0;
   uint64_t applied_ = 0;
   uint64_t sum_ = 0;

@@ -12,11 +12,9 @@ constexpr size_t kChunkBytes = 64 * 1024;
 }
 
 struct SnapshotStream::Impl {
-  const SourceConfig* source = nullptr;
   bool summaryOnly = false;
   std::unique_ptr<db::Connection> conn;
   db::Rows rows;
-  std::string key;
   std::vector<std::string> names;  // each column as "\"name\":", ready to write
 };
 
@@ -29,7 +27,6 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
   std::unique_ptr<SnapshotStream> stream(new SnapshotStream());
   stream->impl_ = std::make_unique<Impl>();
   Impl& d = *stream->impl_;
-  d.source = &source;
   d.summaryOnly = summaryOnly;
   auto opened = db::Connection::open(db::paramsFrom(source.dsn));
   if (!opened.isOk()) return opened.status();
@@ -43,9 +40,11 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
     if (!state->next()) {
       return Status::permanent(fmt::format("source {} has no state row yet (run migrate)", source.name));
     }
-    stream->summary_.epoch = state->u64(0);
-    stream->summary_.watermark = state->u64(1);
-    stream->summary_.streamSeq = state->u64(2);
+    stream->header_.source = source.name;
+    stream->header_.streamName = source.stream;
+    stream->header_.epoch = state->u64(0);
+    stream->header_.watermark = state->u64(1);
+    stream->header_.streamSeq = state->u64(2);
   }
   auto rows = d.conn->queryStreamed(source.snapshotQuery);
   if (!rows.isOk()) {
@@ -54,16 +53,17 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
   }
   d.rows = std::move(rows).value();
   const auto& columns = d.rows.columns();
-  d.key = source.snapshotKey.empty() && !columns.empty() ? columns.front().name : source.snapshotKey;
+  const std::string& key = stream->header_.key =
+      source.snapshotKey.empty() && !columns.empty() ? columns.front().name : source.snapshotKey;
   bool keyFound = false;
   for (const auto& c : columns) {
-    keyFound = keyFound || c.name == d.key;
+    keyFound = keyFound || c.name == key;
     std::string n = "\"";
     appendJsonEscaped(n, c.name);
     d.names.push_back(n + "\":");
   }
   if (!keyFound) {
-    return Status::permanent(fmt::format("snapshot_key '{}' of source {} is not a column of snapshot_query", d.key,
+    return Status::permanent(fmt::format("snapshot_key '{}' of source {} is not a column of snapshot_query", key,
                                          source.name));
   }
   return stream;
@@ -71,16 +71,16 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
 
 Status SnapshotStream::writeTo(const SnapshotSink& sink) {
   Impl& d = *impl_;
-  SnapshotSummary& s = summary_;
+  SnapshotHeader& s = header_;
   const auto& columns = d.rows.columns();
   std::string buffer;
   buffer.reserve(kChunkBytes + 4096);
   buffer += R"({"schemaVersion":1,"source":")";
-  appendJsonEscaped(buffer, d.source->name);
+  appendJsonEscaped(buffer, s.source);
   buffer += fmt::format(R"(","sourceEpoch":{},"watermark":{},"stream":{{"name":")", s.epoch, s.watermark);
-  appendJsonEscaped(buffer, d.source->stream);
+  appendJsonEscaped(buffer, s.streamName);
   buffer += fmt::format(R"(","seq":{}}},"key":")", s.streamSeq);
-  appendJsonEscaped(buffer, d.key);
+  appendJsonEscaped(buffer, s.key);
   buffer += d.summaryOnly ? "\"" : "\",\"records\":[";
 
   auto flush = [&]() {

@@ -9,17 +9,9 @@
 #include "common/json.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "snapshot/document.h"
 
 namespace outbox {
-
-// What a snapshot said about itself, for logs and metrics.
-struct SnapshotSummary {
-  uint64_t epoch = 0;
-  uint64_t watermark = 0;
-  uint64_t streamSeq = 0;
-  uint64_t recordCount = 0;
-  uint64_t checksum = 0;
-};
 
 // Receives the document piece by piece; returns false when the client has gone away.
 using SnapshotSink = std::function<bool(std::string_view)>;
@@ -39,14 +31,14 @@ class SnapshotStream {
   static Result<std::unique_ptr<SnapshotStream>> open(const SourceConfig& source, bool summaryOnly);
   ~SnapshotStream();
   Status writeTo(const SnapshotSink& sink);
-  const SnapshotSummary& summary() const { return summary_; }
+  // The header written (recordCount and checksum once writeTo() is done), for logs and metrics.
+  const SnapshotHeader& header() const { return header_; }
 
  private:
   SnapshotStream() = default;
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  SnapshotSummary summary_;
+  SnapshotHeader header_;
 };
-
 
 }  // namespace outbox
