@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "admin/actions.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "db/connection.h"
-#include "relay/mysql_store.h"
 
 namespace outbox::cli {
 
@@ -24,9 +24,7 @@ Command addQuarantine(CLI::App& app) {
     Config config = loadOrExit(*path, "quarantine");
     const SourceConfig& src = sourceOrExit(config, *source);
     db::initLibrary();
-    MysqlOutboxStore store(src);
-    if (Status s = store.connect(); !s.isOk()) throw Exit{kExitFailure, s.message()};
-    auto cleared = store.quarantineAndResume(*id, *reason);
+    auto cleared = admin::quarantine(src, *id, *reason);
     if (!cleared.isOk()) throw Exit{kExitFailure, cleared.status().message()};
     if (*cleared) {
       resultLogger(src.name)->info("row {} quarantined; the halt it caused is cleared", *id);

@@ -8,6 +8,7 @@ std::string Status::toString() const {
     case StatusCode::kTransient: return "transient: " + message_;
     case StatusCode::kPermanent: return "permanent: " + message_;
     case StatusCode::kFatal: return "fatal: " + message_;
+    case StatusCode::kRejected: return "rejected: " + message_;
   }
   return message_;
 }

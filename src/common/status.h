@@ -9,8 +9,10 @@ namespace outbox {
 // What a caller does next with a failure:
 //   kTransient — retry with backoff (a connection went away, a lock wait timed out);
 //   kPermanent — stop this source until an operator acts (poison row, restored database);
-//   kFatal     — the process cannot go on (bad config discovered late, a bug).
-enum class StatusCode { kOk, kTransient, kPermanent, kFatal };
+//   kFatal     — the process cannot go on (bad config discovered late, a bug);
+//   kRejected  — an operator's request refused as asked, nothing changed (quarantining a row that
+//                already has a version): asking again will not help, asking otherwise may.
+enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 
 class [[nodiscard]] Status {
  public:
@@ -19,10 +21,12 @@ class [[nodiscard]] Status {
   static Status transient(std::string message) { return {StatusCode::kTransient, std::move(message)}; }
   static Status permanent(std::string message) { return {StatusCode::kPermanent, std::move(message)}; }
   static Status fatal(std::string message) { return {StatusCode::kFatal, std::move(message)}; }
+  static Status rejected(std::string message) { return {StatusCode::kRejected, std::move(message)}; }
 
   bool isOk() const { return code_ == StatusCode::kOk; }
   bool isTransient() const { return code_ == StatusCode::kTransient; }
   bool isPermanent() const { return code_ == StatusCode::kPermanent; }
+  bool isRejected() const { return code_ == StatusCode::kRejected; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string toString() const;

@@ -6,10 +6,10 @@
 #include <openssl/crypto.h>
 #include <simdjson.h>
 
+#include "admin/actions.h"
 #include "common/log.h"
 #include "http/json_response.h"
 #include "http/server.h"
-#include "relay/mysql_store.h"
 
 namespace outbox {
 
@@ -48,6 +48,21 @@ void HttpServer::postWithBody(const std::string& pattern, BodyHandler handler) {
   });
 }
 
+namespace {
+
+// The answer to an operator action that failed: 409 when it was refused as asked, 503 otherwise
+// (the database is what failed; its error goes to the log, not to the client).
+void failed(httplib::Response& res, const HttpSource& source, const char* action, const Status& s) {
+  if (s.isRejected()) return jsonError(res, 409, s.message());
+  sourceLogger(source.config->name)->warn("admin {}: {}", action, s.message());
+  if (s.isTransient()) {
+    return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source.config->name));
+  }
+  jsonError(res, 503, fmt::format("source {} cannot take it now; the bridge's log says why", source.config->name));
+}
+
+}  // namespace
+
 void HttpServer::adminRoutes() {
   auto& svr = *server_;
   auto statusJson = [this](size_t i) {
@@ -57,10 +72,11 @@ void HttpServer::adminRoutes() {
                                   jsonQuoted(s.config->stream), p.reachable ? "true" : "false");
     if (p.reachable) {
       out += fmt::format(
-          R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},"paused":{},)"
+          R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},"haltedRowId":{},"paused":{},)"
           R"("pendingRows":{},"oldestPendingSeconds":{:.3f},"lease":{{"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})",
           p.epoch, p.assignedThrough, p.publishedThrough, p.haltedReason.empty() ? "false" : "true",
-          p.haltedReason.empty() ? "null" : jsonQuoted(p.haltedReason), p.paused ? "true" : "false", p.pendingRows,
+          p.haltedReason.empty() ? "null" : jsonQuoted(p.haltedReason),
+          p.haltedRowId ? std::to_string(*p.haltedRowId) : std::string("null"), p.paused ? "true" : "false", p.pendingRows,
           p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder), p.leaseEpoch,
           p.leaseExpiresInSeconds);
     } else {
@@ -104,10 +120,8 @@ void HttpServer::adminRoutes() {
       if (!authorized(req, res)) return;
       const HttpSource* source = findSource(req.matches[1]);
       if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
-      MysqlOutboxStore store(*source->config);
-      if (Status s = store.setPaused(pause); !s.isOk()) {
-        sourceLogger(source->config->name)->warn("admin {}: {}", pause ? "pause" : "resume", s.message());
-        return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
+      if (Status s = admin::setPaused(*source->config, pause); !s.isOk()) {
+        return failed(res, *source, pause ? "pause" : "resume", s);
       }
       sourceLogger(source->config->name)->info("{} by the admin API", pause ? "paused" : "resumed");
       for (size_t i = 0; i < sources_.size(); ++i) {
@@ -139,16 +153,8 @@ void HttpServer::adminRoutes() {
       return jsonError(res, 400, "a non-empty \"reason\" is required");
     }
     reason = std::string(reasonView);
-    MysqlOutboxStore store(*source->config);
-    auto cleared = store.quarantineAndResume(id, reason);
-    if (!cleared.isOk()) {
-      const Status& s = cleared.status();
-      if (s.isPermanent() && s.message().find("mysql error") == std::string::npos) {
-        return jsonError(res, 409, s.message());  // the row already has a version
-      }
-      sourceLogger(source->config->name)->warn("admin quarantine: {}", s.message());
-      return jsonError(res, 503, fmt::format("the database of source {} is not reachable; retry", source->config->name));
-    }
+    auto cleared = admin::quarantine(*source->config, id, reason);
+    if (!cleared.isOk()) return failed(res, *source, "quarantine", cleared.status());
     bool clearedHalt = *cleared;
     sourceLogger(source->config->name)->info("row {} quarantined by the admin API: {}", id, reason);
     res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonQuoted(source->config->name),

@@ -50,7 +50,7 @@ SourceProbeResult SourceProbe::query() {
       "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
       " WHERE v.version = s.published_through + 1), "
-      "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) "
+      "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at), s.halted_row_id "
       "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
       versions, table, source));
   if (!state.isOk()) {
@@ -75,6 +75,7 @@ SourceProbeResult SourceProbe::query() {
   r.leaseHolder = std::string(state->text(7));
   r.leaseEpoch = state->u64(8);
   if (auto expires = state->optText(9)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
+  if (!state->isNull(10)) r.haltedRowId = state->u64(10);
   auto pending = conn_->query(fmt::format(
       "SELECT COUNT(*), COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, p.created_at, NOW(6))), 0) FROM "
       "(SELECT o.id, o.created_at, v.version FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} "

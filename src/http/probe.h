@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -18,6 +19,7 @@ struct SourceProbeResult {
   uint64_t pendingRows = 0;    // committed rows not yet in the stream (quarantined ones excluded)
   double oldestPendingSeconds = 0;
   std::string haltedReason;
+  std::optional<uint64_t> haltedRowId;  // the row the source halted on, when one row is the cause
   uint64_t publishedThrough = 0;
   uint64_t assignedThrough = 0;
   uint64_t epoch = 0;

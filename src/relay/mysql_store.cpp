@@ -6,7 +6,6 @@
 
 #include "common/log.h"
 #include "db/preflight.h"
-#include "relay/poison.h"
 #include "relay/resume_point.h"
 
 namespace outbox {
@@ -14,6 +13,9 @@ namespace outbox {
 namespace {
 // Where the state row's current epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions
 // start above the first, its messages after the second.
+// The assignments that clear a halt (outbox_source_state alias s).
+constexpr const char* kHaltCleared = "s.halted_reason = NULL, s.halted_row_id = NULL, s.halted_version = NULL";
+
 constexpr const char* kEpochStartColumns =
     "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
     "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0)";
@@ -111,7 +113,7 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto rows = conn_->query(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, {}, "
-      "scan_cursor, scan_floor FROM outbox_source_state s WHERE source = {}",
+      "scan_cursor, scan_floor, halted_row_id, halted_version FROM outbox_source_state s WHERE source = {}",
       kEpochStartColumns, sourceLiteral_));
   if (!rows.isOk()) {
     if (rows.status().isTransient()) conn_.reset();
@@ -129,6 +131,8 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   state.epochStreamSeq = rows->u64(7);
   if (!rows->isNull(8)) state.scanCursor = rows->u64(8);
   if (!rows->isNull(9)) state.scanFloor = rows->u64(9);
+  if (!rows->isNull(10)) state.haltedRow = HaltedRow{rows->u64(10), std::nullopt};
+  if (state.haltedRow && !rows->isNull(11)) state.haltedRow->version = rows->u64(11);
   return state;
 }
 
@@ -198,31 +202,17 @@ Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
   });
 }
 
-Status MysqlOutboxStore::halt(const std::string& reason) {
+Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
   OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  return standalone(
-      guardedStateWrite(fmt::format("s.halted_reason = {}", conn_->quote(reason.substr(0, 1000))), "", "halting the source"));
+  auto orNull = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("NULL"); };
+  return standalone(guardedStateWrite(
+      fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}", conn_->quote(reason.substr(0, 1000)),
+                  orNull(row ? std::optional(row->id) : std::nullopt), orNull(row ? row->version : std::nullopt)),
+      "", "halting the source"));
 }
 
 Status MysqlOutboxStore::clearHalt() {
-  return standalone(guardedStateWrite("s.halted_reason = NULL", "", "clearing the halt"));
-}
-
-Status MysqlOutboxStore::setPaused(bool paused) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(
-      fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = {}", paused ? 1 : 0, sourceLiteral_));
-  if (s.isTransient()) conn_.reset();
-  return s;
-}
-
-Result<bool> MysqlOutboxStore::quarantineAndResume(uint64_t outboxId, const std::string& reason) {
-  OUTBOX_RETURN_IF_ERROR(quarantine(outboxId, reason));
-  auto state = loadState();
-  if (!state.isOk()) return state.status();
-  if (!isPoisonHalt(state->haltedReason, outboxId)) return false;
-  OUTBOX_RETURN_IF_ERROR(clearHalt());
-  return true;
+  return standalone(guardedStateWrite(kHaltCleared, "", "clearing the halt"));
 }
 
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
@@ -230,7 +220,7 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
     auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
     if (!version.isOk()) return version.status();
     if (version->has_value()) {
-      return Status::permanent(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
+      return Status::rejected(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
                                            outboxId, **version));
     }
     return conn_->exec(fmt::format(
@@ -271,7 +261,8 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
     }
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
-        "published_stream_seq = {}, halted_reason = NULL{} WHERE source = {}",
+        "published_stream_seq = {}, halted_reason = NULL, halted_row_id = NULL, halted_version = NULL{} "
+        "WHERE source = {}",
         plan.epoch, plan.highest, plan.highest, tip.lastSeq, floor, sourceLiteral_)));
     OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
         "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",

@@ -37,7 +37,7 @@ class MysqlOutboxStore final : public OutboxStore {
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
   Status moveEpochStart(uint64_t seq) override;
-  Status halt(const std::string& reason) override;
+  Status halt(const std::string& reason, std::optional<HaltedRow> row) override;
   Status clearHalt() override;
   Status quarantine(uint64_t outboxId, const std::string& reason) override;
 
@@ -48,13 +48,6 @@ class MysqlOutboxStore final : public OutboxStore {
   // publishing is fenced: its writes carry the old epoch.
   // Returns the new state.
   Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
-
-  // Operator actions (CLI and admin API).
-  // Every instance honours the flag.
-  Status setPaused(bool paused);
-  // Quarantines an unpublished row and, when the source is halted on that very row, clears the
-  // halt. Returns whether it cleared one. A row that already has a version: permanent error.
-  Result<bool> quarantineAndResume(uint64_t outboxId, const std::string& reason);
 
  private:
   Status ensureConnected();

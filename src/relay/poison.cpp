@@ -1,7 +1,5 @@
 #include "relay/poison.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -40,36 +38,10 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
 
 std::string poisonHaltReason(uint64_t id, const std::string& why) { return fmt::format("poison row id={}: {}", id, why); }
 
-bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id) {
-  const std::string prefix = id ? fmt::format("poison row id={}:", *id) : std::string("poison row id=");
-  return haltedReason.rfind(prefix, 0) == 0;
-}
-
-namespace {
-constexpr std::string_view kUnpublishable = "unpublishable version ";
-
-std::optional<uint64_t> numberAfter(const std::string& text, std::string_view prefix) {
-  if (text.rfind(prefix, 0) != 0) return std::nullopt;
-  uint64_t value = 0;
-  const char* begin = text.data() + prefix.size();
-  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
-  if (ec != std::errc() || end == begin) return std::nullopt;
-  return value;
-}
-}  // namespace
-
-std::optional<uint64_t> poisonHaltId(const std::string& haltedReason) {
-  return numberAfter(haltedReason, "poison row id=");
-}
-
 std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::string& why) {
-  return fmt::format("{}{} (row id={}): {}; raise the server's max_payload (the source resumes by itself), or run "
-                     "'outbox-bridge epoch bump' and then quarantine the row",
-                     kUnpublishable, version, id, why);
-}
-
-std::optional<uint64_t> unpublishableVersion(const std::string& haltedReason) {
-  return numberAfter(haltedReason, kUnpublishable);
+  return fmt::format("unpublishable version {} (row id={}): {}; raise the server's max_payload (the source resumes by "
+                     "itself), or run 'outbox-bridge epoch bump' and then quarantine the row",
+                     version, id, why);
 }
 
 }  // namespace outbox

@@ -15,16 +15,10 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
 
 // The halted_reason of a source stopped by poison row `id`: "poison row id=<id>: <why>".
 std::string poisonHaltReason(uint64_t id, const std::string& why);
-// Whether `haltedReason` is a poison halt (of row `id`, when given).
-bool isPoisonHalt(const std::string& haltedReason, std::optional<uint64_t> id = std::nullopt);
-// The row id of a poison halt, or nullopt for any other reason.
-std::optional<uint64_t> poisonHaltId(const std::string& haltedReason);
 
 // The halted_reason of a source stopped on row `id`, assigned `version` when it could still be
 // published, that the server refuses now (its max_payload shrank):
 // "unpublishable version <version> (row id=<id>): <why>; ...what to do".
 std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::string& why);
-// The version such a halt stopped on, or nullopt for any other reason.
-std::optional<uint64_t> unpublishableVersion(const std::string& haltedReason);
 
 }  // namespace outbox

@@ -25,12 +25,22 @@ struct OutboxRow {
 };
 
 // One row of outbox_source_state.
+// The row a source halted on, when one row is the cause (outbox_source_state.halted_row_id and
+// halted_version): a poison row, before it got a version, or a row the server refuses now that was
+// assigned `version` while it could still be published.
+struct HaltedRow {
+  uint64_t id = 0;
+  std::optional<uint64_t> version;
+  bool operator==(const HaltedRow&) const = default;
+};
+
 struct SourceState {
   uint64_t epoch = 1;
   uint64_t assignedThrough = 0;
   uint64_t publishedThrough = 0;
   uint64_t publishedStreamSeq = 0;
   std::string haltedReason;  // empty: not halted
+  std::optional<HaltedRow> haltedRow;
   bool paused = false;       // an operator paused the source (admin API)
   // The epoch's versions start above this, and its messages after this stream sequence
   // (outbox_epoch_history.versions_after and stream_seq; 0 in epoch 1): a stream that lost
@@ -179,8 +189,10 @@ class OutboxStore {
   // leader it fenced stored its last messages of the old epoch in between. Moves
   // outbox_epoch_history.stream_seq and published_stream_seq there (reconcile).
   virtual Status moveEpochStart(uint64_t seq) = 0;
-  virtual Status halt(const std::string& reason) = 0;
+  // Stops the source until an operator acts: `reason` for people, `row` when one row is the cause.
+  virtual Status halt(const std::string& reason, std::optional<HaltedRow> row) = 0;
   virtual Status clearHalt() = 0;
+  // Sets an unpublished row aside for good. A row that already has a version: kRejected.
   virtual Status quarantine(uint64_t outboxId, const std::string& reason) = 0;
 };
 

@@ -248,7 +248,7 @@ Status Relay::onBatch(Batch& batch) {
   }
   log_->error("{}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", reason, source_.name,
               batch.poison->first);
-  return haltWith(reason);
+  return haltWith(reason, HaltedRow{batch.poison->first, std::nullopt});
 }
 
 Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
@@ -262,7 +262,7 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
         metrics_.poisonRows++;
         std::string reason = unpublishableHaltReason(row.version, row.id, *why);
         log_->error("{}", reason);
-        return haltWith(reason);
+        return haltWith(reason, HaltedRow{row.id, row.version});
       }
       return s;
     }

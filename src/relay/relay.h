@@ -97,7 +97,7 @@ class Relay {
   void settle(std::chrono::milliseconds limit);
   // Forgets what is in flight; settle() will mark nothing until reconcile() sets it up again.
   void dropAckState();
-  Status haltWith(const std::string& reason);
+  Status haltWith(const std::string& reason, std::optional<HaltedRow> row = std::nullopt);
   // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
   void logProgress();
 

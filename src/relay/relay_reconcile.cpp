@@ -69,17 +69,17 @@ Status Relay::reconcile() {
 
 Status Relay::recheckHalt() {
   const Status stillHalted = Status::permanent(state_.haltedReason);
+  if (!state_.haltedRow) return stillHalted;  // only an operator can resolve it
+  const HaltedRow halted = *state_.haltedRow;
   Result<std::vector<OutboxRow>> row = std::vector<OutboxRow>{};
-  if (auto id = poisonHaltId(state_.haltedReason)) {
-    auto scanned = store_.readRanges({IdRange{*id, *id}}, 1);
+  if (!halted.version) {
+    auto scanned = store_.readRanges({IdRange{halted.id, halted.id}}, 1);
     if (!scanned.isOk()) return scanned.status();
     // Quarantined, deleted or fixed: the scan takes it from here.
     if (!scanned->empty() && !scanned->front().quarantined) row = std::vector<OutboxRow>{scanned->front().row};
-  } else if (auto version = unpublishableVersion(state_.haltedReason)) {
-    row = store_.readAssigned(*version, *version, 1);
-    if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself
   } else {
-    return stillHalted;  // only an operator can resolve it
+    row = store_.readAssigned(*halted.version, *halted.version, 1);
+    if (row.isOk() && row->empty()) return stillHalted;  // an epoch bump clears this halt itself
   }
   if (!row.isOk()) return row.status();
   if (!row->empty() && publisher_.poisonReason(row->front())) return stillHalted;
@@ -87,13 +87,14 @@ Status Relay::recheckHalt() {
              "resuming");
   OUTBOX_RETURN_IF_ERROR(store_.clearHalt());
   state_.haltedReason.clear();
+  state_.haltedRow.reset();
   metrics_.halted = false;
   return Status::ok();
 }
 
-Status Relay::haltWith(const std::string& reason) {
+Status Relay::haltWith(const std::string& reason, std::optional<HaltedRow> row) {
   metrics_.halted = true;
-  OUTBOX_RETURN_IF_ERROR(store_.halt(reason));
+  OUTBOX_RETURN_IF_ERROR(store_.halt(reason, row));
   return Status::permanent(reason);
 }
 

@@ -92,6 +92,9 @@ BOOST_AUTO_TEST_CASE(quarantine_through_the_admin_api_resumes_a_halted_source) {
   bridge.start();
   int port = bridge.httpPort();
   BOOST_REQUIRE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s));
+  BOOST_TEST((database.state(source.name).haltedRow == HaltedRow{poison, std::nullopt}));
+  auto status = httpRequest(port, "GET", "/v1/admin/sources/" + source.name, "", kAuth);
+  BOOST_TEST(status.body.find(fmt::format("\"haltedRowId\":{},", poison)) != std::string::npos, status.body);
   const std::string path = "/v1/admin/sources/" + source.name + "/quarantine";
   BOOST_TEST(httpRequest(port, "POST", path, "not json", kAuth).status == 400);
   BOOST_TEST(httpRequest(port, "POST", path, R"({"id": 1})", kAuth).status == 400);  // no reason
@@ -102,9 +105,43 @@ BOOST_AUTO_TEST_CASE(quarantine_through_the_admin_api_resumes_a_halted_source) {
   BOOST_REQUIRE_EQUAL(q.status, 200);
   BOOST_TEST(q.body.find("\"haltCleared\":true") != std::string::npos, q.body);
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 4; }, 20s), bridge.log());
+  BOOST_TEST(!database.state(source.name).haltedRow.has_value());
+  // The status is cached for up to a second.
+  BOOST_TEST(waitUntil([&] {
+    status = httpRequest(port, "GET", "/v1/admin/sources/" + source.name, "", kAuth);
+    return status.body.find("\"halted\":false,\"haltedReason\":null,\"haltedRowId\":null,") != std::string::npos;
+  }, 5s), status.body);
   StreamReader reader;
   BOOST_REQUIRE_EQUAL(checkDenseOnce(reader.readAll(source.stream(), "control." + source.name), source.name, 4), "");
   BOOST_TEST(bridge.stop() == 0);
+}
+
+// Schema file 005 moved the row a halt is about out of halted_reason's text into halted_row_id
+// (and halted_version): a source halted before the upgrade keeps its row, so quarantining that
+// row still resumes it.
+BOOST_AUTO_TEST_CASE(a_halt_recorded_before_the_halted_row_columns_keeps_its_row) {
+  TestDatabase database("adminmig");
+  SourceSpec poisoned{uniqueName("amp", database), &database, {}};
+  SourceSpec refused{uniqueName("amr", database), &database, {}};
+  SourceSpec other{uniqueName("amo", database), &database, {}};
+  std::string config = writeConfig({poisoned, refused, other});
+  migrate(config);
+  auto setReason = [&](const SourceSpec& s, const std::string& reason) {
+    BOOST_REQUIRE(database.sql().exec(fmt::format("UPDATE outbox_source_state SET halted_reason = '{}' WHERE source = '{}'",
+                                                  reason, s.name)).isOk());
+  };
+  // As the bridge before file 005 wrote them.
+  BOOST_REQUIRE(database.sql().exec("ALTER TABLE outbox_source_state DROP COLUMN halted_row_id, DROP COLUMN halted_version").isOk());
+  BOOST_REQUIRE(database.sql().exec("DELETE FROM outbox_schema_migrations WHERE file = '005_halted_row.sql'").isOk());
+  setReason(poisoned, "poison row id=417: payload is not valid JSON (TAPE_ERROR)");
+  setReason(refused, "unpublishable version 96 (row id=123): message of 2000 bytes is over the server''s max_payload "
+                     "of 1024 bytes; raise the server''s max_payload (the source resumes by itself), or run ...");
+  setReason(other, "the stream is ahead of the database: version 9 of epoch 1 is in it, published_through says 4");
+  migrate(config);
+  BOOST_TEST((database.state(poisoned.name).haltedRow == HaltedRow{417, std::nullopt}));
+  BOOST_TEST((database.state(refused.name).haltedRow == HaltedRow{123, 96}));
+  BOOST_TEST(!database.state(other.name).haltedRow.has_value());
+  BOOST_TEST(database.state(other.name).haltedReason.find("the stream is ahead") == 0u);
 }
 
 // `curl -X POST URL` sends no Content-Length: it was answered 400 {"error":"bad request"} after a

@@ -214,8 +214,8 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   auto second = runBridge({"migrate", "--config", config});
   BOOST_TEST(second.exitCode == 0);
   BOOST_TEST(second.out.find("up to date") != std::string::npos, second.out);
-  // 001-004 of the bridge's tables, and the outbox table files (001, 002) once per source.
-  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 8u);
+  // 001-005 of the bridge's tables, and the outbox table files (001, 002) once per source.
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 9u);
   auto columns = [&](const std::string& table) {
     auto rows = database.sql().query(fmt::format(
         "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS "
@@ -234,9 +234,12 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
     BOOST_REQUIRE(rows->next());
     return std::string(rows->text(0));
   };
-  // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it.
-  BOOST_TEST(columns("outbox_source_state").find("published_stream_seq,scan_cursor,scan_floor,halted_reason,paused") !=
-             std::string::npos, columns("outbox_source_state"));
+  // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it;
+  // the state row also names the row a halt is about (halted_row_id, halted_version).
+  BOOST_TEST(columns("outbox_source_state") ==
+                 "source,epoch,assigned_through,published_through,published_stream_seq,scan_cursor,scan_floor,"
+                 "halted_reason,halted_row_id,halted_version,paused,updated_at",
+             columns("outbox_source_state"));
   BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at");
   BOOST_TEST(indexes(a.outboxTable()) == "PRIMARY");
   BOOST_TEST(columns(a.outboxTable() + "_versions") == "version,outbox_id");

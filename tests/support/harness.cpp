@@ -160,7 +160,7 @@ uint64_t TestDatabase::scalar(const std::string& query) {
 SourceState TestDatabase::state(const std::string& source) {
   auto rows = sql().query(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, scan_cursor, "
-      "scan_floor FROM outbox_source_state WHERE source = '{}'",
+      "scan_floor, halted_row_id, halted_version FROM outbox_source_state WHERE source = '{}'",
       source));
   if (!rows.isOk()) throw std::runtime_error(rows.status().message());
   SourceState s;
@@ -172,6 +172,8 @@ SourceState TestDatabase::state(const std::string& source) {
   s.haltedReason = std::string(rows->text(4));
   if (!rows->isNull(5)) s.scanCursor = rows->u64(5);
   if (!rows->isNull(6)) s.scanFloor = rows->u64(6);
+  if (!rows->isNull(7)) s.haltedRow = HaltedRow{rows->u64(7), std::nullopt};
+  if (s.haltedRow && !rows->isNull(8)) s.haltedRow->version = rows->u64(8);
   return s;
 }
 

@@ -181,16 +181,18 @@ class FakeStore final : public OutboxStore {
     state.publishedStreamSeq = state.epochStreamSeq = seq;
     return Status::ok();
   }
-  Status halt(const std::string& reason) override {
+  Status halt(const std::string& reason, std::optional<HaltedRow> row) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
     state.haltedReason = reason;
+    state.haltedRow = row;
     return Status::ok();
   }
   Status clearHalt() override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
     state.haltedReason.clear();
+    state.haltedRow.reset();
     return Status::ok();
   }
   Status quarantine(uint64_t id, const std::string&) override {
@@ -506,6 +508,7 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_after_the_rows_before_it) {
   BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 3; }));
   BOOST_TEST(h.store.snapshot().haltedReason.find("poison row id=4") == 0u);
+  BOOST_TEST((h.store.snapshot().haltedRow == HaltedRow{4, std::nullopt}));
   {
     std::lock_guard lock(h.store.mu);
     h.store.quarantined.insert(4);
@@ -513,6 +516,7 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_after_the_rows_before_it) {
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 6; }));
   BOOST_TEST(h.streamIsDense(6));
   BOOST_TEST(h.store.snapshot().haltedReason.empty());
+  BOOST_TEST(!h.store.snapshot().haltedRow.has_value());
 }
 
 // Issue 8, finding 1: the ack deadline counted from the last ack of any message, so one lost
@@ -657,6 +661,7 @@ BOOST_AUTO_TEST_CASE(an_assigned_row_the_server_no_longer_takes_halts_with_its_v
   std::string reason = h.store.snapshot().haltedReason;
   BOOST_TEST(reason.find("unpublishable version 4 (row id=4)") == 0u, reason);
   BOOST_TEST(reason.find("max_payload") != std::string::npos, reason);
+  BOOST_TEST((h.store.snapshot().haltedRow == HaltedRow{4, 4}));
   BOOST_TEST(h.waitFor([&] { return h.store.snapshot().publishedThrough == 3; }));  // the rows before it went out
   BOOST_TEST(h.metrics.halted.load());
   h.publisher.maxPayload = 1024 * 1024;

@@ -1,0 +1,48 @@
+#include "admin/actions.h"
+
+#include <fmt/format.h>
+
+#include "db/connection.h"
+#include "nats/jetstream.h"
+#include "relay/jetstream_publisher.h"
+#include "relay/mysql_store.h"
+
+namespace outbox::admin {
+
+Status setPaused(const SourceConfig& source, bool paused) {
+  auto conn = db::Connection::open(db::paramsFrom(source.dsn));
+  if (!conn.isOk()) return conn.status();
+  auto matched = (*conn)->execCount(fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = {}",
+                                                paused ? 1 : 0, (*conn)->quote(source.name)));
+  if (!matched.isOk()) return matched.status();
+  if (*matched == 0) return Status::permanent(fmt::format("no state row for source {} (run migrate)", source.name));
+  return Status::ok();
+}
+
+Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std::string& reason) {
+  MysqlOutboxStore store(source);
+  OUTBOX_RETURN_IF_ERROR(store.connect());
+  OUTBOX_RETURN_IF_ERROR(store.quarantine(outboxId, reason));
+  auto state = store.loadState();
+  if (!state.isOk()) return state.status();
+  // Only a halt on this row before it got a version; one with a version needs an epoch bump.
+  if (state->haltedRow != HaltedRow{outboxId, std::nullopt}) return false;
+  OUTBOX_RETURN_IF_ERROR(store.clearHalt());
+  return true;
+}
+
+Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats, const std::string& reason) {
+  // The highest version the stream ever held must be known, or a version could be reused.
+  auto nc = nats::Connection::connect(
+      nats::ConnectOptions{nats.url, nats.user, nats.password, nats.token, nats.connectTimeout});
+  if (!nc.isOk()) return Status::transient("epoch bump needs nats-server: " + nc.status().message());
+  JetStreamPublisher publisher(source, nats, **nc);
+  OUTBOX_RETURN_IF_ERROR(publisher.prepare());
+  auto tip = publisher.tip();
+  if (!tip.isOk()) return tip.status();
+  MysqlOutboxStore store(source);
+  OUTBOX_RETURN_IF_ERROR(store.connect());
+  return store.epochBump(*tip, reason);
+}
+
+}  // namespace outbox::admin
