@@ -47,7 +47,9 @@ ConnectParams paramsFrom(const Dsn& dsn) {
   return p;
 }
 
-void Rows::ResDeleter::operator()(MYSQL_RES* r) const { mysql_free_result(r); }
+void MysqlDeleter::operator()(MYSQL* mysql) const { mysql_close(mysql); }
+
+void MysqlDeleter::operator()(MYSQL_RES* res) const { mysql_free_result(res); }
 
 Rows::Rows(MYSQL_RES* res) : res_(res) {
   unsigned n = mysql_num_fields(res);
@@ -123,41 +125,39 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   return conn;
 }
 
-Connection::~Connection() { mysql_close(mysql_); }
+Status Connection::lastError(std::string_view what) { return fromMysql(mysql_.get(), what); }
 
-Status Connection::lastError(std::string_view what) { return fromMysql(mysql_, what); }
+bool Connection::failed() const { return mysql_errno(mysql_.get()) != 0; }
 
-bool Connection::failed() const { return mysql_errno(mysql_) != 0; }
-
-unsigned Connection::errorCode() const { return mysql_errno(mysql_); }
+unsigned Connection::errorCode() const { return mysql_errno(mysql_.get()); }
 
 Status Connection::exec(std::string_view sql) {
-  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
   // Statements that return rows by surprise: drain them so the connection stays usable.
-  if (MYSQL_RES* res = mysql_store_result(mysql_)) mysql_free_result(res);
+  if (MYSQL_RES* res = mysql_store_result(mysql_.get())) mysql_free_result(res);
   return Status::ok();
 }
 
 Result<uint64_t> Connection::execCount(std::string_view sql) {
-  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
-  return static_cast<uint64_t>(mysql_affected_rows(mysql_));
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
+  return static_cast<uint64_t>(mysql_affected_rows(mysql_.get()));
 }
 
 Result<Rows> Connection::query(std::string_view sql) {
-  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
-  MYSQL_RES* res = mysql_store_result(mysql_);
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
+  MYSQL_RES* res = mysql_store_result(mysql_.get());
   if (res == nullptr) {
-    if (mysql_errno(mysql_) != 0) return fromMysql(mysql_, "read result");
+    if (mysql_errno(mysql_.get()) != 0) return fromMysql(mysql_.get(), "read result");
     return Status::permanent("query returned no result set");
   }
   return Rows(res);
 }
 
 Result<Rows> Connection::queryStreamed(std::string_view sql) {
-  if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) return fromMysql(mysql_, "query");
-  MYSQL_RES* res = mysql_use_result(mysql_);
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
+  MYSQL_RES* res = mysql_use_result(mysql_.get());
   if (res == nullptr) {
-    if (mysql_errno(mysql_) != 0) return fromMysql(mysql_, "read result");
+    if (mysql_errno(mysql_.get()) != 0) return fromMysql(mysql_.get(), "read result");
     return Status::permanent("query returned no result set");
   }
   return Rows(res);
@@ -170,12 +170,12 @@ Result<std::optional<uint64_t>> Connection::queryU64(std::string_view sql) {
   return std::optional<uint64_t>(rows->u64(0));
 }
 
-void Connection::rollback() { mysql_real_query(mysql_, "ROLLBACK", 8); }
+void Connection::rollback() { mysql_real_query(mysql_.get(), "ROLLBACK", 8); }
 
 std::string Connection::quote(std::string_view text) {
   std::string out(text.size() * 2 + 3, '\0');
   out[0] = '\'';
-  unsigned long n = mysql_real_escape_string(mysql_, out.data() + 1, text.data(), text.size());
+  unsigned long n = mysql_real_escape_string(mysql_.get(), out.data() + 1, text.data(), text.size());
   out.resize(n + 1);
   out.push_back('\'');
   return out;

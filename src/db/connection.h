@@ -16,6 +16,15 @@ typedef struct st_mysql_res MYSQL_RES;
 
 namespace outbox::db {
 
+// Owns the MySQL C API's handles (CHandle's pattern; the calls are in connection.cpp, the only
+// file that includes mysql.h): closes a connection, frees a result.
+struct MysqlDeleter {
+  void operator()(MYSQL* mysql) const;
+  void operator()(MYSQL_RES* res) const;
+};
+template <typename T>
+using MysqlHandle = std::unique_ptr<T, MysqlDeleter>;
+
 struct ConnectParams {
   std::string host = "127.0.0.1";
   unsigned port = 3306;
@@ -63,10 +72,7 @@ class Rows {
   uint64_t rowCount() const;
 
  private:
-  struct ResDeleter {
-    void operator()(MYSQL_RES* r) const;
-  };
-  std::unique_ptr<MYSQL_RES, ResDeleter> res_;
+  MysqlHandle<MYSQL_RES> res_;
   std::vector<Column> columns_;
   char** row_ = nullptr;
   unsigned long* lengths_ = nullptr;
@@ -77,9 +83,6 @@ class Rows {
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> open(const ConnectParams& params);
-  ~Connection();
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
 
   Status exec(std::string_view sql);
   // Runs a statement and returns how many rows it matched (connections set CLIENT_FOUND_ROWS: an
@@ -108,7 +111,7 @@ class Connection {
 
  private:
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}
-  MYSQL* mysql_;
+  MysqlHandle<MYSQL> mysql_;
 };
 
 ConnectParams paramsFrom(const Dsn& dsn);

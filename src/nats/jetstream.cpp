@@ -42,20 +42,15 @@ Status fromNats(int status, int jsErrCode, std::string_view what) {
   switch (static_cast<natsStatus>(status)) {
     case NATS_OK:
       return Status::ok();
-    case NATS_TIMEOUT:
-    case NATS_CONNECTION_CLOSED:
-    case NATS_CONNECTION_DISCONNECTED:
-    case NATS_NO_SERVER:
-    case NATS_STALE_CONNECTION:
-    case NATS_NO_RESPONDERS:
-    case NATS_IO_ERROR:
-    case NATS_NOT_YET_CONNECTED:
-    case NATS_INSUFFICIENT_BUFFER:
-    case NATS_SLOW_CONSUMER:
-      return Status::transient(std::move(message));
+    case NATS_NOT_PERMITTED:            // the server's permissions for this user
+    case NATS_CONNECTION_AUTH_FAILED:   // user, password, token
+    case NATS_SSL_ERROR:                // certificates, TLS required or refused
+    case NATS_INVALID_ARG:
+    case NATS_INVALID_SUBJECT:
+    case NATS_MAX_PAYLOAD:              // a message over the server's max_payload
+    case NATS_MISMATCH:                 // a consumer or stream that exists with other settings
+      return Status::permanent(std::move(message));
     default:
-      // JetStream API errors (e.g. "JetStream not enabled" right after a restart) clear up
-      // when the server has recovered; only callers know when one is permanent.
       return Status::transient(std::move(message));
   }
 }
@@ -81,14 +76,21 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   return std::unique_ptr<Connection>(new Connection(nc));
 }
 
-Connection::~Connection() {
-  natsConnection_Close(nc_);
-  natsConnection_Destroy(nc_);
+void NatsDeleter::operator()(natsConnection* nc) const {
+  natsConnection_Close(nc);
+  natsConnection_Destroy(nc);
 }
 
-int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_); }
+void NatsDeleter::operator()(jsCtx* js) const { jsCtx_Destroy(js); }
 
-bool Connection::isConnected() const { return natsConnection_Status(nc_) == NATS_CONN_STATUS_CONNECTED; }
+void NatsDeleter::operator()(natsSubscription* sub) const {
+  natsSubscription_Unsubscribe(sub);
+  natsSubscription_Destroy(sub);
+}
+
+int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_.get()); }
+
+bool Connection::isConnected() const { return natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED; }
 
 Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std::chrono::milliseconds ackTimeout,
                                                      int maxPending) {
@@ -101,16 +103,15 @@ Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std
   options.PublishAsync.AckHandler = &JetStream::onAck;
   options.PublishAsync.AckHandlerClosure = js.get();
   options.PublishAsync.StallWait = ackTimeout.count();
-  natsStatus s = natsConnection_JetStream(&js->js_, connection.raw(), &options);
+  jsCtx* ctx = nullptr;
+  natsStatus s = natsConnection_JetStream(&ctx, connection.nc_.get(), &options);
+  js->js_.reset(ctx);
   if (s != NATS_OK) return fromNats(s, 0, "jetstream context");
   return js;
 }
 
 JetStream::~JetStream() {
-  if (js_ != nullptr) {
-    abandonPending();
-    jsCtx_Destroy(js_);
-  }
+  if (js_) abandonPending();
 }
 
 void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
@@ -140,7 +141,7 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
 Status JetStream::ensureStream(const StreamSettings& settings) {
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&rawInfo, js_, settings.name.c_str(), nullptr, &code);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), settings.name.c_str(), nullptr, &code);
   StreamInfoPtr info(rawInfo);
   if (s == NATS_OK) {
     const jsStreamConfig* cfg = info->Config;
@@ -168,7 +169,7 @@ Status JetStream::ensureStream(const StreamSettings& settings) {
   cfg.MaxAge = settings.maxAge.count() * kNanosPerMilli;
   cfg.AllowDirect = true;
   rawInfo = nullptr;
-  s = js_AddStream(&rawInfo, js_, &cfg, nullptr, &code);
+  s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
   StreamInfoPtr created(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "create stream " + settings.name);
   return Status::ok();
@@ -177,7 +178,7 @@ Status JetStream::ensureStream(const StreamSettings& settings) {
 Result<StreamState> JetStream::streamState(const std::string& stream) {
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&rawInfo, js_, stream.c_str(), nullptr, &code);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), stream.c_str(), nullptr, &code);
   StreamInfoPtr info(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "stream info " + stream);
   StreamState state{info->State.FirstSeq, info->State.LastSeq, info->State.Msgs, {}};
@@ -190,7 +191,7 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
 Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
   natsMsg* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetMsg(&raw, js_, stream.c_str(), seq, nullptr, &code);
+  natsStatus s = js_GetMsg(&raw, js_.get(), stream.c_str(), seq, nullptr, &code);
   MsgPtr msg(raw);
   if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
   if (s != NATS_OK) return fromNats(s, code, fmt::format("get message {} from {}", seq, stream));
@@ -220,20 +221,13 @@ std::optional<StoredMessage> toStored(natsMsg* msg) {
 
 }  // namespace
 
-Subscription::~Subscription() {
-  if (sub_ != nullptr) {
-    natsSubscription_Unsubscribe(sub_);
-    natsSubscription_Destroy(sub_);
-  }
-}
-
 Result<std::optional<StoredMessage>> Subscription::next(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::optional<StoredMessage>();
     natsMsg* raw = nullptr;
-    natsStatus s = natsSubscription_NextMsg(&raw, sub_, left.count());
+    natsStatus s = natsSubscription_NextMsg(&raw, sub_.get(), left.count());
     MsgPtr msg(raw);
     if (s == NATS_TIMEOUT) return std::optional<StoredMessage>();
     if (s != NATS_OK) return fromNats(s, 0, "next message");
@@ -249,9 +243,10 @@ Result<std::unique_ptr<Subscription>> JetStream::subscribe(const std::string& st
   options.Ordered = true;
   options.Config.DeliverPolicy = js_DeliverByStartSequence;
   options.Config.OptStartSeq = std::max<uint64_t>(startSeq, 1);
-  std::unique_ptr<Subscription> sub(new Subscription());
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_SubscribeSync(&sub->sub_, js_, subject.c_str(), nullptr, &options, &code);
+  natsSubscription* raw = nullptr;
+  natsStatus s = js_SubscribeSync(&raw, js_.get(), subject.c_str(), nullptr, &options, &code);
+  std::unique_ptr<Subscription> sub(new Subscription(raw));
   if (s != NATS_OK) return fromNats(s, code, "subscribe to " + stream);
   return sub;
 }
@@ -279,14 +274,14 @@ Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& strea
 
 Status JetStream::deleteStream(const std::string& stream) {
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_DeleteStream(js_, stream.c_str(), nullptr, &code);
+  natsStatus s = js_DeleteStream(js_.get(), stream.c_str(), nullptr, &code);
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return Status::ok();
   return s == NATS_OK ? Status::ok() : fromNats(s, code, "delete stream " + stream);
 }
 
 Status JetStream::deleteMessage(const std::string& stream, uint64_t seq) {
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_DeleteMsg(js_, stream.c_str(), seq, nullptr, &code);
+  natsStatus s = js_DeleteMsg(js_.get(), stream.c_str(), seq, nullptr, &code);
   return s == NATS_OK ? Status::ok() : fromNats(s, code, fmt::format("delete message {} from {}", seq, stream));
 }
 
@@ -303,7 +298,7 @@ Status JetStream::publishAsync(const OutgoingMessage& message) {
   natsMsg* owned = msg.release();
   // No per-message MaxWait: nats.c would arm a timer for every message. The relay keeps its
   // own deadline for acks and abandons what is pending when it passes.
-  s = js_PublishMsgAsync(js_, &owned, nullptr);
+  s = js_PublishMsgAsync(js_.get(), &owned, nullptr);
   // On success nats.c took the message and cleared `owned`; on failure it is still ours.
   natsMsg_Destroy(owned);
   if (s != NATS_OK) return fromNats(s, 0, "publish");
@@ -328,7 +323,7 @@ void JetStream::waitForAcks(std::chrono::milliseconds timeout) {
 void JetStream::abandonPending() {
   if (publishedAsync_) {
     natsMsgList pending{};
-    if (js_PublishAsyncGetPendingList(&pending, js_) == NATS_OK) natsMsgList_Destroy(&pending);
+    if (js_PublishAsyncGetPendingList(&pending, js_.get()) == NATS_OK) natsMsgList_Destroy(&pending);
   }
   // Acks already queued belong to the publishes just abandoned: the next session must not see them.
   std::lock_guard lock(mu_);

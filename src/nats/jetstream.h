@@ -23,6 +23,17 @@ struct jsPubAckErr;
 
 namespace outbox::nats {
 
+// Owns the nats.c handles a Connection, JetStream and Subscription hold (CHandle's pattern; the
+// calls are in jetstream.cpp, the only file that includes nats.h): closes and destroys a
+// connection, destroys a JetStream context, unsubscribes and destroys a subscription.
+struct NatsDeleter {
+  void operator()(natsConnection* nc) const;
+  void operator()(jsCtx* js) const;
+  void operator()(natsSubscription* sub) const;
+};
+template <typename T>
+using NatsHandle = std::unique_ptr<T, NatsDeleter>;
+
 struct ConnectOptions {
   std::string url;
   std::string user;
@@ -33,8 +44,12 @@ struct ConnectOptions {
 };
 
 // Converts a nats.c status (and the JetStream error code where there is one) into a Status,
-// keeping both codes in the text. Timeouts, lost connections and "no responders" (no stream, or
-// JetStream not ready) are transient.
+// keeping both codes in the text. What the server or the client library refuses as asked — a
+// permission, a login, TLS, a bad subject or argument, a message over max_payload — is permanent:
+// asking again fails the same way until an operator changes something. Everything else is
+// transient: timeouts, lost connections, "no responders" (no stream, or JetStream not ready), and
+// JetStream API errors, which clear up when a restarted server has recovered (only callers know
+// when one of those is for good).
 Status fromNats(int natsStatus, int jsErrCode, std::string_view what);
 
 // Call once at exit, after every Connection is gone.
@@ -44,17 +59,14 @@ void shutdownLibrary();
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
-  ~Connection();  // drains nothing: callers finish their publishes first
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  natsConnection* raw() const { return nc_; }
+  // Closing drains nothing: callers finish their publishes first.
   int64_t maxPayload() const;
   bool isConnected() const;
 
  private:
+  friend class JetStream;
   explicit Connection(natsConnection* nc) : nc_(nc) {}
-  natsConnection* nc_;
+  NatsHandle<natsConnection> nc_;
 };
 
 struct StreamSettings {
@@ -85,16 +97,13 @@ struct StreamState {
 // once each; the library recreates the consumer by itself when it misses one. One thread.
 class Subscription {
  public:
-  ~Subscription();
-  Subscription(const Subscription&) = delete;
-  Subscription& operator=(const Subscription&) = delete;
   // The next message, or nullopt when none came within `timeout`.
   Result<std::optional<StoredMessage>> next(std::chrono::milliseconds timeout);
 
  private:
   friend class JetStream;
-  Subscription() = default;
-  natsSubscription* sub_ = nullptr;
+  explicit Subscription(natsSubscription* sub) : sub_(sub) {}
+  NatsHandle<natsSubscription> sub_;
 };
 
 // A message to publish: subject, body and headers (Nats-Msg-Id among them).
@@ -122,9 +131,7 @@ class JetStream {
  public:
   static Result<std::unique_ptr<JetStream>> create(Connection& connection, std::chrono::milliseconds ackTimeout,
                                                    int maxPending);
-  ~JetStream();
-  JetStream(const JetStream&) = delete;
-  JetStream& operator=(const JetStream&) = delete;
+  ~JetStream();  // abandons the publishes still waiting for their ack
 
   // Creates the stream if it is missing; an existing stream whose subjects differ from
   // settings.subject is refused with a permanent Status.
@@ -157,12 +164,13 @@ class JetStream {
   JetStream() = default;
   static void onAck(jsCtx* js, natsMsg* msg, ::jsPubAck* pa, ::jsPubAckErr* pae, void* closure);
 
-  jsCtx* js_ = nullptr;
   std::chrono::milliseconds ackTimeout_{5000};
   bool publishedAsync_ = false;  // nats.c 3.4 crashes on a pending-list request before any async publish
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AckEvent> acks_;  // GUARDED_BY(mu_)
+  // Last, so it is destroyed first: its ack handler uses the members above.
+  NatsHandle<jsCtx> js_;
 };
 
 }  // namespace outbox::nats
