@@ -12,6 +12,20 @@ namespace {
 constexpr uint64_t kPendingScanRows = 1'000'000;
 }
 
+namespace {
+
+db::ConnectParams probeParams(const SourceConfig& source) {
+  db::ConnectParams params = db::paramsFrom(source.dsn);
+  params.connectTimeout = std::chrono::seconds(2);
+  params.readTimeout = std::chrono::seconds(5);
+  return params;
+}
+
+}  // namespace
+
+SourceProbe::SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge)
+    : source_(source), maxAge_(maxAge), session_(probeParams(source)) {}
+
 SourceProbeResult SourceProbe::get() {
   std::lock_guard lock(mu_);
   auto now = std::chrono::steady_clock::now();
@@ -28,33 +42,26 @@ void SourceProbe::invalidate() {
 
 SourceProbeResult SourceProbe::query() {
   SourceProbeResult r;
-  if (!conn_) {
-    db::ConnectParams params = db::paramsFrom(source_.dsn);
-    params.connectTimeout = std::chrono::seconds(2);
-    params.readTimeout = std::chrono::seconds(5);
-    auto opened = db::Connection::open(params);
-    if (!opened.isOk()) {
-      r.error = fmt::format("database of source {} is not reachable", source_.name);
-      return r;
-    }
-    conn_ = std::move(opened).value();
+  auto conn = session_.connection();
+  if (!conn.isOk()) {
+    r.error = fmt::format("database of source {} is not reachable", source_.name);
+    return r;
   }
   const std::string table = "`" + source_.outboxTable + "`";
   const std::string versions = "`" + source_.outboxTable + "_versions`";
-  const std::string source = conn_->quote(source_.name);
+  const std::string source = (*conn)->quote(source_.name);
   // Not yet in the stream: rows assigned a version above published_through, and rows without a
   // version above scan_floor (a poison row, a late row, rows the scan has not reached), counted
   // over at most kPendingScanRows rows so a floor held back by a long transaction costs a scrape
   // little. The oldest of them is the first of either kind.
-  auto state = conn_->query(fmt::format(
+  auto state = session_.run([&](db::Connection& c) { return c.query(fmt::format(
       "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
       " WHERE v.version = s.published_through + 1), "
       "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at), s.halted_row_id "
       "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
-      versions, table, source));
+      versions, table, source)); });
   if (!state.isOk()) {
-    conn_.reset();
     r.error = state.status().isTransient() ? fmt::format("database of source {} is not reachable", source_.name)
                                            : fmt::format("the tables of source {} are missing (run migrate)", source_.name);
     return r;
@@ -76,15 +83,14 @@ SourceProbeResult SourceProbe::query() {
   r.leaseEpoch = state->u64(8);
   if (auto expires = state->optText(9)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
   if (!state->isNull(10)) r.haltedRowId = state->u64(10);
-  auto pending = conn_->query(fmt::format(
+  auto pending = session_.run([&](db::Connection& c) { return c.query(fmt::format(
       "SELECT COUNT(*), COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, p.created_at, NOW(6))), 0) FROM "
       "(SELECT o.id, o.created_at, v.version FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} "
       " ORDER BY o.id LIMIT {3}) p "
       "WHERE p.version IS NULL AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {4} AND "
       "q.outbox_id = p.id)",
-      table, versions, floor, kPendingScanRows, source));
+      table, versions, floor, kPendingScanRows, source)); });
   if (!pending.isOk() || !pending->next()) {
-    conn_.reset();
     r.error = fmt::format("database of source {} is not reachable", source_.name);
     r.reachable = false;
     return r;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "db/connection.h"
+#include "db/session.h"
 
 namespace outbox {
 
@@ -33,8 +33,7 @@ struct SourceProbeResult {
 // Thread-safe: HTTP worker threads share it.
 class SourceProbe {
  public:
-  explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000))
-      : source_(source), maxAge_(maxAge) {}
+  explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000));
   SourceProbeResult get();
   // Drops the cached answer, so the next get() asks again (after an admin action).
   void invalidate();
@@ -45,7 +44,7 @@ class SourceProbe {
   const SourceConfig& source_;
   std::chrono::milliseconds maxAge_;
   std::mutex mu_;
-  std::unique_ptr<db::Connection> conn_;            // GUARDED_BY(mu_)
+  db::Session session_;                             // GUARDED_BY(mu_)
   SourceProbeResult cached_;                        // GUARDED_BY(mu_)
   std::chrono::steady_clock::time_point cachedAt_;  // GUARDED_BY(mu_)
 };

@@ -11,11 +11,11 @@
 namespace outbox {
 
 namespace {
-// Where the state row's current epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions
-// start above the first, its messages after the second.
 // The assignments that clear a halt (outbox_source_state alias s).
 constexpr const char* kHaltCleared = "s.halted_reason = NULL, s.halted_row_id = NULL, s.halted_version = NULL";
 
+// Where the state row's current epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions
+// start above the first, its messages after the second.
 constexpr const char* kEpochStartColumns =
     "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
     "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0)";
@@ -27,23 +27,18 @@ MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seco
       idleTransactionTimeout_(idleTransactionTimeout),
       check_(check),
       table_("`" + source.outboxTable + "`"),
-      versions_("`" + source.outboxTable + "_versions`") {}
+      versions_("`" + source.outboxTable + "_versions`"),
+      // A source name is an SQL identifier (config), so it needs no escaping.
+      sourceLiteral_("'" + source.name + "'"),
+      session_(db::paramsFrom(source.dsn), [this](db::Connection& conn) { return setUp(conn); }) {}
 
-Status MysqlOutboxStore::connect() {
-  if (conn_) return Status::ok();  // methods drop the connection when it breaks
-  auto opened = db::Connection::open(db::paramsFrom(source_.dsn));
-  if (!opened.isOk()) return opened.status();
-  conn_ = std::move(opened).value();
-  sourceLiteral_ = conn_->quote(source_.name);
-  if (auto version = conn_->query("SELECT VERSION()"); version.isOk() && version->next()) {
+Status MysqlOutboxStore::setUp(db::Connection& conn) {
+  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
     mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
   }
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;
-    if (Status s = db::checkServer(*conn_, notes); !s.isOk()) {
-      conn_.reset();
-      return s;
-    }
+    OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
     for (const auto& note : notes) {
       if (!notesLogged_ && check_ == ServerCheck::kCheckAndWarn) sourceLogger(source_.name)->warn("{}", note);
     }
@@ -51,32 +46,33 @@ Status MysqlOutboxStore::connect() {
   }
   if (idleTransactionTimeout_.count() > 0) {
     // MariaDB only; MySQL has no such variable, and there the server's wait_timeout applies.
-    (void)conn_->exec(fmt::format("SET SESSION idle_transaction_timeout = {}", idleTransactionTimeout_.count()));
+    (void)conn.exec(fmt::format("SET SESSION idle_transaction_timeout = {}", idleTransactionTimeout_.count()));
   }
-  Status s = conn_->exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
-  if (!s.isOk()) conn_.reset();
-  return s;
+  return conn.exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
 }
 
-std::string MysqlOutboxStore::guardedStateUpdate(const std::string& assignments, const std::string& condition) {
+Status MysqlOutboxStore::connect() {
+  auto conn = session_.connection();
+  return conn.isOk() ? Status::ok() : conn.status();
+}
+
+std::string MysqlOutboxStore::guardedStateUpdate(db::Connection& conn, const std::string& assignments,
+                                                 const std::string& condition) {
   std::string join, where = fmt::format("s.source = {}", sourceLiteral_);
   if (guard_.lease) {
     join = fmt::format(
         " JOIN outbox_bridge_lease l ON l.source = s.source AND l.holder_id = {} AND l.lease_epoch = {} "
         "AND l.expires_at > NOW(6)",
-        conn_->quote(guard_.lease->holder), guard_.lease->leaseEpoch);
+        conn.quote(guard_.lease->holder), guard_.lease->leaseEpoch);
   }
   if (guard_.epoch != 0) where += fmt::format(" AND s.epoch = {}", guard_.epoch);
   if (!condition.empty()) where += " AND " + condition;
   return fmt::format("UPDATE outbox_source_state s{} SET {} WHERE {}", join, assignments, where);
 }
 
-Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,
-                                           const char* what) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  auto matched = conn_->execCount(guardedStateUpdate(assignments, condition));
-  // A broken connection is dropped by the caller (inTransaction, or standalone()): never here,
-  // where a transaction may still need it to roll back.
+Status MysqlOutboxStore::guardedStateWrite(db::Connection& conn, const std::string& assignments,
+                                           const std::string& condition, const char* what) {
+  auto matched = conn.execCount(guardedStateUpdate(conn, assignments, condition));
   if (!matched.isOk()) return matched.status();
   if (*matched != 1) {
     return Status::transient(fmt::format("{} refused: the lease was lost or an epoch bump moved the source to a new "
@@ -86,39 +82,12 @@ Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const
   return Status::ok();
 }
 
-Status MysqlOutboxStore::ensureConnected() {
-  if (conn_) return Status::ok();
-  return connect();
-}
-
-template <typename Fn>
-Status MysqlOutboxStore::inTransaction(Fn&& fn) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->begin();
-  if (s.isOk()) s = fn();
-  if (s.isOk()) s = conn_->commit();
-  if (!s.isOk() && conn_) {
-    conn_->rollback();
-    if (s.isTransient()) conn_.reset();
-  }
-  return s;
-}
-
-Status MysqlOutboxStore::standalone(Status s) {
-  if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();
-  return s;
-}
-
 Result<SourceState> MysqlOutboxStore::loadState() {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  auto rows = conn_->query(fmt::format(
+  auto rows = queryRows(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, {}, "
       "scan_cursor, scan_floor, halted_row_id, halted_version FROM outbox_source_state s WHERE source = {}",
       kEpochStartColumns, sourceLiteral_));
-  if (!rows.isOk()) {
-    if (rows.status().isTransient()) conn_.reset();
-    return rows.status();
-  }
+  if (!rows.isOk()) return rows.status();
   if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
   SourceState state;
   state.epoch = rows->u64(0);
@@ -136,17 +105,21 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   return state;
 }
 
-Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  auto rows = conn_->query(sql);
-  if (!rows.isOk() && rows.status().isTransient()) conn_.reset();
-  return rows;
+Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char* isolation) {
+  return session_.run([&](db::Connection& conn) -> Result<db::Rows> {
+    if (isolation != nullptr) OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
+    return conn.query(sql);
+  });
+}
+
+Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,
+                                           const char* what) {
+  return session_.run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
 }
 
 Status MysqlOutboxStore::saveScan(ScanMark mark) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  return standalone(guardedStateWrite(fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor),
-                                      "", "recording the scan"));
+  return guardedStateWrite(fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor), "",
+                           "recording the scan");
 }
 
 Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) {
@@ -158,8 +131,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     if (!values.empty()) values += ',';
     values += fmt::format("({},{})", ++v, r.id);
   }
-  Status s = inTransaction([&]() -> Status {
-    auto claimed = conn_->execCount(guardedStateUpdate(
+  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+    auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
                     mark.cursor, mark.floor),
         fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
@@ -170,7 +143,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           "moved the source to a new epoch");
     }
     // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
-    return conn_->exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values));
+    return conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values));
   });
   if (!s.isOk()) return s;
   v = expectedAssignedThrough;
@@ -179,62 +152,60 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
 }
 
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  Status s = conn_->exec(guardedStateUpdate(
-      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
-      fmt::format("s.published_through < {}", version)));
-  if (s.isTransient()) conn_.reset();
-  return s;
+  return session_.run([&](db::Connection& conn) {
+    return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
+                                        fmt::format("s.published_through < {}", version)));
+  });
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
-  return standalone(guardedStateWrite(
-      fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "", "setting the published marks"));
+  return guardedStateWrite(fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "",
+                           "setting the published marks");
 }
 
 Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
   if (guard_.epoch == 0) return Status::permanent("moveEpochStart needs the epoch in the write guard");
-  return inTransaction([&]() -> Status {
-    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(fmt::format("s.published_stream_seq = {}", seq), "",
+  return session_.transaction([&](db::Connection& conn) -> Status {
+    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, fmt::format("s.published_stream_seq = {}", seq), "",
                                              "moving the epoch's start"));
-    return conn_->exec(fmt::format("UPDATE outbox_epoch_history SET stream_seq = {} WHERE source = {} AND epoch = {}",
+    return conn.exec(fmt::format("UPDATE outbox_epoch_history SET stream_seq = {} WHERE source = {} AND epoch = {}",
                                    seq, sourceLiteral_, guard_.epoch));
   });
 }
 
 Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
   auto orNull = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("NULL"); };
-  return standalone(guardedStateWrite(
-      fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}", conn_->quote(reason.substr(0, 1000)),
-                  orNull(row ? std::optional(row->id) : std::nullopt), orNull(row ? row->version : std::nullopt)),
-      "", "halting the source"));
+  return session_.run([&](db::Connection& conn) {
+    return guardedStateWrite(conn,
+                             fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}",
+                                         conn.quote(reason.substr(0, 1000)), orNull(row ? std::optional(row->id) : std::nullopt),
+                                         orNull(row ? row->version : std::nullopt)),
+                             "", "halting the source");
+  });
 }
 
-Status MysqlOutboxStore::clearHalt() {
-  return standalone(guardedStateWrite(kHaltCleared, "", "clearing the halt"));
-}
+Status MysqlOutboxStore::clearHalt() { return guardedStateWrite(kHaltCleared, "", "clearing the halt"); }
 
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
-  return inTransaction([&]() -> Status {
-    auto version = conn_->queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
+  return session_.transaction([&](db::Connection& conn) -> Status {
+    auto version = conn.queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
     if (!version.isOk()) return version.status();
     if (version->has_value()) {
       return Status::rejected(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
                                            outboxId, **version));
     }
-    return conn_->exec(fmt::format(
+    return conn.exec(fmt::format(
         "INSERT INTO outbox_quarantine (source, outbox_id, reason) VALUES ({}, {}, {}) "
         "ON DUPLICATE KEY UPDATE reason = VALUES(reason)",
-        sourceLiteral_, outboxId, conn_->quote(reason.substr(0, 1000))));
+        sourceLiteral_, outboxId, conn.quote(reason.substr(0, 1000))));
   });
 }
 
 Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
   SourceState result;
   BumpPlan plan;
-  Status s = inTransaction([&]() -> Status {
-    auto rows = conn_->query(fmt::format(
+  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+    auto rows = conn.query(fmt::format(
         "SELECT epoch, assigned_through, published_through, published_stream_seq, {} FROM outbox_source_state s "
         "WHERE source = {} FOR UPDATE",
         kEpochStartColumns, sourceLiteral_));
@@ -247,26 +218,26 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
     current.publishedStreamSeq = rows->u64(3);
     current.epochVersionsAfter = rows->u64(4);
     current.epochStreamSeq = rows->u64(5);
-    auto maxInTable = conn_->queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
+    auto maxInTable = conn.queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
     if (!maxInTable.isOk()) return maxInTable.status();
     plan = planEpochBump(current, tip, maxInTable->value_or(0));
     // Assigned but not certainly in the stream: publish again under fresh versions. The scan's
     // floor goes below those rows, so the next scan finds them again.
-    auto lowest = conn_->queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
+    auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
     if (!lowest.isOk()) return lowest.status();
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
     std::string floor;
     if (lowest->has_value()) {
       floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
     }
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
         "published_stream_seq = {}, halted_reason = NULL, halted_row_id = NULL, halted_version = NULL{} "
         "WHERE source = {}",
         plan.epoch, plan.highest, plan.highest, tip.lastSeq, floor, sourceLiteral_)));
-    OUTBOX_RETURN_IF_ERROR(conn_->exec(fmt::format(
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
         "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
-        sourceLiteral_, plan.epoch, conn_->quote(reason.substr(0, 1000)), plan.highest, tip.lastSeq)));
+        sourceLiteral_, plan.epoch, conn.quote(reason.substr(0, 1000)), plan.highest, tip.lastSeq)));
     result.epoch = plan.epoch;
     result.assignedThrough = plan.highest;
     result.publishedThrough = plan.highest;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "db/connection.h"
+#include "db/session.h"
 #include "relay/ports.h"
 
 namespace outbox {
@@ -50,9 +50,12 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
 
  private:
-  Status ensureConnected();
-  // A query outside a transaction; drops a broken connection.
-  Result<db::Rows> queryRows(const std::string& sql);
+  // What every new connection does first (db::Session's setup): the server check, session
+  // variables, the state row.
+  Status setUp(db::Connection& conn);
+  // A query outside a transaction, after SET TRANSACTION ISOLATION LEVEL `isolation` when given
+  // (for that statement only).
+  Result<db::Rows> queryRows(const std::string& sql, const char* isolation = nullptr);
   // Outbox rows (alias o) matching `where`, in id order, with whether each has a version and
   // whether it is quarantined.
   std::string scannedRowsQuery(const std::string& where) const;
@@ -62,15 +65,13 @@ class MysqlOutboxStore final : public OutboxStore {
   // Whether a locking read of `ranges` at READ COMMITTED, NOWAIT, in id order up or down, finds
   // no row and no lock.
   Result<bool> lockFree(const std::vector<IdRange>& ranges, bool downwards);
-  // Runs `fn` in a transaction; rolls back and drops a broken connection on failure.
-  template <typename Fn>
-  Status inTransaction(Fn&& fn);
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
   // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
-  std::string guardedStateUpdate(const std::string& assignments, const std::string& condition);
-  // Drops the connection after a failure outside a transaction that broke it.
-  Status standalone(Status s);
-  // Runs a guarded update that must match the state row: none matched means the guard refused.
+  std::string guardedStateUpdate(db::Connection& conn, const std::string& assignments, const std::string& condition);
+  // Runs a guarded update that must match the state row: none matched means the guard refused
+  // (transient; the connection is kept). On `conn` inside a transaction, or on its own.
+  Status guardedStateWrite(db::Connection& conn, const std::string& assignments, const std::string& condition,
+                           const char* what);
   Status guardedStateWrite(const std::string& assignments, const std::string& condition, const char* what);
 
   const SourceConfig& source_;
@@ -79,10 +80,10 @@ class MysqlOutboxStore final : public OutboxStore {
   bool notesLogged_ = false;
   std::string table_;        // quoted identifier
   std::string versions_;     // `<outbox_table>_versions`, quoted
+  std::string sourceLiteral_;  // the source's name as an SQL string
   bool mysql_ = false;  // MySQL rather than MariaDB: FOR SHARE NOWAIT (error 3572), cached statistics
-  std::string sourceLiteral_;
-  std::unique_ptr<db::Connection> conn_;
   WriteGuard guard_;
+  db::Session session_;  // last: its setup uses the members above
 };
 
 }  // namespace outbox

@@ -121,16 +121,15 @@ Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<I
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
   std::vector<IdRange> out;
   int budget = kLockProbeBudget;
   for (const auto& chunk : statementChunks(ranges)) {
     if (budget <= 0) break;
     // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
     // not: those stay open without a probe.
-    OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
-    auto rows = queryRows(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_,
-                                      inRanges("id", chunk), kProbeRows));
+    auto rows = queryRows(
+        fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_, inRanges("id", chunk), kProbeRows),
+        "READ UNCOMMITTED");
     if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
     while (rows->next()) present.push_back(rows->u64(0));
@@ -196,21 +195,23 @@ Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool down
 }
 
 Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")));
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->begin()));
-  auto rows = conn_->query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
+  return session_.run([&](db::Connection& conn) -> Result<bool> {
+    OUTBOX_RETURN_IF_ERROR(conn.exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
+    OUTBOX_RETURN_IF_ERROR(conn.begin());
+    auto rows = conn.query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
                                        downwards ? "DESC" : "ASC",
                                        mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
-  if (!rows.isOk()) {
-    const unsigned code = conn_->errorCode();
-    (void)conn_->rollback();
-    // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
-    if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK || code == kMysqlLockNowait) return false;
-    return standalone(rows.status());
-  }
-  const bool nothing = !rows->next();
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->commit()));
-  return nothing;
+    if (!rows.isOk()) {
+      const unsigned code = conn.errorCode();
+      conn.rollback();
+      // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
+      if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK || code == kMysqlLockNowait) return false;
+      return rows.status();
+    }
+    const bool nothing = !rows->next();
+    OUTBOX_RETURN_IF_ERROR(conn.commit());
+    return nothing;
+  });
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {
@@ -226,15 +227,13 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64
 }
 
 Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.
-  if (mysql_) OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET SESSION information_schema_stats_expiry = 0")));
-  auto rows = queryRows(fmt::format(
-      "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {}",
-      conn_->quote(source_.outboxTable)));
-  if (!rows.isOk()) return rows.status();
-  if (!rows->next() || rows->isNull(0)) return std::optional<uint64_t>{};
-  return std::optional<uint64_t>{rows->u64(0)};
+  return session_.run([&](db::Connection& conn) -> Result<std::optional<uint64_t>> {
+    // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.
+    if (mysql_) OUTBOX_RETURN_IF_ERROR(conn.exec("SET SESSION information_schema_stats_expiry = 0"));
+    return conn.queryU64(fmt::format(
+        "SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {}",
+        conn.quote(source_.outboxTable)));
+  });
 }
 
 Result<uint64_t> MysqlOutboxStore::initialFloor() {
@@ -245,10 +244,9 @@ Result<uint64_t> MysqlOutboxStore::initialFloor() {
   // window further down: the window's ids are holes, and die in a poll unless a transaction holds
   // them. Never guessed from clocks.
   // READ UNCOMMITTED: the lowest row includes one a transaction has inserted and not committed.
-  OUTBOX_RETURN_IF_ERROR(ensureConnected());
-  OUTBOX_RETURN_IF_ERROR(standalone(conn_->exec("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")));
   auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}), (SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v)",
-                                    table_, versions_));
+                                    table_, versions_),
+                        "READ UNCOMMITTED");
   if (!rows.isOk()) return rows.status();
   if (!rows->next() || rows->isNull(0)) return uint64_t{0};
   const uint64_t lowest = rows->u64(0);
