@@ -14,5 +14,5 @@ UPDATE outbox_source_state
 
 UPDATE outbox_source_state
   SET halted_version = CAST(SUBSTRING_INDEX(SUBSTRING(halted_reason, LENGTH('unpublishable version ') + 1), ' ', 1) AS UNSIGNED),
-      halted_row_id = CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(halted_reason, '(row id=', -1), ')', 1) AS UNSIGNED)
+      halted_row_id = CAST(SUBSTRING_INDEX(SUBSTRING(halted_reason, LOCATE('(row id=', halted_reason) + LENGTH('(row id=')), ')', 1) AS UNSIGNED)
   WHERE halted_reason LIKE 'unpublishable version % (row id=%' AND halted_row_id IS NULL;

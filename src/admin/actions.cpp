@@ -12,11 +12,10 @@ namespace outbox::admin {
 Status setPaused(const SourceConfig& source, bool paused) {
   auto conn = db::Connection::open(db::paramsFrom(source.dsn));
   if (!conn.isOk()) return conn.status();
-  auto matched = (*conn)->execCount(fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = {}",
-                                                paused ? 1 : 0, (*conn)->quote(source.name)));
-  if (!matched.isOk()) return matched.status();
-  if (*matched == 0) return Status::permanent(fmt::format("no state row for source {} (run migrate)", source.name));
-  return Status::ok();
+  // A source configured but never run has no state row yet: it starts paused.
+  return (*conn)->exec(fmt::format(
+      "INSERT INTO outbox_source_state (source, paused) VALUES ({0}, {1}) ON DUPLICATE KEY UPDATE paused = {1}",
+      (*conn)->quote(source.name), paused ? 1 : 0));
 }
 
 Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std::string& reason) {

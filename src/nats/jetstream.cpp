@@ -48,7 +48,6 @@ Status fromNats(int status, int jsErrCode, std::string_view what) {
     case NATS_INVALID_ARG:
     case NATS_INVALID_SUBJECT:
     case NATS_MAX_PAYLOAD:              // a message over the server's max_payload
-    case NATS_MISMATCH:                 // a consumer or stream that exists with other settings
       return Status::permanent(std::move(message));
     default:
       return Status::transient(std::move(message));

@@ -106,10 +106,14 @@ Result<SourceState> MysqlOutboxStore::loadState() {
 }
 
 Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char* isolation) {
-  return session_.run([&](db::Connection& conn) -> Result<db::Rows> {
+  auto rows = session_.run([&](db::Connection& conn) -> Result<db::Rows> {
     if (isolation != nullptr) OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
     return conn.query(sql);
   });
+  // A statement that failed before it began a transaction leaves the isolation level set for the
+  // next one, which may be the scan's consistent read: start from a fresh connection instead.
+  if (isolation != nullptr && !rows.isOk()) session_.drop();
+  return rows;
 }
 
 Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,

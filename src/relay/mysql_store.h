@@ -21,6 +21,9 @@ class MysqlOutboxStore final : public OutboxStore {
   enum class ServerCheck { kNone, kCheck, kCheckAndWarn };
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
                             ServerCheck check = ServerCheck::kNone);
+  // Its session's setup calls back into it: it stays where it was made.
+  MysqlOutboxStore(const MysqlOutboxStore&) = delete;
+  MysqlOutboxStore& operator=(const MysqlOutboxStore&) = delete;
 
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;

@@ -244,7 +244,9 @@ Status Relay::onBatch(Batch& batch) {
   std::string reason = poisonHaltReason(batch.poison->first, batch.poison->second);
   if (source_.onPoison == OnPoison::kQuarantine) {
     log_->warn("quarantining {}", reason);
-    return store_.quarantine(batch.poison->first, reason);
+    Status s = store_.quarantine(batch.poison->first, reason);
+    // Refused: the row has a version after all, which only an operator can sort out.
+    return s.isRejected() ? Status::permanent(s.message()) : s;
   }
   log_->error("{}; fix the row or run 'outbox-bridge quarantine --source {} --id {}'", reason, source_.name,
               batch.poison->first);
