@@ -75,6 +75,19 @@ class Section {
     return parseDuration(keyName(key), *text);
   }
 
+  // What `key` names among `choices`, or nullopt when unset; any other text is an error listing them.
+  template <typename T>
+  std::optional<T> oneOf(const std::string& key, std::initializer_list<std::pair<std::string_view, T>> choices) {
+    auto text = str(key);
+    if (!text) return std::nullopt;
+    std::string names;
+    for (const auto& [name, value] : choices) {
+      if (*text == name) return value;
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", *text, names));
+  }
+
   // A secret given inline, in `<key>_file`, or by environment; never both inline and file.
   std::optional<std::string> secret(const std::string& key) {
     auto inlineValue = str(key);
@@ -189,15 +202,10 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   if (!s.snapshotPath.empty() && s.snapshotPath.front() != '/') {
     throw ConfigError(sec.keyName("snapshot_path"), "must start with '/'");
   }
-  if (auto v = sec.str("on_poison")) {
-    if (*v == "halt") {
-      s.onPoison = OnPoison::kHalt;
-    } else if (*v == "quarantine") {
-      s.onPoison = OnPoison::kQuarantine;
-    } else {
-      throw ConfigError(sec.keyName("on_poison"), fmt::format("must be \"halt\" or \"quarantine\", got \"{}\"", *v));
-    }
+  if (auto v = sec.oneOf<OnPoison>("on_poison", {{"halt", OnPoison::kHalt}, {"quarantine", OnPoison::kQuarantine}})) {
+    s.onPoison = *v;
   }
+
   if (auto v = sec.duration("duplicate_window")) {
     if (v->count() < 1000) throw ConfigError(sec.keyName("duplicate_window"), "must be at least 1s");
     s.duplicateWindow = *v;
@@ -289,15 +297,10 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
 
   Section log(subTable(root, "log"), "log.", "OUTBOX_BRIDGE_LOG_", env, consulted);
   if (auto v = log.str("level")) config.logLevel = *v;
-  if (auto v = log.str("format")) {
-    if (*v == "text") {
-      config.logFormat = LogFormat::kText;
-    } else if (*v == "json") {
-      config.logFormat = LogFormat::kJson;
-    } else {
-      throw ConfigError("log.format", fmt::format("'{}' is not one of text, json", *v));
-    }
+  if (auto v = log.oneOf<LogFormat>("format", {{"text", LogFormat::kText}, {"json", LogFormat::kJson}})) {
+    config.logFormat = *v;
   }
+
   static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
   if (!levels.count(config.logLevel)) {
     throw ConfigError("log.level", fmt::format("'{}' is not one of trace, debug, info, warn, error, off", config.logLevel));

@@ -143,19 +143,9 @@ Result<uint64_t> Connection::execCount(std::string_view sql) {
   return static_cast<uint64_t>(mysql_affected_rows(mysql_.get()));
 }
 
-Result<Rows> Connection::query(std::string_view sql) {
+Result<Rows> Connection::query(std::string_view sql, Fetch fetch) {
   if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
-  MYSQL_RES* res = mysql_store_result(mysql_.get());
-  if (res == nullptr) {
-    if (mysql_errno(mysql_.get()) != 0) return fromMysql(mysql_.get(), "read result");
-    return Status::permanent("query returned no result set");
-  }
-  return Rows(res);
-}
-
-Result<Rows> Connection::queryStreamed(std::string_view sql) {
-  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
-  MYSQL_RES* res = mysql_use_result(mysql_.get());
+  MYSQL_RES* res = fetch == Fetch::kStreamed ? mysql_use_result(mysql_.get()) : mysql_store_result(mysql_.get());
   if (res == nullptr) {
     if (mysql_errno(mysql_.get()) != 0) return fromMysql(mysql_.get(), "read result");
     return Status::permanent("query returned no result set");

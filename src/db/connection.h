@@ -88,11 +88,11 @@ class Connection {
   // Runs a statement and returns how many rows it matched (connections set CLIENT_FOUND_ROWS: an
   // UPDATE that finds its row already as it would set it counts it).
   Result<uint64_t> execCount(std::string_view sql);
-  // Runs a query and buffers its whole result.
-  Result<Rows> query(std::string_view sql);
-  // Runs a query whose rows are read from the server as next() asks for them; the connection
-  // can run nothing else until the Rows is gone.
-  Result<Rows> queryStreamed(std::string_view sql);
+  // How a query's rows reach the client: kBuffered reads the whole result at once; kStreamed
+  // reads rows from the server as next() asks for them, and the connection can run nothing else
+  // until the Rows is gone (a snapshot of any size in bounded memory).
+  enum class Fetch { kBuffered, kStreamed };
+  Result<Rows> query(std::string_view sql, Fetch fetch = Fetch::kBuffered);
   // The first column of the first row as an integer, or nullopt for no row / NULL.
   Result<std::optional<uint64_t>> queryU64(std::string_view sql);
 

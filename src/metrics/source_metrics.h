@@ -17,6 +17,7 @@ struct SourceMetrics {
                                                           0.5,   1,    2.5,   5,    10,  30};
 
   std::atomic<uint64_t> publishedRows{0};
+  std::atomic<uint64_t> scans{0};  // scans of the outbox table the relay completed
   std::atomic<uint64_t> errorsFenced{0};
   std::atomic<uint64_t> errorsPublish{0};
   std::atomic<uint64_t> errorsDatabase{0};

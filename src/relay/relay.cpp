@@ -226,6 +226,7 @@ Status Relay::onBatch(Batch& batch) {
     metrics_.errorsDatabase++;
     return batch.status;
   }
+  metrics_.scans++;
   state_.assignedThrough += batch.rows.size();
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();

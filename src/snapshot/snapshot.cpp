@@ -46,7 +46,7 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
     stream->header_.watermark = state->u64(1);
     stream->header_.streamSeq = state->u64(2);
   }
-  auto rows = d.conn->queryStreamed(source.snapshotQuery);
+  auto rows = d.conn->query(source.snapshotQuery, db::Connection::Fetch::kStreamed);
   if (!rows.isOk()) {
     if (rows.status().isTransient()) return rows.status();
     return Status::permanent(fmt::format("snapshot_query of source {} failed", source.name));

@@ -11,17 +11,6 @@ using namespace outbox;
 using namespace outbox::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-// The value of a metric line `name{labels} value`, or -1 when absent.
-double metric(const std::string& text, const std::string& nameAndLabels) {
-  auto at = text.find("\n" + nameAndLabels + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + nameAndLabels.size() + 2));
-}
-
-}  // namespace
-
 // /metrics and the health endpoints tell an operator what is wrong: a halted source, a stopped
 // nats-server, rows stuck pending.
 BOOST_AUTO_TEST_CASE(metrics_and_readiness_reflect_a_halted_source_and_a_stopped_nats_server) {
@@ -43,15 +32,15 @@ BOOST_AUTO_TEST_CASE(metrics_and_readiness_reflect_a_halted_source_and_a_stopped
   std::string text;
   BOOST_REQUIRE(waitUntil([&] {
     text = httpRequest(port, "GET", "/metrics").body;
-    return metric(text, fmt::format("outbox_halted{{source=\"{}\"}}", poisoned.name)) == 1;
+    return metricSample(text, fmt::format("outbox_halted{{source=\"{}\"}}", poisoned.name)) == 1;
   }, 10s));
-  BOOST_TEST(metric(text, fmt::format("outbox_halted{{source=\"{}\"}}", healthy.name)) == 0);
-  BOOST_TEST(metric(text, fmt::format("outbox_published_rows_total{{source=\"{}\"}}", healthy.name)) == 25);
-  BOOST_TEST(metric(text, fmt::format("outbox_published_version{{source=\"{}\"}}", healthy.name)) == 25);
-  BOOST_TEST(metric(text, fmt::format("outbox_publish_errors_total{{source=\"{}\",kind=\"poison\"}}", poisoned.name)) >= 1);
-  BOOST_TEST(metric(text, fmt::format("outbox_pending_rows{{source=\"{}\"}}", poisoned.name)) == 1);
-  BOOST_TEST(metric(text, fmt::format("outbox_leader{{source=\"{}\"}}", healthy.name)) == 1);
-  BOOST_TEST(metric(text, fmt::format("outbox_commit_to_ack_seconds_count{{source=\"{}\"}}", healthy.name)) == 25);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_halted{{source=\"{}\"}}", healthy.name)) == 0);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_published_rows_total{{source=\"{}\"}}", healthy.name)) == 25);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_published_version{{source=\"{}\"}}", healthy.name)) == 25);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_publish_errors_total{{source=\"{}\",kind=\"poison\"}}", poisoned.name)) >= 1);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_pending_rows{{source=\"{}\"}}", poisoned.name)) == 1);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_leader{{source=\"{}\"}}", healthy.name)) == 1);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_commit_to_ack_seconds_count{{source=\"{}\"}}", healthy.name)) == 25);
   BOOST_TEST(text.find("# TYPE outbox_commit_to_ack_seconds histogram") != std::string::npos);
   // Halted is not stuck: an operator was told through halted_reason and the metric.
   BOOST_TEST(httpRequest(port, "GET", "/healthz").status == 200);
@@ -75,8 +64,8 @@ BOOST_AUTO_TEST_CASE(metrics_and_readiness_reflect_a_halted_source_and_a_stopped
   BOOST_TEST(health.body.find(healthy.name) != std::string::npos, health.body);
   BOOST_TEST(health.body.find(poisoned.name) == std::string::npos, health.body);  // halted, not stuck
   text = httpRequest(port, "GET", "/metrics").body;
-  BOOST_TEST(metric(text, fmt::format("outbox_pending_rows{{source=\"{}\"}}", healthy.name)) == 5);
-  BOOST_TEST(metric(text, fmt::format("outbox_oldest_pending_seconds{{source=\"{}\"}}", healthy.name)) > 2);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_pending_rows{{source=\"{}\"}}", healthy.name)) == 5);
+  BOOST_TEST(metricSample(text, fmt::format("outbox_oldest_pending_seconds{{source=\"{}\"}}", healthy.name)) > 2);
 
   stackCommand("start", "nats");
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(healthy.name).publishedThrough == 30; }, 30s), bridge.log());

@@ -70,6 +70,7 @@ BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) 
   const std::string both = first.name < second.name ? first.name + "," + second.name : second.name + "," + first.name;
   const std::map<std::string, std::string> expected{
       {"outbox_published_rows", "counter"},   {"outbox_publish_errors", "counter"},
+      {"outbox_scans", "counter"},
       {"outbox_published_version", "gauge"},  {"outbox_assigned_version", "gauge"},
       {"outbox_epoch", "gauge"},              {"outbox_halted", "gauge"},
       {"outbox_paused", "gauge"},             {"outbox_relay_running", "gauge"},

@@ -310,6 +310,16 @@ HttpReply httpRequest(int port, const std::string& method, const std::string& pa
   return reply;
 }
 
+double metricSample(const std::string& page, const std::string& nameAndLabels) {
+  auto at = page.find("\n" + nameAndLabels + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(page.substr(at + nameAndLabels.size() + 2));
+}
+
+double sourceMetric(int port, const std::string& name, const std::string& source) {
+  return metricSample(httpRequest(port, "GET", "/metrics").body, fmt::format("{}{{source=\"{}\"}}", name, source));
+}
+
 int freeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

@@ -178,6 +178,12 @@ struct HttpReply {
 HttpReply httpRequest(int port, const std::string& method, const std::string& path, const std::string& body = "",
                       const std::map<std::string, std::string>& headers = {});
 
+// The value of the sample `nameAndLabels` (e.g. `outbox_halted{source="a"}`) in a /metrics page,
+// or -1 when it has none.
+double metricSample(const std::string& page, const std::string& nameAndLabels);
+// The value of a source's sample `name` on the /metrics page of the bridge at `port` (-1: none).
+double sourceMetric(int port, const std::string& name, const std::string& source);
+
 // A TCP port free on loopback when asked (bound to port 0, then closed).
 int freeLoopbackPort();
 

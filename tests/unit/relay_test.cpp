@@ -60,7 +60,9 @@ class FakeStore final : public OutboxStore {
     guardEpoch = guard.epoch;
   }
   Status connect() override { return Status::ok(); }
+  std::atomic<int> loads{0};  // state reads: one per session (a halted relay's recheck)
   Result<SourceState> loadState() override {
+    ++loads;
     std::lock_guard lock(mu);
     return state;
   }
@@ -481,8 +483,10 @@ BOOST_AUTO_TEST_CASE(reconcile_halts_when_the_stream_is_ahead_of_the_database) {
   h.start();
   BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
   BOOST_TEST(h.store.snapshot().haltedReason.find("ahead of the database") != std::string::npos);
-  std::this_thread::sleep_for(50ms);
-  BOOST_TEST(h.publisher.copy().size() == 9u);  // nothing published
+  // Three more rechecks of the halt, and still nothing published.
+  const int loads = h.store.loads.load();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.loads.load() >= loads + 3; }));
+  BOOST_TEST(h.publisher.copy().size() == 9u);
   BOOST_TEST(h.metrics.halted.load());
 }
 
