@@ -126,34 +126,6 @@ BOOST_AUTO_TEST_CASE(quarantine_through_the_admin_api_resumes_a_halted_source) {
   BOOST_TEST(bridge.stop() == 0);
 }
 
-// Schema file 005 moved the row a halt is about out of halted_reason's text into halted_row_id
-// (and halted_version): a source halted before the upgrade keeps its row, so quarantining that
-// row still resumes it.
-BOOST_AUTO_TEST_CASE(a_halt_recorded_before_the_halted_row_columns_keeps_its_row) {
-  TestDatabase database("adminmig");
-  SourceSpec poisoned{uniqueName("amp", database), &database, {}};
-  SourceSpec refused{uniqueName("amr", database), &database, {}};
-  SourceSpec other{uniqueName("amo", database), &database, {}};
-  std::string config = writeConfig({poisoned, refused, other});
-  migrate(config);
-  auto setReason = [&](const SourceSpec& s, const std::string& reason) {
-    BOOST_REQUIRE(database.sql().exec(fmt::format("UPDATE outbox_source_state SET halted_reason = '{}' WHERE source = '{}'",
-                                                  reason, s.name)).isOk());
-  };
-  // As the bridge before file 005 wrote them.
-  BOOST_REQUIRE(database.sql().exec("ALTER TABLE outbox_source_state DROP COLUMN halted_row_id, DROP COLUMN halted_version").isOk());
-  BOOST_REQUIRE(database.sql().exec("DELETE FROM outbox_schema_migrations WHERE file = '005_halted_row.sql'").isOk());
-  setReason(poisoned, "poison row id=417: payload is not valid JSON (TAPE_ERROR)");
-  setReason(refused, "unpublishable version 96 (row id=123): message of 2000 bytes is over the server''s max_payload "
-                     "of 1024 bytes; raise the server''s max_payload (the source resumes by itself), or run ...");
-  setReason(other, "the stream is ahead of the database: version 9 of epoch 1 is in it, published_through says 4");
-  migrate(config);
-  BOOST_TEST((database.state(poisoned.name).haltedRow == HaltedRow{417, std::nullopt}));
-  BOOST_TEST((database.state(refused.name).haltedRow == HaltedRow{123, 96}));
-  BOOST_TEST(!database.state(other.name).haltedRow.has_value());
-  BOOST_TEST(database.state(other.name).haltedReason.find("the stream is ahead") == 0u);
-}
-
 // `curl -X POST URL` sends no Content-Length: it was answered 400 {"error":"bad request"} after a
 // 5 s read timeout, before the token was even looked at. Now it is a POST with an empty body.
 BOOST_AUTO_TEST_CASE(a_post_without_a_body_is_a_post_with_an_empty_body) {

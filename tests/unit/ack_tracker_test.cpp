@@ -5,7 +5,6 @@
 #include <random>
 #include <vector>
 
-#include "common/backoff.h"
 #include "relay/ack_tracker.h"
 
 using outbox::AckTracker;
@@ -58,18 +57,4 @@ BOOST_AUTO_TEST_CASE(any_order_ends_at_the_last_version) {
   }
   BOOST_TEST(t.contiguousVersion() == 1000u);
   BOOST_TEST(t.contiguousSeq() == 2000u);
-}
-
-BOOST_AUTO_TEST_CASE(backoff_grows_to_its_cap_and_resets) {
-  using namespace std::chrono;
-  outbox::Backoff b(milliseconds(100), milliseconds(1000), 7);
-  auto first = b.next();
-  BOOST_TEST(first.count() >= 50);
-  BOOST_TEST(first.count() <= 100);
-  milliseconds last{0};
-  for (int i = 0; i < 20; ++i) last = b.next();
-  BOOST_TEST(last.count() >= 500);
-  BOOST_TEST(last.count() <= 1000);
-  b.reset();
-  BOOST_TEST(b.next().count() <= 100);
 }

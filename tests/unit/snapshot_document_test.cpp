@@ -1,59 +1,12 @@
-#define BOOST_TEST_MODULE snapshot
+#define BOOST_TEST_MODULE snapshot_document
 #include <boost/test/unit_test.hpp>
-
-#include <simdjson.h>
 
 #include <fmt/format.h>
 
-#include "replica/replica.h"
 #include "snapshot/checksum.h"
-#include "snapshot/snapshot.h"
+#include "snapshot/document.h"
 
 using namespace outbox;
-
-// The vectors were computed by tests/vectors/make_checksum_vectors.py with Python's hashlib,
-// independently of this code.
-BOOST_AUTO_TEST_CASE(checksum_matches_the_independent_vectors) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc = parser.load(OUTBOX_CHECKSUM_VECTORS);
-  int sets = 0;
-  for (auto [name, set] : simdjson::dom::object(doc["sets"])) {
-    ++sets;
-    uint64_t sum = 0;
-    size_t i = 0;
-    simdjson::dom::array hashes = set["hashes"];
-    for (simdjson::dom::array record : simdjson::dom::array(set["records"])) {
-      std::vector<std::optional<std::string>> values;
-      for (simdjson::dom::element v : record) {
-        if (v.is_null()) {
-          values.emplace_back();
-        } else {
-          values.emplace_back(std::string(std::string_view(v)));
-        }
-      }
-      uint64_t h = recordHash(values);
-      BOOST_TEST(fmt::format("{:016x}", h) == std::string(std::string_view(hashes.at(i))), name << " record " << i);
-      sum += h;
-      ++i;
-    }
-    BOOST_TEST(formatChecksum(sum) == std::string(std::string_view(set["checksum"])), name);
-  }
-  BOOST_TEST(sets == 7);
-}
-
-BOOST_AUTO_TEST_CASE(checksum_text_round_trips) {
-  BOOST_TEST(formatChecksum(0xab12cd34ef5678ULL) == "sha256-sum64:00ab12cd34ef5678");
-  BOOST_TEST(parseChecksum("sha256-sum64:00ab12cd34ef5678").value() == 0xab12cd34ef5678ULL);
-  BOOST_TEST(!parseChecksum("sha256-sum64:00ab12cd34ef567").has_value());
-  BOOST_TEST(!parseChecksum("md5:00ab12cd34ef5678").has_value());
-  BOOST_TEST(!parseChecksum("sha256-sum64:00ab12cd34ef567x").has_value());
-}
-
-BOOST_AUTO_TEST_CASE(json_escaping_covers_quotes_backslashes_and_control_characters) {
-  std::string out;
-  appendJsonEscaped(out, std::string("a\"b\\c\nd\te\x01\x1f f\xC3\xBC", 15));
-  BOOST_TEST(out == "a\\\"b\\\\c\\nd\\te\\u0001\\u001f f\xC3\xBC");
-}
 
 namespace {
 std::string document(const std::string& records, uint64_t count, uint64_t sum) {
@@ -97,4 +50,22 @@ BOOST_AUTO_TEST_CASE(a_corrupted_snapshot_is_rejected_with_the_reason) {
   BOOST_TEST(!reason("not json").empty());
   BOOST_TEST(reason(document(R"({"id":42,"displayName":"Acme"},{"name":"x","id":1})", 2, sum)).find("fields") !=
              std::string::npos);
+}
+
+// A message's payload is read as a record: fields in order, MySQL's text forms.
+BOOST_AUTO_TEST_CASE(a_payload_is_read_as_a_record_in_field_order) {
+  auto fields = parseRecord(R"({"id":42,"name":"Acme \"Ltd\"","tags":["a", "b"],"gone":null,"ok":true,"n":1.50})");
+  BOOST_REQUIRE(fields.isOk());
+  BOOST_REQUIRE_EQUAL(fields->size(), 6u);
+  BOOST_TEST((*fields)[0].name == "id");
+  BOOST_TEST(*(*fields)[0].text == "42");
+  BOOST_TEST((*fields)[0].numeric);
+  BOOST_TEST(*(*fields)[1].text == "Acme \"Ltd\"");
+  BOOST_TEST(!(*fields)[1].numeric);
+  BOOST_TEST(*(*fields)[2].text == R"(["a", "b"])");
+  BOOST_TEST(!(*fields)[3].text.has_value());
+  BOOST_TEST(*(*fields)[4].text == "true");
+  BOOST_TEST(*(*fields)[5].text == "1.50");  // the literal, not a reformatted double
+  BOOST_TEST(parseRecord("[1,2]").status().isPermanent());
+  BOOST_TEST(parseRecord("{\"a\":").status().isPermanent());
 }
