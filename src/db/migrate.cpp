@@ -37,11 +37,18 @@ std::string substitute(std::string text, const std::string& table) {
   return text;
 }
 
-Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target, std::vector<std::string>& applied) {
+// Whether `file` was applied to `target` ('' for the bridge's own tables).
+Result<bool> isApplied(Connection& conn, const SchemaFile& file, const std::string& target) {
   auto done = conn.queryU64(fmt::format("SELECT COUNT(*) FROM outbox_schema_migrations WHERE file = {} AND target = {}",
                                         conn.quote(file.name), conn.quote(target)));
   if (!done.isOk()) return done.status();
-  if (done->value_or(0) > 0) return Status::ok();
+  return done->value_or(0) > 0;
+}
+
+Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target, std::vector<std::string>& applied) {
+  auto done = isApplied(conn, file, target);
+  if (!done.isOk()) return done.status();
+  if (*done) return Status::ok();
   std::string sql = target.empty() ? std::string(file.sql) : substitute(file.sql, target);
   for (const auto& statement : splitStatements(sql)) {
     Status s = conn.exec(statement);
@@ -60,10 +67,9 @@ Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTa
   for (const auto& file : schemaFiles()) {
     const bool bridgeScope = std::string(file.scope) == "bridge";
     for (size_t i = 0; i < (bridgeScope ? 1 : outboxTables.size()); ++i) {
-      auto done = conn.queryU64(fmt::format("SELECT COUNT(*) FROM outbox_schema_migrations WHERE file = {} AND target = {}",
-                                            conn.quote(file.name), conn.quote(bridgeScope ? "" : outboxTables[i])));
+      auto done = isApplied(conn, file, bridgeScope ? "" : outboxTables[i]);
       if (!done.isOk()) return done.status();
-      if (done->value_or(0) == 0) ++pending;
+      if (!*done) ++pending;
     }
   }
   if (pending == 0) return Status::ok();
