@@ -33,7 +33,16 @@ int64_t parseInteger(const std::string& key, const std::string& text);
 Duration parseDuration(const std::string& key, const std::string& text);
 std::string formatDuration(Duration d);
 
-// mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?socket=PATH], with %XX escapes in USER and PASSWORD.
+// MySQL's TLS modes (MySQL Shell's ssl-mode): DISABLED plain; PREFERRED TLS when the server offers
+// it; REQUIRED TLS or no connection, the certificate unchecked; VERIFY_CA also checks it against
+// ssl-ca; VERIFY_IDENTITY also that it names the host.
+enum class SslMode { kDisabled, kPreferred, kRequired, kVerifyCa, kVerifyIdentity };
+const char* sslModeName(SslMode mode);
+
+// mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...], with %XX escapes in USER,
+// PASSWORD and values; HOST an IPv6 address in brackets ([::1]). Parameters: socket=PATH,
+// ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY (default PREFERRED over TCP,
+// DISABLED over a socket), ssl-ca=PATH, ssl-cert=PATH, ssl-key=PATH (PEM files).
 struct Dsn {
   std::string user;
   std::string password;  // secret: never logged; see masked()
@@ -41,6 +50,10 @@ struct Dsn {
   unsigned port = 3306;
   std::string database;
   std::string socket;
+  SslMode sslMode = SslMode::kPreferred;
+  std::string sslCa;
+  std::string sslCert;  // a client certificate, with sslKey
+  std::string sslKey;
 
   static Dsn parse(const std::string& key, const std::string& text);
   // The DSN with the password replaced by "****" (or absent when there is none).

@@ -1,6 +1,9 @@
 // Config values: integers, durations, the MySQL DSN, identifier and subject rules.
+#include <cctype>
 #include <charconv>
 #include <regex>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -68,13 +71,109 @@ std::string percentDecode(const std::string& key, const std::string& in) {
 
 }  // namespace
 
+const char* sslModeName(SslMode mode) {
+  switch (mode) {
+    case SslMode::kDisabled: return "DISABLED";
+    case SslMode::kPreferred: return "PREFERRED";
+    case SslMode::kRequired: return "REQUIRED";
+    case SslMode::kVerifyCa: return "VERIFY_CA";
+    case SslMode::kVerifyIdentity: return "VERIFY_IDENTITY";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr const char* kDsnForm = "expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]";
+
+// HOST[:PORT], HOST an IPv6 address in brackets.
+void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn) {
+  std::string port;
+  if (!hostport.empty() && hostport.front() == '[') {
+    size_t close = hostport.find(']');
+    if (close == std::string::npos) throw ConfigError(key, "an IPv6 host without its closing ']'");
+    dsn.host = hostport.substr(1, close - 1);
+    std::string after = hostport.substr(close + 1);
+    if (!after.empty() && after.front() != ':') throw ConfigError(key, fmt::format("'{}' after the IPv6 host", after));
+    if (!after.empty()) port = after.substr(1);
+    if (dsn.host.find(':') == std::string::npos) throw ConfigError(key, fmt::format("'{}' is not an IPv6 address", dsn.host));
+  } else {
+    size_t colon = hostport.rfind(':');
+    dsn.host = hostport.substr(0, colon);
+    if (colon != std::string::npos) port = hostport.substr(colon + 1);
+    if (dsn.host.find(':') != std::string::npos) {
+      throw ConfigError(key, "an IPv6 host must be in brackets: mysql://USER@[::1]:3306/DATABASE");
+    }
+  }
+  if (dsn.host.empty()) throw ConfigError(key, "the host is empty");
+  if (!port.empty() || hostport.back() == ':') {
+    int64_t p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
+      throw ConfigError(key, fmt::format("bad port '{}'", port));
+    }
+    dsn.port = static_cast<unsigned>(p);
+  }
+}
+
+void parseParameters(const std::string& key, const std::string& query, Dsn& dsn) {
+  bool modeGiven = false;
+  std::stringstream parts(query);
+  std::string item;
+  while (std::getline(parts, item, '&')) {
+    size_t eq = item.find('=');
+    std::string name = item.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : percentDecode(key, item.substr(eq + 1));
+    if (value.empty()) throw ConfigError(key, fmt::format("DSN parameter '{}' has no value", name));
+    if (name == "socket") {
+      dsn.socket = value;
+    } else if (name == "ssl-mode") {
+      std::string upper = value;
+      for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      bool known = false;
+      for (SslMode m : {SslMode::kDisabled, SslMode::kPreferred, SslMode::kRequired, SslMode::kVerifyCa,
+                        SslMode::kVerifyIdentity}) {
+        if (upper == sslModeName(m)) {
+          dsn.sslMode = m;
+          known = true;
+        }
+      }
+      if (!known) {
+        throw ConfigError(key, fmt::format("ssl-mode '{}' is not one of DISABLED, PREFERRED, REQUIRED, VERIFY_CA, "
+                                           "VERIFY_IDENTITY",
+                                           value));
+      }
+      modeGiven = true;
+    } else if (name == "ssl-ca") {
+      dsn.sslCa = value;
+    } else if (name == "ssl-cert") {
+      dsn.sslCert = value;
+    } else if (name == "ssl-key") {
+      dsn.sslKey = value;
+    } else {
+      throw ConfigError(key, fmt::format("unknown DSN parameter '{}' (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key)",
+                                         name));
+    }
+  }
+  if (!modeGiven && !dsn.socket.empty()) dsn.sslMode = SslMode::kDisabled;  // a local socket needs no TLS
+  const bool anyFile = !dsn.sslCa.empty() || !dsn.sslCert.empty() || !dsn.sslKey.empty();
+  if (dsn.sslMode == SslMode::kDisabled && anyFile) {
+    throw ConfigError(key, "ssl-ca, ssl-cert and ssl-key need TLS, but ssl-mode is DISABLED");
+  }
+  if (dsn.sslCert.empty() != dsn.sslKey.empty()) throw ConfigError(key, "ssl-cert and ssl-key go together");
+  if (dsn.sslMode == SslMode::kVerifyCa && dsn.sslCa.empty()) {
+    throw ConfigError(key, "ssl-mode VERIFY_CA needs ssl-ca=PATH (the CA that signed the server's certificate)");
+  }
+}
+
+}  // namespace
+
 Dsn Dsn::parse(const std::string& key, const std::string& text) {
   const std::string scheme = "mysql://";
-  const char* form = "expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?socket=PATH]";
-  if (text.rfind(scheme, 0) != 0) throw ConfigError(key, std::string("must start with mysql:// (") + form + ")");
+  if (text.rfind(scheme, 0) != 0) throw ConfigError(key, std::string("must start with mysql:// (") + kDsnForm + ")");
   std::string rest = text.substr(scheme.size());
   size_t at = rest.rfind('@', rest.find('/'));
-  if (at == std::string::npos) throw ConfigError(key, std::string("no USER@ (") + form + ")");
+  if (at == std::string::npos) throw ConfigError(key, std::string("no USER@ (") + kDsnForm + ")");
   Dsn dsn;
   std::string userinfo = rest.substr(0, at);
   rest = rest.substr(at + 1);
@@ -84,50 +183,31 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   if (dsn.user.empty()) throw ConfigError(key, "the user is empty");
 
   size_t slash = rest.find('/');
-  if (slash == std::string::npos) throw ConfigError(key, std::string("no /DATABASE (") + form + ")");
-  std::string hostport = rest.substr(0, slash);
+  if (slash == std::string::npos) throw ConfigError(key, std::string("no /DATABASE (") + kDsnForm + ")");
+  parseHostPort(key, rest.substr(0, slash), dsn);
   std::string pathquery = rest.substr(slash + 1);
-  size_t portColon = hostport.rfind(':');
-  dsn.host = hostport.substr(0, portColon);
-  if (portColon != std::string::npos) {
-    std::string port = hostport.substr(portColon + 1);
-    int64_t p = 0;
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-    if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
-      throw ConfigError(key, fmt::format("bad port '{}'", port));
-    }
-    dsn.port = static_cast<unsigned>(p);
-  }
-  if (dsn.host.empty()) throw ConfigError(key, "the host is empty");
-
   size_t q = pathquery.find('?');
   dsn.database = pathquery.substr(0, q);
   if (!isSqlIdentifier(dsn.database)) {
     throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", dsn.database));
   }
-  if (q != std::string::npos) {
-    std::string query = pathquery.substr(q + 1);
-    std::stringstream parts(query);
-    std::string item;
-    while (std::getline(parts, item, '&')) {
-      size_t eq = item.find('=');
-      std::string name = item.substr(0, eq);
-      std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-      if (name == "socket" && !value.empty()) {
-        dsn.socket = percentDecode(key, value);
-      } else {
-        throw ConfigError(key, fmt::format("unknown DSN parameter '{}' (only socket=PATH)", name));
-      }
-    }
-  }
+  if (q != std::string::npos) parseParameters(key, pathquery.substr(q + 1), dsn);
   return dsn;
 }
 
 std::string Dsn::masked() const {
   std::string out = "mysql://" + user;
   if (!password.empty()) out += ":****";
-  out += "@" + host + ":" + std::to_string(port) + "/" + database;
-  if (!socket.empty()) out += "?socket=" + socket;
+  out += "@" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + database;
+  std::vector<std::string> params;
+  if (!socket.empty()) params.push_back("socket=" + socket);
+  if (sslMode != (socket.empty() ? SslMode::kPreferred : SslMode::kDisabled)) {
+    params.push_back(std::string("ssl-mode=") + sslModeName(sslMode));
+  }
+  if (!sslCa.empty()) params.push_back("ssl-ca=" + sslCa);
+  if (!sslCert.empty()) params.push_back("ssl-cert=" + sslCert);
+  if (!sslKey.empty()) params.push_back("ssl-key=" + sslKey);
+  for (size_t i = 0; i < params.size(); ++i) out += (i == 0 ? "?" : "&") + params[i];
   return out;
 }
 

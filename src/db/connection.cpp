@@ -44,6 +44,10 @@ ConnectParams paramsFrom(const Dsn& dsn) {
   p.password = dsn.password;
   p.database = dsn.database;
   p.socket = dsn.socket;
+  p.sslMode = dsn.sslMode;
+  p.sslCa = dsn.sslCa;
+  p.sslCert = dsn.sslCert;
+  p.sslKey = dsn.sslKey;
   return p;
 }
 
@@ -102,6 +106,34 @@ uint64_t Rows::u64(size_t i) const {
 
 uint64_t Rows::rowCount() const { return res_ ? mysql_num_rows(res_.get()) : 0; }
 
+namespace {
+
+// The TLS options of `p` on a handle not yet connected (ConnectParams, Dsn).
+void setTls(MYSQL* mysql, const ConnectParams& p) {
+  if (p.sslMode == SslMode::kDisabled) return;
+  my_bool on = 1;
+  mysql_options(mysql, MYSQL_OPT_SSL_ENFORCE, &on);  // TLS when the server offers it
+  if (!p.sslCert.empty()) {
+    mysql_options(mysql, MYSQL_OPT_SSL_CERT, p.sslCert.c_str());
+    mysql_options(mysql, MYSQL_OPT_SSL_KEY, p.sslKey.c_str());
+  }
+  // With a CA the library checks the server's certificate chain against it (VERIFY_CA; with
+  // REQUIRED too, as MySQL's clients do when given a CA).
+  if (!p.sslCa.empty()) mysql_options(mysql, MYSQL_OPT_SSL_CA, p.sslCa.c_str());
+  // ... and the host name (or IP address) in it, against the system's CAs when none is given.
+  if (p.sslMode == SslMode::kVerifyIdentity) mysql_options(mysql, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+}
+
+// " (ssl-mode=..., ssl-ca=...)" for an error message: the settings that decided the connection.
+std::string tlsSettings(const ConnectParams& p) {
+  std::string out = fmt::format(" (ssl-mode={}", sslModeName(p.sslMode));
+  if (!p.sslCa.empty()) out += ", ssl-ca=" + p.sslCa;
+  if (!p.sslCert.empty()) out += ", ssl-cert=" + p.sslCert;
+  return out + ")";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   mysql_thread_init();
   MYSQL* mysql = mysql_init(nullptr);
@@ -115,12 +147,24 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   mysql_options(mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
   unsigned protocol = p.socket.empty() ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
   mysql_options(mysql, MYSQL_OPT_PROTOCOL, &protocol);
+  setTls(mysql, p);
   if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), p.database.c_str(), p.port,
                          p.socket.empty() ? nullptr : p.socket.c_str(), CLIENT_FOUND_ROWS) == nullptr) {
-    Status s = fromMysql(mysql, fmt::format("connect to {}:{}/{}", p.host, p.port, p.database));
+    Status s = fromMysql(mysql, fmt::format("connect to {}:{}/{}{}", p.host, p.port, p.database, tlsSettings(p)));
+    std::string hint;
+    if (mysql_errno(mysql) == ER_ACCESS_DENIED_ERROR && p.sslMode == SslMode::kDisabled) {
+      hint = "; if the account requires TLS (REQUIRE SSL), set ssl-mode=REQUIRED or stronger in the DSN";
+    }
     // A refused login or an unknown database will not fix itself quickly, but the operator may
     // fix it while we wait: the caller retries with backoff either way.
-    return Status::transient(s.message());
+    return Status::transient(s.message() + hint);
+  }
+  // The library falls back to plain text when the server offers no TLS unless it verifies the
+  // server's identity: REQUIRED and VERIFY_CA are checked here.
+  if (p.sslMode >= SslMode::kRequired && mysql_get_ssl_cipher(mysql) == nullptr) {
+    return Status::transient(fmt::format("connect to {}:{}/{}{}: the server offers no TLS (its ssl_cert and ssl_key "
+                                         "are not set)",
+                                         p.host, p.port, p.database, tlsSettings(p)));
   }
   return conn;
 }

@@ -32,6 +32,10 @@ struct ConnectParams {
   std::string password;  // secret: never logged
   std::string database;
   std::string socket;
+  SslMode sslMode = SslMode::kPreferred;  // see Dsn
+  std::string sslCa;
+  std::string sslCert;
+  std::string sslKey;
   std::chrono::seconds connectTimeout{5};
   std::chrono::seconds readTimeout{30};
 };

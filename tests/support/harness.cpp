@@ -198,10 +198,16 @@ std::string writeConfig(const std::vector<SourceSpec>& sources, const std::strin
   if (extraToml.find("[http]") == std::string::npos) out << "[http]\nlisten = \"127.0.0.1:0\"\n\n";
   out << extraToml << "\n";
   for (const auto& s : sources) {
-    out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"{}\"\npassword = \"{}\"\n", s.name, s.database->dsn(),
-                       stack().mysqlPassword);
+    auto given = [&](const char* key, const std::string& otherwise) {
+      auto it = s.extra.find(key);
+      return it != s.extra.end() ? it->second : "\"" + otherwise + "\"";
+    };
+    out << fmt::format("[[source]]\nname = \"{}\"\ndsn = {}\npassword = {}\n", s.name, given("dsn", s.database->dsn()),
+                       given("password", stack().mysqlPassword));
     if (!s.extra.count("poll_interval")) out << "poll_interval = \"20ms\"\n";
-    for (const auto& [k, v] : s.extra) out << k << " = " << v << "\n";
+    for (const auto& [k, v] : s.extra) {
+      if (k != "dsn" && k != "password") out << k << " = " << v << "\n";
+    }
     out << "\n";
   }
   return path;

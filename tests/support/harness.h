@@ -90,7 +90,9 @@ std::string uniqueName(const std::string& prefix, const TestDatabase& database);
 struct SourceSpec {
   std::string name;
   const TestDatabase* database = nullptr;
-  std::map<std::string, std::string> extra;  // key -> TOML value literal, e.g. {"batch_size", "500"}
+  // key -> TOML value literal, e.g. {"batch_size", "500"}; "dsn" and "password" replace the
+  // database's own.
+  std::map<std::string, std::string> extra;
   std::string stream() const;
   std::string outboxTable() const { return name + "_control_outbox"; }
 };

@@ -73,6 +73,27 @@ BOOST_AUTO_TEST_CASE(dsn_forms) {
   BOOST_TEST(e.masked().find("p:w@d") == std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(dsn_tls_parameters_and_ipv6_hosts) {
+  // TLS when the server offers it, by default over TCP; a local socket needs none.
+  BOOST_TEST((Dsn::parse("k", "mysql://u@h/db").sslMode == SslMode::kPreferred));
+  BOOST_TEST((Dsn::parse("k", "mysql://u@h/db?socket=/s").sslMode == SslMode::kDisabled));
+  Dsn v = Dsn::parse("k", "mysql://u:pw@db.internal/app?ssl-mode=verify_identity&ssl-ca=/etc/ca%20s.pem"
+                          "&ssl-cert=/c.pem&ssl-key=/k.pem");
+  BOOST_TEST((v.sslMode == SslMode::kVerifyIdentity));
+  BOOST_TEST(v.sslCa == "/etc/ca s.pem");
+  BOOST_TEST(v.sslCert == "/c.pem");
+  BOOST_TEST(v.sslKey == "/k.pem");
+  BOOST_TEST(v.masked() == "mysql://u:****@db.internal:3306/app?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca s.pem"
+                           "&ssl-cert=/c.pem&ssl-key=/k.pem");
+  for (const char* mode : {"DISABLED", "PREFERRED", "REQUIRED"}) {
+    BOOST_TEST(sslModeName(Dsn::parse("k", std::string("mysql://u@h/db?ssl-mode=") + mode).sslMode) == std::string(mode));
+  }
+  Dsn six = Dsn::parse("k", "mysql://u@[::1]:3307/db");
+  BOOST_TEST(six.host == "::1");
+  BOOST_TEST(six.port == 3307u);
+  BOOST_TEST(six.masked() == "mysql://u@[::1]:3307/db");
+}
+
 BOOST_AUTO_TEST_CASE(dsn_errors_name_the_problem) {
   auto reason = [](const std::string& dsn) {
     try {
@@ -90,6 +111,15 @@ BOOST_AUTO_TEST_CASE(dsn_errors_name_the_problem) {
   BOOST_TEST(reason("mysql://u@h:x/db").find("bad port") != std::string::npos);
   BOOST_TEST(reason("mysql://u@h/db;drop").find("database") != std::string::npos);
   BOOST_TEST(reason("mysql://u@h/db?ssl=1").find("unknown DSN parameter 'ssl'") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?sslmode=require").find("known: socket, ssl-mode, ssl-ca") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-mode=ON").find("ssl-mode 'ON' is not one of DISABLED") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-mode=VERIFY_CA").find("needs ssl-ca") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-mode=DISABLED&ssl-ca=/ca.pem").find("ssl-mode is DISABLED") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-cert=/c.pem").find("go together") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-ca=").find("'ssl-ca' has no value") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@::1/db").find("in brackets") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@[::1/db").find("closing ']'") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@[::1]x/db").find("after the IPv6 host") != std::string::npos);
   BOOST_TEST(reason("mysql://u:%zz@h/db").find("%-escape") != std::string::npos);
   BOOST_TEST(reason("mysql://@h/db").find("user is empty") != std::string::npos);
 }
