@@ -26,21 +26,29 @@ Command addHealthcheck(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")->check(CLI::PositiveNumber);
   return [args]() {
     std::string base = args->url;
-    if (base.empty()) {
+    const bool fromConfig = base.empty();
+    if (fromConfig) {
       if (args->config.empty()) throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};
       Config config = loadOrExit(args->config, "healthcheck");
+      // The health routes are on http.metrics_listen when it is set, else on http.listen (HTTPS
+      // with http.tls_cert).
+      const bool separate = !config.http.metricsListen.empty();
+      const std::string& listen = separate ? config.http.metricsListen : config.http.listen;
+      const char* key = separate ? "http.metrics_listen" : "http.listen";
       std::string host;
       int port = 0;
-      if (!splitListen(config.http.listen, host, port) || port == 0) {
-        throw Exit{kExitUsage, fmt::format("healthcheck: http.listen '{}' names no fixed port; use --url",
-                                           config.http.listen)};
+      if (!splitListen(listen, host, port) || port == 0) {
+        throw Exit{kExitUsage, fmt::format("healthcheck: {} '{}' names no fixed port; use --url", key, listen)};
       }
       // A wildcard listener is asked on loopback.
       if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
       if (host == "::") host = "::1";
-      base = fmt::format("http://{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
+      base = fmt::format("{}://{}:{}", !separate && !config.http.tlsCert.empty() ? "https" : "http",
+                         host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
     }
     httplib::Client client(base);
+    // Asked on loopback, the bridge's certificate names its public host, not this address.
+    if (fromConfig) client.enable_server_certificate_verification(false);
     auto timeout = std::chrono::milliseconds(static_cast<int64_t>(args->timeout * 1000));
     client.set_connection_timeout(timeout);
     client.set_read_timeout(timeout);

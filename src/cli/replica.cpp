@@ -1,6 +1,8 @@
 #include <cstdio>
 #include <ctime>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -29,13 +31,31 @@ Command addReplica(CLI::App& app) {
       "The reference consumer: bootstrap from a snapshot, verify it, follow the stream, print the state changes");
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump;
+    nats::ConnectOptions connect;
     double verifyInterval = 1.0;
     double duration = 0;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--url", args->url, "the bridge's base URL, e.g. http://127.0.0.1:8080")->required();
   cmd->add_option("--source", args->source, "source name")->required();
-  cmd->add_option("--nats", args->nats, "nats-server URL (default nats://127.0.0.1:4222)");
+  cmd->add_option("--nats", args->nats, "nats-server URL, or several comma-separated (default nats://127.0.0.1:4222)")
+      ->envname("OUTBOX_BRIDGE_NATS_URL");
+  // The bridge's [nats] settings, by flag or by the same environment variables; the password and
+  // the token by environment only (a flag would show in `ps`).
+  const std::pair<const char*, std::string*> natsFlags[] = {
+      {"user", &args->connect.user},          {"creds", &args->connect.credsFile},
+      {"nkey-seed", &args->connect.nkeySeedFile}, {"ca", &args->connect.tlsCa},
+      {"cert", &args->connect.tlsCert},       {"key", &args->connect.tlsKey},
+      {"server-name", &args->connect.tlsServerName}};
+  const std::map<std::string, std::string> envKeys{{"user", "USER"},          {"creds", "CREDS_FILE"},
+                                                   {"nkey-seed", "NKEY_SEED_FILE"}, {"ca", "TLS_CA"},
+                                                   {"cert", "TLS_CERT"},      {"key", "TLS_KEY"},
+                                                   {"server-name", "TLS_SERVER_NAME"}};
+  for (const auto& [flag, field] : natsFlags) {
+    cmd->add_option(std::string("--nats-") + flag, *field, fmt::format("as [nats] {} of the bridge's config",
+                                                                       envKeys.at(flag)))
+        ->envname("OUTBOX_BRIDGE_NATS_" + envKeys.at(flag));
+  }
   cmd->add_option("--dump", args->dump, "write the replica as JSON to this file after each verification and at exit");
   cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
       ->check(CLI::PositiveNumber);
@@ -46,7 +66,11 @@ Command addReplica(CLI::App& app) {
     Replica::Options options;
     options.baseUrl = args->url;
     options.source = args->source;
-    options.natsUrl = args->nats;
+    options.nats = args->connect;
+    options.nats.url = args->nats;
+    options.nats.name = "outbox-replica";
+    if (const char* v = std::getenv("OUTBOX_BRIDGE_NATS_PASSWORD")) options.nats.password = v;
+    if (const char* v = std::getenv("OUTBOX_BRIDGE_NATS_TOKEN")) options.nats.token = v;
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
     uint64_t dumpedAt = UINT64_MAX;
     Replica* self = nullptr;

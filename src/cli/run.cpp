@@ -28,11 +28,13 @@ namespace outbox::cli {
 namespace {
 
 std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSignal& stop) {
-  nats::ConnectOptions options{config.url, config.user, config.password, config.token, config.connectTimeout};
+  nats::ConnectOptions options = nats::connectOptionsFrom(config);
   Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
   while (!stop.stopped()) {
     auto conn = nats::Connection::connect(options);
     if (conn.isOk()) return std::move(conn).value();
+    // Refused as configured (a login, a certificate, a seed): asking again will not help.
+    if (conn.status().isPermanent()) throw Exit{kExitUsage, "config error: " + conn.status().message()};
     auto delay = backoff.next();
     spdlog::warn("nats-server at {} not reachable ({}); retrying in {} ms", config.url, conn.status().message(),
                  delay.count());
@@ -118,6 +120,13 @@ Command addRun(CLI::App& app) {
     if (!splitListen(config.http.listen, httpOptions.host, httpOptions.port)) {
       throw Exit{kExitUsage, fmt::format("config error: http.listen: '{}' must be HOST:PORT", config.http.listen)};
     }
+    httpOptions.tlsCert = config.http.tlsCert;
+    httpOptions.tlsKey = config.http.tlsKey;
+    if (!config.http.metricsListen.empty() &&
+        !splitListen(config.http.metricsListen, httpOptions.metricsHost, httpOptions.metricsPort)) {
+      throw Exit{kExitUsage,
+                 fmt::format("config error: http.metrics_listen: '{}' must be HOST:PORT", config.http.metricsListen)};
+    }
     httpOptions.maxSnapshotStreams = static_cast<size_t>(config.http.maxSnapshotStreams);
     httpOptions.stuckAfter = config.http.stuckAfter;
     httpOptions.adminToken = config.http.adminToken;
@@ -129,7 +138,11 @@ Command addRun(CLI::App& app) {
     HttpServer http(httpOptions, httpSources, [nc] {
       return nc->isConnected() ? std::string() : std::string("nats-server is not connected");
     });
-    if (Status s = http.start(); !s.isOk()) throw Exit{kExitFailure, s.message()};
+    if (Status s = http.start(); !s.isOk()) {
+      // A certificate that does not load is the config's fault; an address in use is not.
+      if (s.isPermanent()) throw Exit{kExitUsage, "config error: " + s.message()};
+      throw Exit{kExitFailure, s.message()};
+    }
 
     std::vector<std::thread> threads;
     for (auto& rt : runtimes) threads.emplace_back([&rt] { rt.relay->run(); });

@@ -256,12 +256,38 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
 
   Section nats(subTable(root, "nats"), "nats.", "OUTBOX_BRIDGE_NATS_", env, consulted);
   if (auto v = nats.str("url")) config.nats.url = *v;
-  if (config.nats.url.rfind("nats://", 0) != 0 && config.nats.url.rfind("tls://", 0) != 0) {
-    throw ConfigError("nats.url", fmt::format("'{}' must start with nats:// or tls://", config.nats.url));
+  {
+    std::stringstream urls(config.nats.url);
+    std::string url;
+    while (std::getline(urls, url, ',')) {
+      if (url.rfind("nats://", 0) != 0 && url.rfind("tls://", 0) != 0) {
+        throw ConfigError("nats.url", fmt::format("'{}' must start with nats:// or tls://", url));
+      }
+    }
   }
   if (auto v = nats.str("user")) config.nats.user = *v;
   if (auto v = nats.secret("password")) config.nats.password = *v;
   if (auto v = nats.secret("token")) config.nats.token = *v;
+  const std::pair<const char*, std::string*> files[] = {
+      {"creds_file", &config.nats.credsFile}, {"nkey_seed_file", &config.nats.nkeySeedFile},
+      {"tls_ca", &config.nats.tlsCa},         {"tls_cert", &config.nats.tlsCert},
+      {"tls_key", &config.nats.tlsKey}};
+  for (const auto& [key, field] : files) {
+    if (auto v = nats.str(key)) *field = *v;
+    if (!field->empty() && !std::ifstream(*field)) {
+      throw ConfigError(nats.keyName(key), fmt::format("cannot read '{}'", *field));
+    }
+  }
+  if (config.nats.tlsCert.empty() != config.nats.tlsKey.empty()) {
+    throw ConfigError(config.nats.tlsCert.empty() ? "nats.tls_cert" : "nats.tls_key", "tls_cert and tls_key go together");
+  }
+  const int logins = !config.nats.user.empty() + !config.nats.token.empty() + !config.nats.credsFile.empty() +
+                     !config.nats.nkeySeedFile.empty();
+  if (logins > 1) {
+    throw ConfigError("nats", "set one way to log in: user and password, token, creds_file or nkey_seed_file");
+  }
+  if (auto v = nats.str("tls_server_name")) config.nats.tlsServerName = *v;
+  if (auto v = nats.str("js_domain")) config.nats.jsDomain = *v;
   if (auto v = nats.duration("connect_timeout")) config.nats.connectTimeout = *v;
   if (auto v = nats.duration("ack_timeout")) {
     if (v->count() < 100) throw ConfigError("nats.ack_timeout", "must be at least 100ms");
@@ -274,6 +300,19 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (auto v = http.str("listen")) config.http.listen = *v;
   if (config.http.listen.find(':') == std::string::npos) {
     throw ConfigError("http.listen", fmt::format("'{}' must be HOST:PORT", config.http.listen));
+  }
+  if (auto v = http.str("tls_cert")) config.http.tlsCert = *v;
+  if (auto v = http.str("tls_key")) config.http.tlsKey = *v;
+  if (config.http.tlsCert.empty() != config.http.tlsKey.empty()) {
+    throw ConfigError(config.http.tlsCert.empty() ? "http.tls_cert" : "http.tls_key", "tls_cert and tls_key go together");
+  }
+  using KeyPath = std::pair<const char*, std::string>;
+  for (const auto& [key, path] : {KeyPath{"http.tls_cert", config.http.tlsCert}, KeyPath{"http.tls_key", config.http.tlsKey}}) {
+    if (!path.empty() && !std::ifstream(path)) throw ConfigError(key, fmt::format("cannot read '{}'", path));
+  }
+  if (auto v = http.str("metrics_listen"); v && !v->empty()) {
+    if (v->find(':') == std::string::npos) throw ConfigError("http.metrics_listen", fmt::format("'{}' must be HOST:PORT", *v));
+    config.http.metricsListen = *v;
   }
   if (auto v = http.secret("admin_token")) config.http.adminToken = *v;
   if (auto v = http.integer("max_snapshot_streams")) {

@@ -87,10 +87,17 @@ struct SourceConfig {
 };
 
 struct NatsConfig {
-  std::string url = "nats://127.0.0.1:4222";
+  std::string url = "nats://127.0.0.1:4222";  // or several, comma-separated (a cluster)
   std::string user;
   std::string password;  // secret
   std::string token;     // secret
+  std::string credsFile;     // a user JWT and its nkey seed (as `nats --creds`)
+  std::string nkeySeedFile;  // a user nkey seed ("SU...")
+  std::string tlsCa;         // PEM paths: the CA that signed the servers' certificates,
+  std::string tlsCert;       // and a client certificate with its key
+  std::string tlsKey;
+  std::string tlsServerName;  // the name the servers' certificates must carry, when not the URL's host
+  std::string jsDomain;       // the JetStream domain (a leaf node's hub)
   Duration connectTimeout{5000};
   Duration ackTimeout{5000};  // a publish not acked by then counts as failed and is reconciled
   int maxPending = 4096;      // async publishes in flight per source
@@ -98,6 +105,9 @@ struct NatsConfig {
 
 struct HttpConfig {
   std::string listen = "127.0.0.1:8080";  // port 0: any free port (logged)
+  std::string tlsCert;                     // PEM paths: HTTPS on `listen` when both are set
+  std::string tlsKey;
+  std::string metricsListen;               // /metrics, /healthz, /readyz here (plain HTTP); empty: on `listen`
   std::string adminToken;                  // secret; empty disables the admin API
   int maxSnapshotStreams = 4;              // concurrent snapshot streams; more get 503
   Duration stuckAfter{300'000};            // rows pending this long on a leader: /healthz 503

@@ -23,12 +23,17 @@ std::string renderMasked(const Config& c) {
                      quoted(c.logFormat == LogFormat::kJson ? "json" : "text"));
   out += fmt::format("[nats]\nurl = {}\nuser = {}\npassword = {}\ntoken = {}\n", quoted(c.nats.url),
                      quoted(c.nats.user), mask(c.nats.password), mask(c.nats.token));
+  out += fmt::format("creds_file = {}\nnkey_seed_file = {}\ntls_ca = {}\ntls_cert = {}\ntls_key = {}\n"
+                     "tls_server_name = {}\njs_domain = {}\n",
+                     quoted(c.nats.credsFile), quoted(c.nats.nkeySeedFile), quoted(c.nats.tlsCa), quoted(c.nats.tlsCert),
+                     quoted(c.nats.tlsKey), quoted(c.nats.tlsServerName), quoted(c.nats.jsDomain));
   out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",
                      quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.ackTimeout)),
                      c.nats.maxPending);
-  out += fmt::format("[http]\nlisten = {}\nadmin_token = {}\nmax_snapshot_streams = {}\nstuck_after = {}\n\n",
-                     quoted(c.http.listen), mask(c.http.adminToken), c.http.maxSnapshotStreams,
-                     quoted(formatDuration(c.http.stuckAfter)));
+  out += fmt::format("[http]\nlisten = {}\ntls_cert = {}\ntls_key = {}\nmetrics_listen = {}\nadmin_token = {}\n"
+                     "max_snapshot_streams = {}\nstuck_after = {}\n\n",
+                     quoted(c.http.listen), quoted(c.http.tlsCert), quoted(c.http.tlsKey), quoted(c.http.metricsListen),
+                     mask(c.http.adminToken), c.http.maxSnapshotStreams, quoted(formatDuration(c.http.stuckAfter)));
   out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
                      quoted(formatDuration(c.lease.heartbeat)));
   for (const auto& s : c.sources) {

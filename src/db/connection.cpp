@@ -22,6 +22,8 @@ Status fromMysql(MYSQL* mysql, std::string_view what) {
     case CR_CONNECTION_ERROR:
     case CR_CONN_HOST_ERROR:
     case CR_SERVER_LOST_EXTENDED:
+    // Over TLS a server that goes away (a restart) reads as a TLS error ("unexpected eof").
+    case CR_SSL_CONNECTION_ERROR:
     case ER_LOCK_WAIT_TIMEOUT:
     case ER_LOCK_DEADLOCK:
     case ER_SERVER_SHUTDOWN:

@@ -32,7 +32,7 @@ void HttpServer::postWithBody(const std::string& pattern, BodyHandler handler) {
   // A content-reader handler runs before httplib reads the body, so a POST that sends none (no
   // Content-Length, no chunked encoding: `curl -X POST URL`) is answered at once, as one with an
   // empty body, instead of after a read timeout with 400.
-  server_->Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+  main_.server->Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                              const httplib::ContentReader& reader) {
     std::string body;
     if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
@@ -64,7 +64,7 @@ void failed(httplib::Response& res, const HttpSource& source, const char* action
 }  // namespace
 
 void HttpServer::adminRoutes() {
-  auto& svr = *server_;
+  auto& svr = *main_.server;
   auto statusJson = [this](size_t i) {
     const auto& s = sources_[i];
     auto p = probes_[i]->get();

@@ -45,55 +45,82 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
     : options_(std::move(options)),
       sources_(std::move(sources)),
       natsProblem_(std::move(natsProblem)),
-      server_(std::make_unique<httplib::Server>()),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
   for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
+  if (!options_.tlsCert.empty()) {
+    main_.server = std::make_unique<httplib::SSLServer>(options_.tlsCert.c_str(), options_.tlsKey.c_str());
+  } else {
+    main_.server = std::make_unique<httplib::Server>();
+  }
+  if (options_.metricsPort >= 0) metrics_.server = std::make_unique<httplib::Server>();
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::start() {
-  routes();
+  if (!main_.server->is_valid()) {
+    return Status::permanent(fmt::format("http.tls_cert, http.tls_key: cannot load the certificate {} with the key {} "
+                                         "(PEM files, the key matching the certificate)",
+                                         options_.tlsCert, options_.tlsKey));
+  }
+  const bool separate = metrics_.server != nullptr;
+  commonHandlers(*main_.server, /*health=*/!separate, /*api=*/true);
+  adminRoutes();
+  snapshotRoutes(*main_.server);
+  healthRoutes(separate ? *metrics_.server : *main_.server);
+  // Every admin call is logged: who (the client's address), what, and the answer; never the token.
+  main_.server->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (req.path.rfind("/v1/admin/", 0) != 0) return;
+    spdlog::info("admin {} {} from {}: {}", req.method, req.path, req.remote_addr, res.status);
+  });
+  OUTBOX_RETURN_IF_ERROR(listen(main_, options_.host, options_.port));
+  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, main_.port);
+  if (separate) {
+    OUTBOX_RETURN_IF_ERROR(listen(metrics_, options_.metricsHost, options_.metricsPort));
+    spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, metrics_.port);
+  }
+  return Status::ok();
+}
+
+Status HttpServer::listen(Listener& l, const std::string& host, int port) {
   size_t workers = options_.workers;
-  server_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  server_->set_payload_max_length(options_.maxRequestBytes);
-  server_->set_read_timeout(std::chrono::seconds(5));
+  l.server->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  l.server->set_payload_max_length(options_.maxRequestBytes);
+  l.server->set_read_timeout(std::chrono::seconds(5));
   // A client that takes nothing for this long is dropped (and cannot hold up a shutdown longer).
-  server_->set_write_timeout(std::chrono::seconds(10));
-  server_->set_keep_alive_timeout(5);
-  if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
-  } else {
-    port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
-  }
-  if (port_ <= 0) {
-    return Status::fatal(fmt::format("cannot listen on {}:{}", options_.host, options_.port));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  spdlog::info("http: listening on http://{}:{}", options_.host, port_);
+  l.server->set_write_timeout(std::chrono::seconds(10));
+  l.server->set_keep_alive_timeout(5);
+  l.port = port == 0 ? l.server->bind_to_any_port(host) : (l.server->bind_to_port(host, port) ? port : -1);
+  if (l.port <= 0) return Status::fatal(fmt::format("cannot listen on {}:{}", host, port));
+  l.thread = std::thread([&l] { l.server->listen_after_bind(); });
   return Status::ok();
 }
 
 void HttpServer::stop() {
   stopping_ = true;
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
+  for (Listener* l : {&main_, &metrics_}) {
+    if (l->thread.joinable()) {
+      l->server->stop();
+      l->thread.join();
+    }
   }
 }
 
-void HttpServer::routes() {
-  auto& svr = *server_;
+void HttpServer::commonHandlers(httplib::Server& svr, bool health, bool api) {
   // Known GET routes, for 405 on other methods.
-  std::vector<std::regex> getRoutes{std::regex("/healthz"), std::regex("/readyz"), std::regex("/metrics"),
-                                    std::regex(R"(/v1/sources/[^/]+/control-snapshot)")};
-  std::vector<std::string> aliasPaths;
-  for (const auto& s : sources_) {
-    if (!s.config->snapshotPath.empty()) aliasPaths.push_back(s.config->snapshotPath);
+  std::vector<std::regex> getRoutes;
+  if (health) {
+    for (const char* path : {"/healthz", "/readyz", "/metrics"}) getRoutes.emplace_back(path);
   }
-
-  const std::regex adminPost(R"(/v1/admin/sources/[^/]+/(pause|resume|quarantine))");
-  getRoutes.emplace_back(R"(/v1/admin/(sources|leases)(/[^/]+)?)");
+  std::vector<std::string> aliasPaths;
+  if (api) {
+    getRoutes.emplace_back(R"(/v1/sources/[^/]+/control-snapshot)");
+    getRoutes.emplace_back(R"(/v1/admin/(sources|leases)(/[^/]+)?)");
+    for (const auto& s : sources_) {
+      if (!s.config->snapshotPath.empty()) aliasPaths.push_back(s.config->snapshotPath);
+    }
+  }
+  const std::regex adminPost(api ? R"(/v1/admin/sources/[^/]+/(pause|resume|quarantine))" : "$^");
   svr.set_pre_routing_handler([getRoutes, aliasPaths, adminPost](const httplib::Request& req, httplib::Response& res) {
     if (std::regex_match(req.path, adminPost)) {
       if (req.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
@@ -131,9 +158,9 @@ void HttpServer::routes() {
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     jsonError(res, 500, "internal error");
   });
+}
 
-  adminRoutes();
-
+void HttpServer::healthRoutes(httplib::Server& svr) {
   svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     std::string stuck;
     for (size_t i = 0; i < sources_.size(); ++i) {
@@ -178,7 +205,9 @@ void HttpServer::routes() {
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(renderMetricsPage(sources_, probes_, *snapshotMetrics_), "text/plain; version=0.0.4; charset=utf-8");
   });
+}
 
+void HttpServer::snapshotRoutes(httplib::Server& svr) {
   auto snapshot = [this](const SourceConfig& source, const httplib::Request& req, httplib::Response& res) {
     bool summaryOnly = false;
     if (req.has_param("summary")) {

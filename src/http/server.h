@@ -36,6 +36,12 @@ class HttpServer {
   struct Options {
     std::string host = "127.0.0.1";
     int port = 8080;                     // 0: any free port (see port())
+    std::string tlsCert;                 // PEM paths: HTTPS when both are set
+    std::string tlsKey;
+    // /metrics, /healthz and /readyz on a listener of their own (plain HTTP), not on the main one;
+    // metricsPort -1: on the main one.
+    std::string metricsHost = "127.0.0.1";
+    int metricsPort = -1;
     size_t maxSnapshotStreams = 4;       // concurrent snapshot streams; more get 503
     size_t workers = 16;
     std::chrono::milliseconds stuckAfter{300'000};  // pending this long on a leader: /healthz 503
@@ -46,13 +52,25 @@ class HttpServer {
   HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem);
   ~HttpServer();
 
-  // Binds and starts serving; fails when the address cannot be bound.
+  // Binds and starts serving; fails when an address cannot be bound or the certificate not loaded.
   Status start();
-  int port() const { return port_; }
+  int port() const { return main_.port; }
+  int metricsPort() const { return metrics_.port; }  // 0 when there is no separate listener
   void stop();
 
  private:
-  void routes();
+  struct Listener {
+    std::unique_ptr<httplib::Server> server;
+    std::thread thread;
+    int port = 0;
+  };
+  // Binds `l` to host:port (0: any free port) and starts its thread.
+  Status listen(Listener& l, const std::string& host, int port);
+  // The pre-routing (404/405), error and exception handlers of a listener serving the health
+  // routes, the API (snapshots and admin), or both.
+  void commonHandlers(httplib::Server& svr, bool health, bool api);
+  void snapshotRoutes(httplib::Server& svr);
+  void healthRoutes(httplib::Server& svr);
   void adminRoutes();
   using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
   // Registers a POST route whose handler gets the whole body ("" when the client sent none).
@@ -65,12 +83,11 @@ class HttpServer {
   std::vector<HttpSource> sources_;
   std::vector<std::unique_ptr<SourceProbe>> probes_;
   std::function<std::string()> natsProblem_;
-  std::unique_ptr<httplib::Server> server_;
+  Listener main_;
+  Listener metrics_;  // no server unless Options::metricsPort >= 0
   std::unique_ptr<SnapshotMetrics> snapshotMetrics_;
   std::atomic<size_t> activeSnapshots_{0};
   std::atomic<bool> stopping_{false};  // snapshot streams end early once set
-  std::thread thread_;
-  int port_ = 0;
 };
 
 // "HOST:PORT" from config into host and port; false when malformed.

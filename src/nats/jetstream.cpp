@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/c_deleter.h"
+#include "nats/nkey.h"
 
 namespace outbox::nats {
 
@@ -56,6 +57,79 @@ Status fromNats(int status, int jsErrCode, std::string_view what) {
 
 void shutdownLibrary() { nats_CloseAndWait(2000); }
 
+ConnectOptions connectOptionsFrom(const NatsConfig& c) {
+  ConnectOptions o;
+  o.url = c.url;
+  o.user = c.user;
+  o.password = c.password;
+  o.token = c.token;
+  o.credsFile = c.credsFile;
+  o.nkeySeedFile = c.nkeySeedFile;
+  o.tlsCa = c.tlsCa;
+  o.tlsCert = c.tlsCert;
+  o.tlsKey = c.tlsKey;
+  o.tlsServerName = c.tlsServerName;
+  o.connectTimeout = c.connectTimeout;
+  return o;
+}
+
+namespace {
+
+// The login and TLS settings of `o` on `opts`; a failure names the setting.
+Status setSecurity(natsOptions* opts, const ConnectOptions& o) {
+  natsStatus s = NATS_OK;
+  if (!o.user.empty()) s = natsOptions_SetUserInfo(opts, o.user.c_str(), o.password.c_str());
+  if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(opts, o.token.c_str());
+  if (s != NATS_OK) return fromNats(s, 0, "nats options");
+  if (!o.credsFile.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(opts, o.credsFile.c_str(), nullptr);
+    if (s != NATS_OK) return fromNats(s, 0, "nats.creds_file " + o.credsFile);
+  }
+  if (!o.nkeySeedFile.empty()) {
+    auto seed = readNkeySeed(o.nkeySeedFile);
+    if (!seed.isOk()) return Status::permanent("nats.nkey_seed_file: " + seed.status().message());
+    auto publicKey = nkeyPublicKey(*seed);
+    if (!publicKey.isOk()) return Status::permanent(fmt::format("nats.nkey_seed_file {}: {}", o.nkeySeedFile,
+                                                                publicKey.status().message()));
+    s = natsOptions_SetNKeyFromSeed(opts, publicKey->c_str(), o.nkeySeedFile.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, "nats.nkey_seed_file " + o.nkeySeedFile);
+  }
+  const bool tls = o.url.find("tls://") != std::string::npos || !o.tlsCa.empty() || !o.tlsCert.empty();
+  if (!tls) return Status::ok();
+  if (s = natsOptions_SetSecure(opts, true); s != NATS_OK) return fromNats(s, 0, "nats TLS");
+  if (!o.tlsCa.empty()) {
+    s = natsOptions_LoadCATrustedCertificates(opts, o.tlsCa.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, "nats.tls_ca " + o.tlsCa);
+  }
+  if (!o.tlsCert.empty()) {
+    s = natsOptions_LoadCertificatesChain(opts, o.tlsCert.c_str(), o.tlsKey.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, fmt::format("nats.tls_cert {} with nats.tls_key {}", o.tlsCert, o.tlsKey));
+  }
+  if (!o.tlsServerName.empty()) {
+    s = natsOptions_SetExpectedHostname(opts, o.tlsServerName.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, "nats.tls_server_name");
+  }
+  return Status::ok();
+}
+
+// " (tls_ca=..., nkey_seed_file=...)": the settings a failed connect used, for its message.
+std::string securitySettings(const ConnectOptions& o) {
+  std::string out;
+  auto add = [&](const char* key, const std::string& value) {
+    if (!value.empty()) out += fmt::format("{}{}={}", out.empty() ? " (" : ", ", key, value);
+  };
+  if (!o.user.empty()) add("user", o.user);
+  if (!o.token.empty()) add("token", "****");
+  add("creds_file", o.credsFile);
+  add("nkey_seed_file", o.nkeySeedFile);
+  add("tls_ca", o.tlsCa);
+  add("tls_cert", o.tlsCert);
+  add("tls_server_name", o.tlsServerName);
+  return out.empty() ? out : out + ")";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o) {
   natsOptions* raw = nullptr;
   if (natsStatus s = natsOptions_Create(&raw); s != NATS_OK) return fromNats(s, 0, "nats options");
@@ -66,12 +140,11 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(raw, 64 * 1024 * 1024);
-  if (s == NATS_OK && !o.user.empty()) s = natsOptions_SetUserInfo(raw, o.user.c_str(), o.password.c_str());
-  if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(raw, o.token.c_str());
   if (s != NATS_OK) return fromNats(s, 0, "nats options");
+  OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o));
   natsConnection* nc = nullptr;
   s = natsConnection_Connect(&nc, raw);
-  if (s != NATS_OK) return fromNats(s, 0, "connect to nats-server");
+  if (s != NATS_OK) return fromNats(s, 0, fmt::format("connect to nats-server at {}{}", o.url, securitySettings(o)));
   return std::unique_ptr<Connection>(new Connection(nc));
 }
 
@@ -92,12 +165,13 @@ int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_
 bool Connection::isConnected() const { return natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED; }
 
 Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std::chrono::milliseconds ackTimeout,
-                                                     int maxPending) {
+                                                     int maxPending, const std::string& domain) {
   std::unique_ptr<JetStream> js(new JetStream());
   js->ackTimeout_ = ackTimeout;
   jsOptions options;
   jsOptions_Init(&options);
   options.Wait = ackTimeout.count();
+  if (!domain.empty()) options.Domain = domain.c_str();
   options.PublishAsync.MaxPending = maxPending;
   options.PublishAsync.AckHandler = &JetStream::onAck;
   options.PublishAsync.AckHandlerClosure = js.get();

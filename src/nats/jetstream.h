@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "config/config.h"
 
 // The only headers in the project that name nats.c types are this one and jetstream.cpp.
 typedef struct __natsConnection natsConnection;
@@ -35,13 +36,22 @@ template <typename T>
 using NatsHandle = std::unique_ptr<T, NatsDeleter>;
 
 struct ConnectOptions {
-  std::string url;
+  std::string url;  // one, or several comma-separated
   std::string user;
   std::string password;  // secret
   std::string token;     // secret
+  std::string credsFile;
+  std::string nkeySeedFile;
+  std::string tlsCa;  // with any of the TLS files, or a tls:// URL, the connection is TLS
+  std::string tlsCert;
+  std::string tlsKey;
+  std::string tlsServerName;
   std::chrono::milliseconds connectTimeout{5000};
   std::string name = "outbox-bridge";
 };
+
+// The [nats] settings of the config as connect options.
+ConnectOptions connectOptionsFrom(const NatsConfig& config);
 
 // Converts a nats.c status (and the JetStream error code where there is one) into a Status,
 // keeping both codes in the text. What the server or the client library refuses as asked — a
@@ -129,8 +139,9 @@ struct AckEvent {
 // the ack handler that fills the queue runs on a nats.c thread. `connection` must outlive it.
 class JetStream {
  public:
+  // `domain`: the JetStream domain to address ("" for the server's own).
   static Result<std::unique_ptr<JetStream>> create(Connection& connection, std::chrono::milliseconds ackTimeout,
-                                                   int maxPending);
+                                                   int maxPending, const std::string& domain = "");
   ~JetStream();  // abandons the publishes still waiting for their ack
 
   // Creates the stream if it is missing; an existing stream whose subjects differ from

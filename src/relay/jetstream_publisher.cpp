@@ -49,7 +49,7 @@ JetStreamPublisher::JetStreamPublisher(const SourceConfig& source, const NatsCon
 
 Status JetStreamPublisher::prepare() {
   if (!js_) {
-    auto js = nats::JetStream::create(connection_, nats_.ackTimeout, nats_.maxPending + 16);
+    auto js = nats::JetStream::create(connection_, nats_.ackTimeout, nats_.maxPending + 16, nats_.jsDomain);
     if (!js.isOk()) return js.status();
     js_ = std::move(js).value();
   }

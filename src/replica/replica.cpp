@@ -63,10 +63,7 @@ Status Replica::bootstrap() {
     return Status::transient(fmt::format("snapshot key '{}' is not a field of its records", snap.key));
   }
   if (!nats_) {
-    nats::ConnectOptions o;
-    o.url = options_.natsUrl;
-    o.name = "outbox-replica";
-    auto nc = nats::Connection::connect(o);
+    auto nc = nats::Connection::connect(options_.nats);
     if (!nc.isOk()) return nc.status();
     nats_ = std::move(nc).value();
     auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16);

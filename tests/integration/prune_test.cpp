@@ -104,7 +104,7 @@ BOOST_AUTO_TEST_CASE(adr021_prune_below_the_watermark_then_bootstrap) {
   Replica::Options o;
   o.baseUrl = fmt::format("http://127.0.0.1:{}", proxy.port());
   o.source = f.spec.name;
-  o.natsUrl = stack().natsUrl;
+  o.nats.url = stack().natsUrl;
   o.verifyInterval = 100ms;
   Replica replica(o);
   BOOST_REQUIRE(replica.bootstrap().isOk());

@@ -105,7 +105,7 @@ Replica::Options replicaOptions(int port, const std::string& source, std::vector
   Replica::Options o;
   o.baseUrl = fmt::format("http://127.0.0.1:{}", port);
   o.source = source;
-  o.natsUrl = stack().natsUrl;
+  o.nats.url = stack().natsUrl;
   o.verifyInterval = 100ms;
   if (lines) o.report = [lines](const std::string& l) { lines->push_back(l); };
   return o;

@@ -283,8 +283,11 @@ pid_t BridgeProcess::pid() const { return process_.pid(); }
 std::string BridgeProcess::log() const { return readFile(logPath_); }
 
 int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {
+  return loggedPort("http: listening on http://", timeout);
+}
+
+int BridgeProcess::loggedPort(const std::string& marker, std::chrono::milliseconds timeout) const {
   int port = 0;
-  const std::string marker = "http: listening on http://";
   waitUntil([&] {
     std::string text = log();
     auto at = text.rfind(marker);
@@ -293,7 +296,7 @@ int BridgeProcess::httpPort(std::chrono::milliseconds timeout) const {
     port = std::atoi(text.c_str() + colon + 1);
     return port > 0;
   }, timeout);
-  if (port <= 0) throw std::runtime_error("the bridge logged no HTTP port:\n" + log());
+  if (port <= 0) throw std::runtime_error("the bridge logged no '" + marker + "' port:\n" + log());
   return port;
 }
 

@@ -134,6 +134,8 @@ class BridgeProcess {
   std::string log() const;
   // The HTTP port it logged ("http: listening on http://HOST:PORT"); throws if none in time.
   int httpPort(std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+  // The port of the latest start's log line that begins with `marker` ("...://HOST:PORT").
+  int loggedPort(const std::string& marker, std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 
  private:
   std::string configPath_;

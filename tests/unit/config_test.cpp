@@ -142,6 +142,32 @@ BOOST_AUTO_TEST_CASE(identifiers) {
   BOOST_TEST(!isSubjectToken(""));
 }
 
+// Issue 10: NATS over TLS, with creds, an nkey, or a cluster's URLs; HTTPS and a metrics listener.
+BOOST_AUTO_TEST_CASE(nats_and_http_security_keys) {
+  const std::string readable = "config_test_readable.pem";
+  std::ofstream(readable) << "x\n";
+  Config c = parseConfig("[nats]\nurl = \"tls://a:4222,tls://b:4222\"\nnkey_seed_file = \"" + readable +
+                             "\"\ntls_ca = \"" + readable + "\"\ntls_server_name = \"nats.internal\"\njs_domain = \"hub\"\n"
+                             "[http]\nmetrics_listen = \"0.0.0.0:9090\"\n" + kMinimal,
+                         {}, "test.toml");
+  BOOST_TEST(c.nats.url == "tls://a:4222,tls://b:4222");
+  BOOST_TEST(c.nats.nkeySeedFile == readable);
+  BOOST_TEST(c.nats.tlsServerName == "nats.internal");
+  BOOST_TEST(c.nats.jsDomain == "hub");
+  BOOST_TEST(c.http.metricsListen == "0.0.0.0:9090");
+  Config fromEnv = parseConfig(kMinimal, {{"OUTBOX_BRIDGE_NATS_CREDS_FILE", readable}}, "test.toml");
+  BOOST_TEST(fromEnv.nats.credsFile == readable);
+  auto nats = [&](const std::string& keys) { return errorKey("[nats]\n" + keys + std::string(kMinimal)); };
+  BOOST_TEST(nats("url = \"nats://a:4222,http://b\"\n") == "nats.url");
+  BOOST_TEST(nats("creds_file = \"/nonexistent/user.creds\"\n") == "nats.creds_file");
+  BOOST_TEST(nats("tls_cert = \"" + readable + "\"\n") == "nats.tls_key");
+  BOOST_TEST(nats("user = \"u\"\ntoken = \"t\"\n") == "nats");
+  BOOST_TEST(nats("token = \"t\"\nnkey_seed_file = \"" + readable + "\"\n") == "nats");
+  BOOST_TEST(errorKey("[http]\ntls_key = \"" + readable + "\"\n" + kMinimal) == "http.tls_cert");
+  BOOST_TEST(errorKey(std::string("[http]\nmetrics_listen = \"9090\"\n") + kMinimal) == "http.metrics_listen");
+  std::remove(readable.c_str());
+}
+
 BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "outbox_table = \"x; drop\"\n") == "source.account.outbox_table");
   // `<outbox_table>_versions` must fit in 64 characters.
