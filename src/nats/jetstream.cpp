@@ -144,7 +144,16 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o));
   natsConnection* nc = nullptr;
   s = natsConnection_Connect(&nc, raw);
-  if (s != NATS_OK) return fromNats(s, 0, fmt::format("connect to nats-server at {}{}", o.url, securitySettings(o)));
+  if (s != NATS_OK) {
+    Status failed = fromNats(s, 0, fmt::format("connect to nats-server at {}{}", o.url, securitySettings(o)));
+    // A server that verifies clients drops a TLS connection without a certificate mid-handshake,
+    // which reads as a protocol error.
+    const bool tls = o.url.find("tls://") != std::string::npos || !o.tlsCa.empty();
+    if (s == NATS_PROTOCOL_ERROR && tls && o.tlsCert.empty()) {
+      return Status::transient(failed.message() + "; if the server verifies clients, set nats.tls_cert and nats.tls_key");
+    }
+    return failed;
+  }
   return std::unique_ptr<Connection>(new Connection(nc));
 }
 

@@ -193,7 +193,9 @@ std::string writeConfig(const std::vector<SourceSpec>& sources, const std::strin
   std::string path = fmt::format("{}/config-{}.toml", tempDir(), randomSuffix());
   for (const auto& s : sources) configuredTables()[path].emplace_back(s.database->name(), s.outboxTable());
   std::ofstream out(path);
-  out << fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\n\n", stack().natsUrl);
+  if (extraToml.find("[nats]") == std::string::npos) {
+    out << fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\n\n", stack().natsUrl);
+  }
   out << "[log]\nlevel = \"debug\"\n\n";
   if (extraToml.find("[http]") == std::string::npos) out << "[http]\nlisten = \"127.0.0.1:0\"\n\n";
   out << extraToml << "\n";

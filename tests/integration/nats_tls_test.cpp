@@ -1,0 +1,188 @@
+#define BOOST_TEST_MODULE nats_tls
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "nats/jetstream.h"
+#include "nats/nkey.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+// The bridge against a nats-server of this test's own that wants TLS with a client certificate
+// (verify) and a user nkey: certificates made by openssl, the key pair by nats/nkey.
+
+namespace {
+
+void openssl(const std::string& args) {
+  auto r = runCommand("openssl " + args);
+  if (r.exitCode != 0) throw std::runtime_error("openssl " + args + ": " + r.err);
+}
+
+const char* kEc = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+
+// <base>-ca.pem (and -ca-key.pem): a CA.
+void makeCa(const std::string& base) {
+  openssl(fmt::format("req -x509 {} -days 1 -subj '/CN=nats test CA' -keyout {}-ca-key.pem -out {}-ca.pem", kEc, base, base));
+}
+
+// <base>-<name>.pem and -<name>-key.pem, signed by <base>-ca.pem, for 127.0.0.1.
+void makeCertificate(const std::string& base, const std::string& name, int serial) {
+  std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1\n";
+  openssl(fmt::format("req {} -subj '/CN={}' -keyout {}-{}-key.pem -out {}-{}.csr", kEc, name, base, name, base, name));
+  openssl(fmt::format("x509 -req -in {0}-{1}.csr -CA {0}-ca.pem -CAkey {0}-ca-key.pem -set_serial {2} -days 1 "
+                      "-extfile {0}.ext -out {0}-{1}.pem",
+                      base, name, serial));
+}
+
+// A JetStream nats-server on a free loopback port that requires TLS with a client certificate
+// signed by the test's CA, and the user nkey `publicKey`.
+struct SecureNats {
+  std::string base;
+  int port = freeLoopbackPort();
+  int monitorPort = freeLoopbackPort();
+  Subprocess process;
+
+  SecureNats(const std::string& certBase, const std::string& publicKey) : base(certBase) {
+    const std::string conf = base + "-nats.conf";
+    std::ofstream(conf) << fmt::format(R"(listen: 127.0.0.1:{0}
+http: 127.0.0.1:{1}
+jetstream {{ store_dir: "{2}-js" }}
+tls {{
+  cert_file: "{2}-server.pem"
+  key_file: "{2}-server-key.pem"
+  ca_file: "{2}-ca.pem"
+  verify: true
+  timeout: 2
+}}
+authorization {{ users: [ {{ nkey: "{3}" }} ] }}
+)",
+                                       port, monitorPort, base, publicKey);
+    // Debian installs it in /usr/sbin, which a user's PATH may lack (tools/stack adds it).
+    const std::string binary = ::access("/usr/sbin/nats-server", X_OK) == 0 ? "/usr/sbin/nats-server" : "nats-server";
+    if (!process.start({binary, "-c", conf}, base + "-nats.log")) throw std::runtime_error("nats-server did not start");
+    if (!waitUntil([&] { return httpRequest(monitorPort, "GET", "/healthz?js-enabled-only=true").status == 200; }, 20s)) {
+      throw std::runtime_error("nats-server did not come up: " + readFile(base + "-nats.log"));
+    }
+  }
+  ~SecureNats() { process.terminate(std::chrono::seconds(5)); }
+  std::string url() const { return fmt::format("tls://127.0.0.1:{}", port); }
+};
+
+}  // namespace
+
+namespace {
+
+struct Fixture {
+  TestDatabase database{"natstls"};
+  std::string base = fmt::format("{}/nats-{}", tempDir(), database.name());
+  nats::UserNkey key = nats::newUserNkey().value();
+  SourceSpec source{uniqueName("nt", database), &database,
+                    {{"snapshot_query", fmt::format("\"SELECT id, op FROM {}_control_outbox\"", uniqueName("nt", database))}}};
+  std::unique_ptr<SecureNats> server;
+
+  Fixture() {
+    makeCa(base);
+    makeCertificate(base, "server", 1);
+    makeCertificate(base, "client", 2);
+    makeCa(base + "-other");
+    writeSeed(base + "-user.nk", key.seed);
+    writeSeed(base + "-stranger.nk", nats::newUserNkey().value().seed);
+    server = std::make_unique<SecureNats>(base, key.publicKey);
+  }
+  static void writeSeed(const std::string& path, const std::string& seed) {
+    std::ofstream(path) << seed << "\n";
+    ::chmod(path.c_str(), 0600);
+  }
+  // The [nats] section: the server's URL and `keys`.
+  std::string config(const std::string& keys) {
+    return writeConfig({source}, fmt::format("[nats]\nurl = \"{}\"\nconnect_timeout = \"2s\"\n{}\n", server->url(), keys));
+  }
+  std::string goodKeys() const {
+    return fmt::format("tls_ca = \"{0}-ca.pem\"\ntls_cert = \"{0}-client.pem\"\ntls_key = \"{0}-client-key.pem\"\n"
+                       "nkey_seed_file = \"{0}-user.nk\"\n",
+                       base);
+  }
+  nats::ConnectOptions clientOptions() const {
+    return nats::ConnectOptions{.url = server->url(), .nkeySeedFile = base + "-user.nk", .tlsCa = base + "-ca.pem",
+                                .tlsCert = base + "-client.pem", .tlsKey = base + "-client-key.pem"};
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(the_bridge_and_the_replica_go_through_tls_with_a_client_certificate_and_an_nkey, Fixture) {
+  std::string cfg = config(goodKeys());
+  migrate(cfg);
+  insertRows(database.sql(), source.outboxTable(), 20);
+  BridgeProcess bridge(cfg);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 20; }, 20s), bridge.log());
+  // The stream, read back through the same settings.
+  auto nc = nats::Connection::connect(clientOptions());
+  BOOST_REQUIRE_MESSAGE(nc.isOk(), nc.status().message());
+  auto js = nats::JetStream::create(**nc, 5s, 16);
+  BOOST_REQUIRE(js.isOk());
+  auto state = (*js)->streamState(source.stream());
+  BOOST_REQUIRE(state.isOk());
+  BOOST_TEST(state->lastSeq == 20u);
+  // The replica, by its --nats-* flags.
+  const std::string log = base + "-replica.log";
+  Subprocess replica;
+  replica.start({stack().bridgeBinary, "replica", "--url", fmt::format("http://127.0.0.1:{}", bridge.httpPort()), "--source",
+                 source.name, "--nats", server->url(), "--nats-ca", base + "-ca.pem", "--nats-cert", base + "-client.pem",
+                 "--nats-key", base + "-client-key.pem", "--nats-nkey-seed", base + "-user.nk", "--verify-interval", "0.1"},
+                log);
+  BOOST_TEST(waitUntil([&] { return readFile(log).find("verified at version 20: 20 records") != std::string::npos; }, 20s),
+             readFile(log));
+  BOOST_TEST(replica.terminate(std::chrono::seconds(10)).value_or(-1) == 0);
+  BOOST_TEST(bridge.stop() == 0);
+  BOOST_TEST(bridge.log().find(key.seed) == std::string::npos);
+  BOOST_TEST(readFile(log).find(key.seed) == std::string::npos);
+}
+
+// A wrong CA and an nkey the server does not know: `run` stops at once (exit 2) with an error that
+// names the settings it used. No client certificate: the server drops the handshake, which could
+// be a server going down too, so the bridge keeps trying, saying which settings to add. Nothing is
+// published either way.
+BOOST_FIXTURE_TEST_CASE(each_wrong_setting_fails_naming_it_and_publishes_nothing, Fixture) {
+  const std::string goodCa = fmt::format("tls_ca = \"{}-ca.pem\"\n", base);
+  const std::string client = fmt::format("tls_cert = \"{0}-client.pem\"\ntls_key = \"{0}-client-key.pem\"\n", base);
+  const std::string nkey = fmt::format("nkey_seed_file = \"{}-user.nk\"\n", base);
+  const struct {
+    const char* what;
+    std::string keys;
+    std::string named;  // in the error
+    int exitCode;       // 124: still trying when `timeout` stopped it
+  } cases[] = {
+      {"another CA", fmt::format("tls_ca = \"{}-other-ca.pem\"\n", base) + client + nkey, "tls_ca=" + base + "-other-ca.pem",
+       2},
+      {"no client certificate", goodCa + nkey, "set nats.tls_cert and nats.tls_key", 124},
+      {"an unknown nkey", goodCa + client + fmt::format("nkey_seed_file = \"{}-stranger.nk\"\n", base),
+       "nkey_seed_file=" + base + "-stranger.nk", 2},
+  };
+  bool migrated = false;
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      std::string cfg = config(c.keys);
+      if (!migrated) {
+        migrate(cfg);
+        insertRows(database.sql(), source.outboxTable(), 5);
+        migrated = true;
+      }
+      auto run = runCommand(fmt::format("timeout {} {} run --config {}", c.exitCode == 2 ? 20 : 3, stack().bridgeBinary, cfg));
+      BOOST_TEST(run.exitCode == c.exitCode, run.exitCode << ": " << run.err);
+      BOOST_TEST(run.err.find("connect to nats-server at " + server->url()) != std::string::npos, run.err);
+      BOOST_TEST(run.err.find(c.named) != std::string::npos, run.err);
+      BOOST_TEST(run.err.find(key.seed) == std::string::npos);
+      BOOST_TEST(database.state(source.name).publishedThrough == 0u);
+    }
+  }
+}
