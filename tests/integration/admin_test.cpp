@@ -12,6 +12,7 @@ using namespace std::chrono_literals;
 namespace {
 const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer s3cret-admin"}};
 const std::string kAdminToml = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"s3cret-admin\"\n";
+const bool kNoted = (registerSecret("s3cret-admin"), true);
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_admin_api_requires_its_bearer_token) {

@@ -27,6 +27,7 @@ token = "nats-token-secret"
 name = "account"
 dsn = "mysql://bridge:dsn-password-secret@127.0.0.1:3306/app"
 )";
+const bool kNoted = (registerSecret("nats-token-secret"), registerSecret("dsn-password-secret"), true);
 
 }  // namespace
 

@@ -17,6 +17,7 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string kToken = "adm1n-t0ken-5e9a";
+const bool kNoted = (registerSecret(kToken), true);
 
 void openssl(const std::string& args) {
   auto r = runCommand("openssl " + args);

@@ -31,6 +31,7 @@ struct TlsAccount {
   std::string password = "tls-pw-7c1e";
   TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require)
       : database(db), user(uniqueName(prefix, db)) {
+    registerSecret(password);
     for (const auto& sql : {
              fmt::format("CREATE USER '{}'@'127.0.0.1' IDENTIFIED BY '{}' REQUIRE {}", user, password, require),
              fmt::format("GRANT ALL ON `{}`.* TO '{}'@'127.0.0.1'", db.name(), user),

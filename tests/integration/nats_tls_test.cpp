@@ -98,6 +98,7 @@ struct Fixture {
     server = std::make_unique<SecureNats>(base, key.publicKey);
   }
   static void writeSeed(const std::string& path, const std::string& seed) {
+    registerSecret(seed);
     std::ofstream(path) << seed << "\n";
     ::chmod(path.c_str(), 0600);
   }

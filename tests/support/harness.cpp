@@ -62,9 +62,14 @@ const StackEnv& stack() {
     e.sourceRoot = requireEnv("OUTBOX_TEST_SOURCE_ROOT");
     e.stackDir = requireEnv("OUTBOX_STACK_DIR");
     db::initLibrary();
+    registerSecret(e.mysqlPassword);
     return e;
   }();
   return env;
+}
+
+void registerSecret(const std::string& secret) {
+  std::ofstream(tempDir() + "/secrets.txt", std::ios::app) << secret << "\n";
 }
 
 std::string readFile(const std::string& path) {

@@ -38,6 +38,11 @@ struct StackEnv {
 // Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing.
 const StackEnv& stack();
 
+// Notes a secret a test hands to the bridge (a password, a token, a key seed): the secrets suite
+// then fails if any log the run wrote contains one (tests/secrets/scan_logs.py). The stack's
+// MySQL password is noted by stack().
+void registerSecret(const std::string& secret);
+
 // SIGSTOPs the process whose pid `pidText` holds for its lifetime (SIGCONT on destruction): a
 // service frozen mid-flight.
 class FrozenProcess {
