@@ -29,16 +29,27 @@ struct TlsAccount {
   TestDatabase& database;
   std::string user;
   std::string password = "tls-pw-7c1e";
-  TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require)
+  // `grants`: "ALL" on the database, or the README's least privileges for the outbox table named.
+  TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require, const std::string& outboxTable = "")
       : database(db), user(uniqueName(prefix, db)) {
     registerSecret(password);
-    for (const auto& sql : {
-             fmt::format("CREATE USER '{}'@'127.0.0.1' IDENTIFIED BY '{}' REQUIRE {}", user, password, require),
-             fmt::format("GRANT ALL ON `{}`.* TO '{}'@'127.0.0.1'", db.name(), user),
-             fmt::format("GRANT PROCESS ON *.* TO '{}'@'127.0.0.1'", user)}) {
-      Status s = db.sql().exec(sql);
-      if (!s.isOk()) throw std::runtime_error(s.message());
+    exec(fmt::format("CREATE USER '{}'@'127.0.0.1' IDENTIFIED BY '{}' REQUIRE {}", user, password, require));
+    if (outboxTable.empty()) {
+      exec(fmt::format("GRANT ALL ON `{}`.* TO '{}'@'127.0.0.1'", db.name(), user));
+    } else {
+      // README "Production security", word for word but the names.
+      exec(fmt::format("GRANT SELECT, DELETE ON `{}`.`{}` TO '{}'@'127.0.0.1'", db.name(), outboxTable, user));
+      for (const std::string& table : {outboxTable + "_versions", std::string("outbox_source_state"),
+                                      std::string("outbox_bridge_lease"), std::string("outbox_quarantine"),
+                                      std::string("outbox_epoch_history")}) {
+        exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON `{}`.`{}` TO '{}'@'127.0.0.1'", db.name(), table, user));
+      }
     }
+    exec(fmt::format("GRANT PROCESS ON *.* TO '{}'@'127.0.0.1'", user));
+  }
+  void exec(const std::string& sql) {
+    Status s = database.sql().exec(sql);
+    if (!s.isOk()) throw std::runtime_error(s.message());
   }
   ~TlsAccount() { (void)database.sql().exec(fmt::format("DROP USER IF EXISTS '{}'@'127.0.0.1'", user)); }
   std::string dsn(const std::string& params) const {
@@ -119,18 +130,20 @@ BOOST_AUTO_TEST_CASE(an_account_that_requires_a_client_certificate_connects_with
   BOOST_TEST(!cipherOf(**with).empty());
 }
 
-// The whole bridge over a verified TLS connection, as an account that cannot connect otherwise:
-// migrate, relay, and the snapshot's own connection. No log line carries the password.
-BOOST_AUTO_TEST_CASE(the_bridge_publishes_through_verify_identity) {
+// The whole bridge over a verified TLS connection, as an account that cannot connect otherwise
+// and holds only the README's grants: relay, snapshot, prune (migrate runs as a deploy account
+// would). No log line carries the password.
+BOOST_AUTO_TEST_CASE(the_bridge_works_through_verify_identity_with_the_least_privileges) {
   TestDatabase database("mytlsbr");
-  TlsAccount account(database, "tlb", "SSL");
   const std::string name = uniqueName("tlsb", database);
+  SourceSpec deploy{name, &database, {}};
+  migrate(writeConfig({deploy}));
+  TlsAccount account(database, "tlb", "SSL", deploy.outboxTable());
   SourceSpec source{name, &database,
                     {{"dsn", fmt::format("\"{}\"", account.dsn("ssl-mode=VERIFY_IDENTITY&ssl-ca=" + tlsDir() + "/ca.pem"))},
                      {"password", fmt::format("\"{}\"", account.password)},
                      {"snapshot_query", fmt::format("\"SELECT id, op FROM {}_control_outbox\"", name)}}};
   std::string config = writeConfig({source});
-  migrate(config);
   insertRows(database.sql(), source.outboxTable(), 50);
   BridgeProcess bridge(config);
   bridge.start();
@@ -139,6 +152,14 @@ BOOST_AUTO_TEST_CASE(the_bridge_publishes_through_verify_identity) {
   BOOST_TEST(snapshot.status == 200);
   BOOST_TEST(snapshot.body.find("\"recordCount\":50") != std::string::npos, snapshot.body.substr(0, 300));
   BOOST_TEST(bridge.stop() == 0);
+  // Prune, as the same account: rows older than --keep and published go.
+  allowOutboxUpdates(database, source.outboxTable());
+  BOOST_REQUIRE(database.sql().exec(fmt::format("UPDATE {} SET created_at = NOW(6) - INTERVAL 2 HOUR",
+                                                source.outboxTable())).isOk());
+  auto pruned = runBridge({"prune", "--config", config});
+  BOOST_TEST(pruned.exitCode == 0, pruned.err);
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM " + source.outboxTable()) == 0u, pruned.out << pruned.err);
   BOOST_TEST(bridge.log().find(account.password) == std::string::npos);
+  BOOST_TEST(pruned.err.find(account.password) == std::string::npos);
   BOOST_TEST(bridge.log().find("ssl-mode=VERIFY_IDENTITY") != std::string::npos, bridge.log());  // the masked DSN
 }
