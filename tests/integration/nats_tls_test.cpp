@@ -4,6 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include <ctime>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -186,4 +189,112 @@ BOOST_FIXTURE_TEST_CASE(each_wrong_setting_fails_naming_it_and_publishes_nothing
       BOOST_TEST(database.state(source.name).publishedThrough == 0u);
     }
   }
+}
+
+// Decentralised auth: an operator, an account with JetStream, a user JWT signed by the account,
+// all made here (nats/nkey signs), and the user's creds file as `nsc` writes it.
+namespace {
+
+std::string base64url(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(bytes.data()),
+                          static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return out;
+}
+
+// A JWT with `claims` (its "nats" object and names; jti, iat, iss, sub added) signed by `issuer`.
+std::string jwt(const nats::UserNkey& issuer, nats::NkeyKind issuerKind, const std::string& subject,
+                const std::string& name, const std::string& natsClaims) {
+  const std::string header = R"({"typ":"JWT","alg":"ed25519-nkey"})";
+  const std::string claims =
+      fmt::format(R"({{"jti":"{}","iat":{},"iss":"{}","name":"{}","sub":"{}","nats":{}}})", nats::newUserNkey()->publicKey,
+                  std::time(nullptr), issuer.publicKey, name, subject, natsClaims);
+  const std::string signingInput = base64url(header) + "." + base64url(claims);
+  auto signature = nats::nkeySign(issuer.seed, signingInput, issuerKind);
+  if (!signature.isOk()) throw std::runtime_error(signature.status().message());
+  return signingInput + "." + base64url(*signature);
+}
+
+std::string credsFile(const std::string& userJwt, const std::string& seed) {
+  return fmt::format("-----BEGIN NATS USER JWT-----\n{}\n------END NATS USER JWT------\n\n"
+                     "************************* IMPORTANT *************************\n"
+                     "NKEY Seed printed below can be used to sign and prove identity.\n\n"
+                     "-----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+                     userJwt, seed);
+}
+
+struct OperatorNats {
+  std::string base;
+  nats::UserNkey op = nats::newNkey(nats::NkeyKind::kOperator).value();
+  nats::UserNkey account = nats::newNkey(nats::NkeyKind::kAccount).value();
+  nats::UserNkey system = nats::newNkey(nats::NkeyKind::kAccount).value();  // JetStream needs one
+  int port = freeLoopbackPort();
+  int monitorPort = freeLoopbackPort();
+  Subprocess process;
+
+  explicit OperatorNats(const std::string& b) : base(b) {
+    const std::string operatorJwt =
+        jwt(op, nats::NkeyKind::kOperator, op.publicKey, "test-operator", R"({"type":"operator","version":2})");
+    const std::string accountJwt = jwt(
+        op, nats::NkeyKind::kOperator, account.publicKey, "test-account",
+        R"({"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,"conn":-1,"leaf":-1,)"
+        R"("mem_storage":-1,"disk_storage":-1,"streams":-1,"consumer":-1},"default_permissions":{"pub":{},"sub":{}},)"
+        R"("type":"account","version":2})");
+    const std::string systemJwt = jwt(op, nats::NkeyKind::kOperator, system.publicKey, "SYS",
+                                      R"({"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,)"
+                                      R"("wildcards":true,"conn":-1,"leaf":-1},"type":"account","version":2})");
+    const std::string conf = base + "-operator.conf";
+    std::ofstream(conf) << fmt::format(
+        "listen: 127.0.0.1:{}\nhttp: 127.0.0.1:{}\noperator: \"{}\"\nsystem_account: {}\nresolver: MEMORY\n"
+        "resolver_preload: {{\n  {}: \"{}\"\n  {}: \"{}\"\n}}\njetstream {{ store_dir: \"{}-opjs\" }}\n",
+        port, monitorPort, operatorJwt, system.publicKey, account.publicKey, accountJwt, system.publicKey, systemJwt, base);
+    const std::string binary = ::access("/usr/sbin/nats-server", X_OK) == 0 ? "/usr/sbin/nats-server" : "nats-server";
+    if (!process.start({binary, "-c", conf}, base + "-operator.log")) throw std::runtime_error("nats-server did not start");
+    if (!waitUntil([&] { return httpRequest(monitorPort, "GET", "/healthz?js-enabled-only=true").status == 200; }, 20s)) {
+      throw std::runtime_error("nats-server did not come up: " + readFile(base + "-operator.log"));
+    }
+  }
+  ~OperatorNats() { process.terminate(std::chrono::seconds(5)); }
+
+  // A creds file for a new user of `signer` (the server's account, or one it does not know).
+  std::string userCreds(const nats::UserNkey& signer, const std::string& name) {
+    auto user = nats::newUserNkey().value();
+    registerSecret(user.seed);
+    const std::string userJwt = jwt(signer, nats::NkeyKind::kAccount, user.publicKey, name,
+                                    R"({"pub":{},"sub":{},"subs":-1,"data":-1,"payload":-1,"type":"user","version":2})");
+    const std::string path = base + "-" + name + ".creds";
+    std::ofstream(path) << credsFile(userJwt, user.seed);
+    ::chmod(path.c_str(), 0600);
+    return path;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_bridge_logs_in_with_a_creds_file_of_an_operator_signed_account) {
+  TestDatabase database("natsjwt");
+  const std::string base = fmt::format("{}/jwt-{}", tempDir(), database.name());
+  OperatorNats server(base);
+  SourceSpec source{uniqueName("nj", database), &database, {}};
+  auto config = [&](const std::string& creds) {
+    return writeConfig({source}, fmt::format("[nats]\nurl = \"nats://127.0.0.1:{}\"\ncreds_file = \"{}\"\n", server.port, creds));
+  };
+  const std::string good = config(server.userCreds(server.account, "bridge"));
+  migrate(good);
+  insertRows(database.sql(), source.outboxTable(), 10);
+  // A user signed by an account the server does not know: refused, exit 2 naming the file.
+  auto stranger = nats::newNkey(nats::NkeyKind::kAccount).value();
+  const std::string strangerCreds = server.userCreds(stranger, "stranger");
+  auto refused = runCommand(fmt::format("timeout 20 {} run --config {}", stack().bridgeBinary, config(strangerCreds)));
+  BOOST_TEST(refused.exitCode == 2, refused.exitCode << ": " << refused.err);
+  BOOST_TEST(refused.err.find("creds_file=" + strangerCreds) != std::string::npos, refused.err);
+  BOOST_TEST(database.state(source.name).publishedThrough == 0u);
+
+  BridgeProcess bridge(good);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 10; }, 20s), bridge.log());
+  BOOST_TEST(bridge.stop() == 0);
 }
