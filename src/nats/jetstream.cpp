@@ -2,6 +2,8 @@
 
 #include <nats/nats.h>
 
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "common/c_deleter.h"
@@ -134,7 +136,15 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   natsOptions* raw = nullptr;
   if (natsStatus s = natsOptions_Create(&raw); s != NATS_OK) return fromNats(s, 0, "nats options");
   OptionsPtr options(raw);
-  natsStatus s = natsOptions_SetURL(raw, o.url.c_str());
+  // natsOptions_SetURL takes one URL; a cluster's list goes in as servers.
+  std::vector<std::string> urls;
+  std::stringstream list(o.url);
+  for (std::string url; std::getline(list, url, ',');) {
+    if (!url.empty()) urls.push_back(url);
+  }
+  std::vector<const char*> servers;
+  for (const auto& url : urls) servers.push_back(url.c_str());
+  natsStatus s = natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size()));
   if (s == NATS_OK) s = natsOptions_SetName(raw, o.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(raw, o.connectTimeout.count());
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);

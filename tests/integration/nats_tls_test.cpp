@@ -36,9 +36,9 @@ void makeCa(const std::string& base) {
   openssl(fmt::format("req -x509 {} -days 1 -subj '/CN=nats test CA' -keyout {}-ca-key.pem -out {}-ca.pem", kEc, base, base));
 }
 
-// <base>-<name>.pem and -<name>-key.pem, signed by <base>-ca.pem, for 127.0.0.1.
+// <base>-<name>.pem and -<name>-key.pem, signed by <base>-ca.pem, for 127.0.0.1 and nats.internal.
 void makeCertificate(const std::string& base, const std::string& name, int serial) {
-  std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1\n";
+  std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1,DNS:nats.internal\n";
   openssl(fmt::format("req {} -subj '/CN={}' -keyout {}-{}-key.pem -out {}-{}.csr", kEc, name, base, name, base, name));
   openssl(fmt::format("x509 -req -in {0}-{1}.csr -CA {0}-ca.pem -CAkey {0}-ca-key.pem -set_serial {2} -days 1 "
                       "-extfile {0}.ext -out {0}-{1}.pem",
@@ -105,9 +105,10 @@ struct Fixture {
     std::ofstream(path) << seed << "\n";
     ::chmod(path.c_str(), 0600);
   }
-  // The [nats] section: the server's URL and `keys`.
-  std::string config(const std::string& keys) {
-    return writeConfig({source}, fmt::format("[nats]\nurl = \"{}\"\nconnect_timeout = \"2s\"\n{}\n", server->url(), keys));
+  // The [nats] section: `url` (the server's by default) and `keys`.
+  std::string config(const std::string& keys, const std::string& url = "") {
+    return writeConfig({source}, fmt::format("[nats]\nurl = \"{}\"\nconnect_timeout = \"2s\"\n{}\n",
+                                             url.empty() ? server->url() : url, keys));
   }
   std::string goodKeys() const {
     return fmt::format("tls_ca = \"{0}-ca.pem\"\ntls_cert = \"{0}-client.pem\"\ntls_key = \"{0}-client-key.pem\"\n"
@@ -123,7 +124,9 @@ struct Fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(the_bridge_and_the_replica_go_through_tls_with_a_client_certificate_and_an_nkey, Fixture) {
-  std::string cfg = config(goodKeys());
+  // A cluster's list, its first server down; the certificate checked for the name given.
+  std::string cfg = config(goodKeys() + "tls_server_name = \"nats.internal\"\n",
+                           fmt::format("tls://127.0.0.1:{},{}", freeLoopbackPort(), server->url()));
   migrate(cfg);
   insertRows(database.sql(), source.outboxTable(), 20);
   BridgeProcess bridge(cfg);
@@ -152,8 +155,8 @@ BOOST_FIXTURE_TEST_CASE(the_bridge_and_the_replica_go_through_tls_with_a_client_
   BOOST_TEST(readFile(log).find(key.seed) == std::string::npos);
 }
 
-// A wrong CA and an nkey the server does not know: `run` stops at once (exit 2) with an error that
-// names the settings it used. No client certificate: the server drops the handshake, which could
+// A wrong CA, an nkey the server does not know, a server name its certificate lacks: `run` stops
+// at once (exit 2) with an error that names the settings it used. No client certificate: the server drops the handshake, which could
 // be a server going down too, so the bridge keeps trying, saying which settings to add. Nothing is
 // published either way.
 BOOST_FIXTURE_TEST_CASE(each_wrong_setting_fails_naming_it_and_publishes_nothing, Fixture) {
@@ -171,6 +174,8 @@ BOOST_FIXTURE_TEST_CASE(each_wrong_setting_fails_naming_it_and_publishes_nothing
       {"no client certificate", goodCa + nkey, "set nats.tls_cert and nats.tls_key", 124},
       {"an unknown nkey", goodCa + client + fmt::format("nkey_seed_file = \"{}-stranger.nk\"\n", base),
        "nkey_seed_file=" + base + "-stranger.nk", 2},
+      {"a name the certificate does not carry", goodCa + client + nkey + "tls_server_name = \"other.internal\"\n",
+       "tls_server_name=other.internal", 2},
   };
   bool migrated = false;
   for (const auto& c : cases) {
