@@ -23,6 +23,17 @@ void printLine(const std::string& line) {
   std::fflush(stdout);
 }
 
+// A secret from VAR, or from the file VAR_FILE names (its first line); "" when neither is set.
+std::string secretFromEnvironment(const std::string& var) {
+  if (const char* v = std::getenv(var.c_str())) return v;
+  const char* file = std::getenv((var + "_FILE").c_str());
+  if (file == nullptr) return "";
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line)) throw Exit{kExitUsage, fmt::format("replica: {}_FILE: cannot read '{}'", var, file)};
+  return line;
+}
+
 }  // namespace
 
 Command addReplica(CLI::App& app) {
@@ -32,6 +43,7 @@ Command addReplica(CLI::App& app) {
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump;
     nats::ConnectOptions connect;
+    std::string jsDomain;
     double verifyInterval = 1.0;
     double duration = 0;
   };
@@ -46,11 +58,11 @@ Command addReplica(CLI::App& app) {
       {"user", &args->connect.user},          {"creds", &args->connect.credsFile},
       {"nkey-seed", &args->connect.nkeySeedFile}, {"ca", &args->connect.tlsCa},
       {"cert", &args->connect.tlsCert},       {"key", &args->connect.tlsKey},
-      {"server-name", &args->connect.tlsServerName}};
+      {"server-name", &args->connect.tlsServerName}, {"js-domain", &args->jsDomain}};
   const std::map<std::string, std::string> envKeys{{"user", "USER"},          {"creds", "CREDS_FILE"},
                                                    {"nkey-seed", "NKEY_SEED_FILE"}, {"ca", "TLS_CA"},
                                                    {"cert", "TLS_CERT"},      {"key", "TLS_KEY"},
-                                                   {"server-name", "TLS_SERVER_NAME"}};
+                                                   {"server-name", "TLS_SERVER_NAME"}, {"js-domain", "JS_DOMAIN"}};
   for (const auto& [flag, field] : natsFlags) {
     cmd->add_option(std::string("--nats-") + flag, *field, fmt::format("as [nats] {} of the bridge's config",
                                                                        envKeys.at(flag)))
@@ -69,8 +81,17 @@ Command addReplica(CLI::App& app) {
     options.nats = args->connect;
     options.nats.url = args->nats;
     options.nats.name = "outbox-replica";
-    if (const char* v = std::getenv("OUTBOX_BRIDGE_NATS_PASSWORD")) options.nats.password = v;
-    if (const char* v = std::getenv("OUTBOX_BRIDGE_NATS_TOKEN")) options.nats.token = v;
+    options.jsDomain = args->jsDomain;
+    for (const auto& [name, field] : {std::pair<const char*, std::string*>{"PASSWORD", &options.nats.password},
+                                      {"TOKEN", &options.nats.token}}) {
+      *field = secretFromEnvironment(std::string("OUTBOX_BRIDGE_NATS_") + name);
+    }
+    const int logins = !options.nats.user.empty() + !options.nats.token.empty() + !options.nats.credsFile.empty() +
+                       !options.nats.nkeySeedFile.empty();
+    if (logins > 1) throw Exit{kExitUsage, "replica: give one way to log in to nats-server (user, token, creds, nkey seed)"};
+    if (options.nats.tlsCert.empty() != options.nats.tlsKey.empty()) {
+      throw Exit{kExitUsage, "replica: --nats-cert and --nats-key go together"};
+    }
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
     uint64_t dumpedAt = UINT64_MAX;
     Replica* self = nullptr;

@@ -169,6 +169,12 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   auto dsn = sec.str("dsn");
   if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
   s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
+  for (const auto& [param, path] : {std::pair<const char*, const std::string*>{"ssl-ca", &s.dsn.sslCa},
+                                    {"ssl-cert", &s.dsn.sslCert}, {"ssl-key", &s.dsn.sslKey}}) {
+    if (!path->empty() && !std::ifstream(*path)) {
+      throw ConfigError(sec.keyName("dsn"), fmt::format("{}: cannot read '{}'", param, *path));
+    }
+  }
   if (auto password = sec.secret("password")) s.dsn.password = *password;
 
   auto table_name = sec.str("outbox_table");
@@ -263,6 +269,10 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
       if (url.rfind("nats://", 0) != 0 && url.rfind("tls://", 0) != 0) {
         throw ConfigError("nats.url", fmt::format("'{}' must start with nats:// or tls://", url));
       }
+      // Credentials in a URL would be shown wherever the URL is (logs, errors, check-config).
+      if (url.find('@') != std::string::npos) {
+        throw ConfigError("nats.url", "no credentials in the URL: set user and password_file, or token_file");
+      }
     }
   }
   if (auto v = nats.str("user")) config.nats.user = *v;
@@ -312,6 +322,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   }
   if (auto v = http.str("metrics_listen"); v && !v->empty()) {
     if (v->find(':') == std::string::npos) throw ConfigError("http.metrics_listen", fmt::format("'{}' must be HOST:PORT", *v));
+    if (*v == config.http.listen) throw ConfigError("http.metrics_listen", "must differ from http.listen");
     config.http.metricsListen = *v;
   }
   if (auto v = http.secret("admin_token")) config.http.adminToken = *v;

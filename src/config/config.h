@@ -40,9 +40,10 @@ enum class SslMode { kDisabled, kPreferred, kRequired, kVerifyCa, kVerifyIdentit
 const char* sslModeName(SslMode mode);
 
 // mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...], with %XX escapes in USER,
-// PASSWORD and values; HOST an IPv6 address in brackets ([::1]). Parameters: socket=PATH,
-// ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY (default PREFERRED over TCP,
-// DISABLED over a socket), ssl-ca=PATH, ssl-cert=PATH, ssl-key=PATH (PEM files).
+// PASSWORD and values; HOST an IPv6 address in brackets ([::1]). Parameters: socket=PATH (host
+// localhost), ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY (default PREFERRED
+// over TCP, DISABLED over a socket, VERIFY_CA with ssl-ca, REQUIRED with a client certificate),
+// ssl-ca=PATH, ssl-cert=PATH, ssl-key=PATH (PEM files).
 struct Dsn {
   std::string user;
   std::string password;  // secret: never logged; see masked()

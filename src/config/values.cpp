@@ -116,6 +116,15 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
   }
 }
 
+// The ssl-mode a DSN without one has: a CA given is a certificate to check, which PREFERRED (plain
+// text when the server offers no TLS, or someone strips it) would not promise; a client
+// certificate needs TLS; a local socket needs none.
+SslMode defaultSslMode(const Dsn& dsn) {
+  if (!dsn.sslCa.empty()) return SslMode::kVerifyCa;
+  if (!dsn.sslCert.empty() || !dsn.sslKey.empty()) return SslMode::kRequired;
+  return dsn.socket.empty() ? SslMode::kPreferred : SslMode::kDisabled;
+}
+
 void parseParameters(const std::string& key, const std::string& query, Dsn& dsn) {
   bool modeGiven = false;
   std::stringstream parts(query);
@@ -155,10 +164,18 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
                                          name));
     }
   }
-  if (!modeGiven && !dsn.socket.empty()) dsn.sslMode = SslMode::kDisabled;  // a local socket needs no TLS
+  // The library uses a socket only for localhost; for another host it would go over TCP.
+  if (!dsn.socket.empty() && dsn.host != "localhost") {
+    throw ConfigError(key, fmt::format("socket= needs the host localhost, not '{}'", dsn.host));
+  }
   const bool anyFile = !dsn.sslCa.empty() || !dsn.sslCert.empty() || !dsn.sslKey.empty();
+  if (!modeGiven) dsn.sslMode = defaultSslMode(dsn);
   if (dsn.sslMode == SslMode::kDisabled && anyFile) {
     throw ConfigError(key, "ssl-ca, ssl-cert and ssl-key need TLS, but ssl-mode is DISABLED");
+  }
+  if (dsn.sslMode == SslMode::kPreferred && anyFile) {
+    throw ConfigError(key, "ssl-mode PREFERRED falls back to plain text: with ssl-ca, ssl-cert or ssl-key use "
+                           "REQUIRED, VERIFY_CA or VERIFY_IDENTITY");
   }
   if (dsn.sslCert.empty() != dsn.sslKey.empty()) throw ConfigError(key, "ssl-cert and ssl-key go together");
   if (dsn.sslMode == SslMode::kVerifyCa && dsn.sslCa.empty()) {
@@ -201,9 +218,7 @@ std::string Dsn::masked() const {
   out += "@" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + database;
   std::vector<std::string> params;
   if (!socket.empty()) params.push_back("socket=" + socket);
-  if (sslMode != (socket.empty() ? SslMode::kPreferred : SslMode::kDisabled)) {
-    params.push_back(std::string("ssl-mode=") + sslModeName(sslMode));
-  }
+  if (sslMode != defaultSslMode(*this)) params.push_back(std::string("ssl-mode=") + sslModeName(sslMode));
   if (!sslCa.empty()) params.push_back("ssl-ca=" + sslCa);
   if (!sslCert.empty()) params.push_back("ssl-cert=" + sslCert);
   if (!sslKey.empty()) params.push_back("ssl-key=" + sslKey);

@@ -29,6 +29,19 @@ std::string escapeRegex(const std::string& path) {
   return out;
 }
 
+// `text` with control characters as \xNN: a request path cannot forge a log line.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool splitListen(const std::string& listen, std::string& host, int& port) {
@@ -65,24 +78,27 @@ Status HttpServer::start() {
   }
   const bool separate = metrics_.server != nullptr;
   commonHandlers(*main_.server, /*health=*/!separate, /*api=*/true);
+  if (separate) commonHandlers(*metrics_.server, /*health=*/true, /*api=*/false);
   adminRoutes();
   snapshotRoutes(*main_.server);
   healthRoutes(separate ? *metrics_.server : *main_.server);
   // Every admin call is logged: who (the client's address), what, and the answer; never the token.
   main_.server->set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (req.path.rfind("/v1/admin/", 0) != 0) return;
-    spdlog::info("admin {} {} from {}: {}", req.method, req.path, req.remote_addr, res.status);
+    spdlog::info("admin {} {} from {}: {}", req.method, printable(req.path), req.remote_addr, res.status);
   });
-  OUTBOX_RETURN_IF_ERROR(listen(main_, options_.host, options_.port));
-  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, main_.port);
-  if (separate) {
-    OUTBOX_RETURN_IF_ERROR(listen(metrics_, options_.metricsHost, options_.metricsPort));
-    spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, metrics_.port);
+  // Both addresses are bound before either serves: a failure leaves no thread to stop.
+  OUTBOX_RETURN_IF_ERROR(bind(main_, options_.host, options_.port));
+  if (separate) OUTBOX_RETURN_IF_ERROR(bind(metrics_, options_.metricsHost, options_.metricsPort));
+  for (Listener* l : {&main_, &metrics_}) {
+    if (l->server) l->thread = std::thread([l] { l->server->listen_after_bind(); });
   }
+  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, main_.port);
+  if (separate) spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, metrics_.port);
   return Status::ok();
 }
 
-Status HttpServer::listen(Listener& l, const std::string& host, int port) {
+Status HttpServer::bind(Listener& l, const std::string& host, int port) {
   size_t workers = options_.workers;
   l.server->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   l.server->set_payload_max_length(options_.maxRequestBytes);
@@ -92,7 +108,6 @@ Status HttpServer::listen(Listener& l, const std::string& host, int port) {
   l.server->set_keep_alive_timeout(5);
   l.port = port == 0 ? l.server->bind_to_any_port(host) : (l.server->bind_to_port(host, port) ? port : -1);
   if (l.port <= 0) return Status::fatal(fmt::format("cannot listen on {}:{}", host, port));
-  l.thread = std::thread([&l] { l.server->listen_after_bind(); });
   return Status::ok();
 }
 
@@ -100,6 +115,9 @@ void HttpServer::stop() {
   stopping_ = true;
   for (Listener* l : {&main_, &metrics_}) {
     if (l->thread.joinable()) {
+      // httplib's stop() does nothing until the listener thread has begun serving (a thread that
+      // has already ended never will: the wait is bounded).
+      for (int i = 0; i < 2000 && !l->server->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       l->server->stop();
       l->thread.join();
     }

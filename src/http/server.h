@@ -64,8 +64,8 @@ class HttpServer {
     std::thread thread;
     int port = 0;
   };
-  // Binds `l` to host:port (0: any free port) and starts its thread.
-  Status listen(Listener& l, const std::string& host, int port);
+  // Binds `l` to host:port (0: any free port); start() then starts its thread.
+  Status bind(Listener& l, const std::string& host, int port);
   // The pre-routing (404/405), error and exception handlers of a listener serving the health
   // routes, the API (snapshots and admin), or both.
   void commonHandlers(httplib::Server& svr, bool health, bool api);

@@ -2,6 +2,9 @@
 
 #include <nats/nats.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -77,8 +80,42 @@ ConnectOptions connectOptionsFrom(const NatsConfig& c) {
 
 namespace {
 
-// The login and TLS settings of `o` on `opts`; a failure names the setting.
-Status setSecurity(natsOptions* opts, const ConnectOptions& o) {
+// Whether a TLS failure's text is a certificate check that failed (chain, name), not a handshake
+// that ended early.
+bool certificateRefused(const std::string& text) {
+  std::string lower;
+  for (char c : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (const char* word : {"certificate", "verify", "mismatch", "hostname"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Whether the connection is TLS: a tls:// URL, or any TLS setting.
+bool usesTls(const ConnectOptions& o) {
+  return o.url.find("tls://") != std::string::npos || !o.tlsCa.empty() || !o.tlsCert.empty() ||
+         !o.tlsServerName.empty();
+}
+
+// Signs the server's nonce with the user seed `closure` points to (natsOptions_SetNKey): the
+// seed file is read by readNkeySeed alone, never by a second parser in nats.c.
+natsStatus signNonce(char** customErrTxt, unsigned char** signature, int* signatureLength, const char* nonce,
+                     void* closure) {
+  auto signed_ = nkeySign(*static_cast<const std::string*>(closure), nonce, NkeyKind::kUser);
+  if (!signed_.isOk()) {
+    *customErrTxt = strdup("nats.nkey_seed_file: cannot sign the server's nonce");
+    return NATS_ERR;
+  }
+  *signature = static_cast<unsigned char*>(malloc(signed_->size()));
+  if (*signature == nullptr) return NATS_NO_MEMORY;
+  memcpy(*signature, signed_->data(), signed_->size());
+  *signatureLength = static_cast<int>(signed_->size());
+  return NATS_OK;
+}
+
+// The login and TLS settings of `o` on `opts`; a failure names the setting. `seed` keeps an nkey
+// seed for signNonce, for as long as the connection lives.
+Status setSecurity(natsOptions* opts, const ConnectOptions& o, std::string& seed) {
   natsStatus s = NATS_OK;
   if (!o.user.empty()) s = natsOptions_SetUserInfo(opts, o.user.c_str(), o.password.c_str());
   if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(opts, o.token.c_str());
@@ -88,16 +125,16 @@ Status setSecurity(natsOptions* opts, const ConnectOptions& o) {
     if (s != NATS_OK) return fromNats(s, 0, "nats.creds_file " + o.credsFile);
   }
   if (!o.nkeySeedFile.empty()) {
-    auto seed = readNkeySeed(o.nkeySeedFile);
-    if (!seed.isOk()) return Status::permanent("nats.nkey_seed_file: " + seed.status().message());
-    auto publicKey = nkeyPublicKey(*seed);
+    auto read = readNkeySeed(o.nkeySeedFile);
+    if (!read.isOk()) return Status::permanent("nats.nkey_seed_file: " + read.status().message());
+    auto publicKey = nkeyPublicKey(*read);
     if (!publicKey.isOk()) return Status::permanent(fmt::format("nats.nkey_seed_file {}: {}", o.nkeySeedFile,
                                                                 publicKey.status().message()));
-    s = natsOptions_SetNKeyFromSeed(opts, publicKey->c_str(), o.nkeySeedFile.c_str());
+    seed = std::move(read).value();
+    s = natsOptions_SetNKey(opts, publicKey->c_str(), &signNonce, &seed);
     if (s != NATS_OK) return fromNats(s, 0, "nats.nkey_seed_file " + o.nkeySeedFile);
   }
-  const bool tls = o.url.find("tls://") != std::string::npos || !o.tlsCa.empty() || !o.tlsCert.empty();
-  if (!tls) return Status::ok();
+  if (!usesTls(o)) return Status::ok();
   if (s = natsOptions_SetSecure(opts, true); s != NATS_OK) return fromNats(s, 0, "nats TLS");
   if (!o.tlsCa.empty()) {
     s = natsOptions_LoadCATrustedCertificates(opts, o.tlsCa.c_str());
@@ -151,20 +188,22 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(raw, 64 * 1024 * 1024);
   if (s != NATS_OK) return fromNats(s, 0, "nats options");
-  OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o));
+  auto seed = std::make_unique<std::string>();
+  OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o, *seed));
   natsConnection* nc = nullptr;
   s = natsConnection_Connect(&nc, raw);
   if (s != NATS_OK) {
     Status failed = fromNats(s, 0, fmt::format("connect to nats-server at {}{}", o.url, securitySettings(o)));
     // A server that verifies clients drops a TLS connection without a certificate mid-handshake,
     // which reads as a protocol error.
-    const bool tls = o.url.find("tls://") != std::string::npos || !o.tlsCa.empty();
-    if (s == NATS_PROTOCOL_ERROR && tls && o.tlsCert.empty()) {
+    if (s == NATS_PROTOCOL_ERROR && usesTls(o) && o.tlsCert.empty()) {
       return Status::transient(failed.message() + "; if the server verifies clients, set nats.tls_cert and nats.tls_key");
     }
+    // A handshake a server cut short (it was going down) heals; a certificate refused does not.
+    if (s == NATS_SSL_ERROR && !certificateRefused(failed.message())) return Status::transient(failed.message());
     return failed;
   }
-  return std::unique_ptr<Connection>(new Connection(nc));
+  return std::unique_ptr<Connection>(new Connection(nc, std::move(seed)));
 }
 
 void NatsDeleter::operator()(natsConnection* nc) const {

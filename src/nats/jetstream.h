@@ -75,7 +75,8 @@ class Connection {
 
  private:
   friend class JetStream;
-  explicit Connection(natsConnection* nc) : nc_(nc) {}
+  Connection(natsConnection* nc, std::unique_ptr<std::string> seed) : seed_(std::move(seed)), nc_(nc) {}
+  std::unique_ptr<std::string> seed_;  // an nkey seed the connection signs with; outlives nc_
   NatsHandle<natsConnection> nc_;
 };
 

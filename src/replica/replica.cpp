@@ -66,7 +66,7 @@ Status Replica::bootstrap() {
     auto nc = nats::Connection::connect(options_.nats);
     if (!nc.isOk()) return nc.status();
     nats_ = std::move(nc).value();
-    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16);
+    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16, options_.jsDomain);
     if (!js.isOk()) return js.status();
     js_ = std::move(js).value();
   }

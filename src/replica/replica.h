@@ -27,6 +27,7 @@ class Replica {
     std::string baseUrl;   // e.g. http://127.0.0.1:8080
     std::string source;
     nats::ConnectOptions nats{.url = "nats://127.0.0.1:4222", .name = "outbox-replica"};
+    std::string jsDomain;  // the JetStream domain ("" for the server's own)
     std::chrono::milliseconds verifyInterval{1000};
     int mismatchesBeforeRebootstrap = 3;  // a summary may already reflect unpublished changes
     std::function<void(const std::string&)> report;  // one line per state change

@@ -96,7 +96,7 @@ struct Fixture {
     makeCertificate(base, "server", 1);
     makeCertificate(base, "client", 2);
     makeCa(base + "-other");
-    writeSeed(base + "-user.nk", key.seed);
+    writeSeed(base + "-user.nk", key.seed + "\r");  // as an editor on another system may save it
     writeSeed(base + "-stranger.nk", nats::newUserNkey().value().seed);
     server = std::make_unique<SecureNats>(base, key.publicKey);
   }

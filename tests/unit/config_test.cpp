@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(dsn_forms) {
 BOOST_AUTO_TEST_CASE(dsn_tls_parameters_and_ipv6_hosts) {
   // TLS when the server offers it, by default over TCP; a local socket needs none.
   BOOST_TEST((Dsn::parse("k", "mysql://u@h/db").sslMode == SslMode::kPreferred));
-  BOOST_TEST((Dsn::parse("k", "mysql://u@h/db?socket=/s").sslMode == SslMode::kDisabled));
+  BOOST_TEST((Dsn::parse("k", "mysql://u@localhost/db?socket=/s").sslMode == SslMode::kDisabled));
   Dsn v = Dsn::parse("k", "mysql://u:pw@db.internal/app?ssl-mode=verify_identity&ssl-ca=/etc/ca%20s.pem"
                           "&ssl-cert=/c.pem&ssl-key=/k.pem");
   BOOST_TEST((v.sslMode == SslMode::kVerifyIdentity));
@@ -85,6 +85,10 @@ BOOST_AUTO_TEST_CASE(dsn_tls_parameters_and_ipv6_hosts) {
   BOOST_TEST(v.sslKey == "/k.pem");
   BOOST_TEST(v.masked() == "mysql://u:****@db.internal:3306/app?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca s.pem"
                            "&ssl-cert=/c.pem&ssl-key=/k.pem");
+  // A CA given means a certificate to check; a client certificate means TLS.
+  BOOST_TEST((Dsn::parse("k", "mysql://u@h/db?ssl-ca=/ca.pem").sslMode == SslMode::kVerifyCa));
+  BOOST_TEST(Dsn::parse("k", "mysql://u@h/db?ssl-ca=/ca.pem").masked() == "mysql://u@h:3306/db?ssl-ca=/ca.pem");
+  BOOST_TEST((Dsn::parse("k", "mysql://u@h/db?ssl-cert=/c.pem&ssl-key=/k.pem").sslMode == SslMode::kRequired));
   for (const char* mode : {"DISABLED", "PREFERRED", "REQUIRED"}) {
     BOOST_TEST(sslModeName(Dsn::parse("k", std::string("mysql://u@h/db?ssl-mode=") + mode).sslMode) == std::string(mode));
   }
@@ -116,6 +120,10 @@ BOOST_AUTO_TEST_CASE(dsn_errors_name_the_problem) {
   BOOST_TEST(reason("mysql://u@h/db?ssl-mode=VERIFY_CA").find("needs ssl-ca") != std::string::npos);
   BOOST_TEST(reason("mysql://u@h/db?ssl-mode=DISABLED&ssl-ca=/ca.pem").find("ssl-mode is DISABLED") != std::string::npos);
   BOOST_TEST(reason("mysql://u@h/db?ssl-cert=/c.pem").find("go together") != std::string::npos);
+  BOOST_TEST(reason("mysql://u@db.internal/db?socket=/run/mysqld.sock").find("needs the host localhost") !=
+             std::string::npos);
+  BOOST_TEST(reason("mysql://u@h/db?ssl-mode=PREFERRED&ssl-ca=/ca.pem").find("falls back to plain text") !=
+             std::string::npos);
   BOOST_TEST(reason("mysql://u@h/db?ssl-ca=").find("'ssl-ca' has no value") != std::string::npos);
   BOOST_TEST(reason("mysql://u@::1/db").find("in brackets") != std::string::npos);
   BOOST_TEST(reason("mysql://u@[::1/db").find("closing ']'") != std::string::npos);
@@ -159,6 +167,9 @@ BOOST_AUTO_TEST_CASE(nats_and_http_security_keys) {
   BOOST_TEST(fromEnv.nats.credsFile == readable);
   auto nats = [&](const std::string& keys) { return errorKey("[nats]\n" + keys + std::string(kMinimal)); };
   BOOST_TEST(nats("url = \"nats://a:4222,http://b\"\n") == "nats.url");
+  BOOST_TEST(nats("url = \"nats://bridge:pw@a:4222\"\n") == "nats.url");  // would be shown wherever the URL is
+  BOOST_TEST(errorKey(std::string(kMinimal).replace(std::string(kMinimal).find("/app"), 4, "/app?ssl-ca=/nonexistent.pem")) ==
+             "source.account.dsn");
   BOOST_TEST(nats("creds_file = \"/nonexistent/user.creds\"\n") == "nats.creds_file");
   BOOST_TEST(nats("tls_cert = \"" + readable + "\"\n") == "nats.tls_key");
   BOOST_TEST(nats("user = \"u\"\ntoken = \"t\"\n") == "nats");
