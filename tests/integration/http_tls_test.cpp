@@ -94,6 +94,7 @@ BOOST_AUTO_TEST_CASE(https_for_snapshots_and_admin_and_plain_http_for_metrics_on
     }
   }
   BOOST_TEST(curlStatus(plain + "/v1/admin/sources") == 404);
+  BOOST_TEST(curlStatus("-X POST " + plain + "/metrics") == 405);  // at once, as on the main listener
   BOOST_TEST(curlStatus(plain + "/v1/sources/" + source.name + "/control-snapshot") == 404);
   auto metrics = httpRequest(metricsPort, "GET", "/metrics");
   BOOST_TEST(metrics.body.find(fmt::format("outbox_published_rows_total{{source=\"{}\"}} 5", source.name)) !=
@@ -104,6 +105,19 @@ BOOST_AUTO_TEST_CASE(https_for_snapshots_and_admin_and_plain_http_for_metrics_on
 
   BOOST_TEST(bridge.stop() == 0);
   BOOST_TEST(bridge.log().find(kToken) == std::string::npos);
+}
+
+// The metrics address already taken: run exits 1 saying so (it used to hang, its HTTPS listener
+// serving, with no relay running).
+BOOST_AUTO_TEST_CASE(a_metrics_address_in_use_exits_1) {
+  TestDatabase database("httpbusy");
+  SourceSpec source{uniqueName("hm", database), &database, {}};
+  const std::string taken = stack().natsUrl.substr(stack().natsUrl.rfind('/') + 1);  // nats-server's
+  std::string config = writeConfig({source}, fmt::format("[http]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"{}\"\n", taken));
+  migrate(config);
+  auto run = runCommand(fmt::format("timeout 20 {} run --config {}", stack().bridgeBinary, config));
+  BOOST_TEST(run.exitCode == 1, run.exitCode << ": " << run.err);
+  BOOST_TEST(run.err.find("cannot listen on " + taken) != std::string::npos, run.err);
 }
 
 BOOST_AUTO_TEST_CASE(a_certificate_that_cannot_be_loaded_exits_2_naming_the_keys) {
