@@ -19,20 +19,11 @@ namespace {
 const std::string kToken = "adm1n-t0ken-5e9a";
 const bool kNoted = (registerSecret(kToken), true);
 
-void openssl(const std::string& args) {
-  auto r = runCommand("openssl " + args);
-  if (r.exitCode != 0) throw std::runtime_error("openssl " + args + ": " + r.err);
-}
-
-// A CA and a certificate for 127.0.0.1 it signed: <base>-ca.pem, <base>-cert.pem, <base>-key.pem.
+// A CA and a certificate for 127.0.0.1 it signed: <base>-ca.pem (and -ca-key.pem), <base>-cert.pem,
+// <base>-cert-key.pem.
 std::string makeServerCertificate(const std::string& base) {
-  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  openssl(fmt::format("req -x509 {1} -days 1 -subj '/CN=http test CA' -keyout {0}-ca-key.pem -out {0}-ca.pem", base, ec));
-  openssl(fmt::format("req {1} -subj '/CN=bridge' -keyout {0}-key.pem -out {0}.csr", base, ec));
-  std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1\n";
-  openssl(fmt::format("x509 -req -in {0}.csr -CA {0}-ca.pem -CAkey {0}-ca-key.pem -set_serial 7 -days 1 -extfile {0}.ext "
-                      "-out {0}-cert.pem",
-                      base));
+  makeCa(base);
+  makeCertificate(base + "-ca.pem", base + "-ca-key.pem", base + "-cert", "IP:127.0.0.1");
   return base;
 }
 
@@ -52,7 +43,7 @@ BOOST_AUTO_TEST_CASE(https_for_snapshots_and_admin_and_plain_http_for_metrics_on
   const std::string base = makeServerCertificate(fmt::format("{}/https-{}", tempDir(), database.name()));
   const int metricsPort = freeLoopbackPort();
   std::string config = writeConfig(
-      {source}, fmt::format("[http]\nlisten = \"127.0.0.1:0\"\ntls_cert = \"{0}-cert.pem\"\ntls_key = \"{0}-key.pem\"\n"
+      {source}, fmt::format("[http]\nlisten = \"127.0.0.1:0\"\ntls_cert = \"{0}-cert.pem\"\ntls_key = \"{0}-cert-key.pem\"\n"
                             "metrics_listen = \"127.0.0.1:{1}\"\nadmin_token = \"{2}\"\n",
                             base, metricsPort, kToken));
   migrate(config);

@@ -18,11 +18,6 @@ namespace {
 
 std::string tlsDir() { return stack().stackDir + "/tls"; }
 
-void openssl(const std::string& args) {
-  auto r = runCommand("openssl " + args);
-  if (r.exitCode != 0) throw std::runtime_error("openssl " + args + ": " + r.err);
-}
-
 // An account of the test database that must come over TLS (`require`: "SSL" or "X509"), dropped
 // at the end.
 struct TlsAccount {
@@ -97,16 +92,14 @@ BOOST_AUTO_TEST_CASE(a_certificate_from_another_ca_is_refused_under_verify_ca) {
   TestDatabase database("mytlsca");
   TlsAccount account(database, "tlc", "SSL");
   const std::string dir = fmt::format("{}/wrongca-{}", tempDir(), database.name());
-  openssl(fmt::format("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj '/CN=not the "
-                      "stack CA' -keyout {0}-key.pem -out {0}.pem",
-                      dir));
+  makeCa(dir);
   for (const char* mode : {"VERIFY_CA", "VERIFY_IDENTITY"}) {
     BOOST_TEST_CONTEXT(mode) {
-      auto conn = account.connect(fmt::format("ssl-mode={}&ssl-ca={}.pem", mode, dir));
+      auto conn = account.connect(fmt::format("ssl-mode={}&ssl-ca={}-ca.pem", mode, dir));
       BOOST_REQUIRE(!conn.isOk());
       const std::string& message = conn.status().message();
       BOOST_TEST(message.find("mysql error 2026") != std::string::npos, message);  // CR_SSL_CONNECTION_ERROR
-      BOOST_TEST(message.find(fmt::format("ssl-ca={}.pem", dir)) != std::string::npos, message);
+      BOOST_TEST(message.find(fmt::format("ssl-ca={}-ca.pem", dir)) != std::string::npos, message);
     }
   }
 }
@@ -115,12 +108,7 @@ BOOST_AUTO_TEST_CASE(an_account_that_requires_a_client_certificate_connects_with
   TestDatabase database("mytlsx");
   TlsAccount account(database, "tlx", "X509");
   const std::string client = fmt::format("{}/client-{}", tempDir(), database.name());
-  openssl(fmt::format("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj '/CN=bridge' -keyout "
-                      "{0}-key.pem -out {0}.csr",
-                      client));
-  openssl(fmt::format("x509 -req -in {0}.csr -CA {1}/ca.pem -CAkey {1}/ca-key.pem -set_serial 0x{2} -days 1 -out "
-                      "{0}.pem",
-                      client, tlsDir(), database.name().substr(database.name().size() - 6)));
+  makeCertificate(tlsDir() + "/ca.pem", tlsDir() + "/ca-key.pem", client, "");
   auto without = account.connect("ssl-mode=REQUIRED");
   BOOST_REQUIRE(!without.isOk());
   BOOST_TEST(without.status().message().find("mysql error 1045") != std::string::npos, without.status().message());

@@ -24,25 +24,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void openssl(const std::string& args) {
-  auto r = runCommand("openssl " + args);
-  if (r.exitCode != 0) throw std::runtime_error("openssl " + args + ": " + r.err);
-}
-
-const char* kEc = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-
-// <base>-ca.pem (and -ca-key.pem): a CA.
-void makeCa(const std::string& base) {
-  openssl(fmt::format("req -x509 {} -days 1 -subj '/CN=nats test CA' -keyout {}-ca-key.pem -out {}-ca.pem", kEc, base, base));
-}
-
 // <base>-<name>.pem and -<name>-key.pem, signed by <base>-ca.pem, for 127.0.0.1 and nats.internal.
-void makeCertificate(const std::string& base, const std::string& name, int serial) {
-  std::ofstream(base + ".ext") << "subjectAltName=IP:127.0.0.1,DNS:nats.internal\n";
-  openssl(fmt::format("req {} -subj '/CN={}' -keyout {}-{}-key.pem -out {}-{}.csr", kEc, name, base, name, base, name));
-  openssl(fmt::format("x509 -req -in {0}-{1}.csr -CA {0}-ca.pem -CAkey {0}-ca-key.pem -set_serial {2} -days 1 "
-                      "-extfile {0}.ext -out {0}-{1}.pem",
-                      base, name, serial));
+void makeCertificate(const std::string& base, const std::string& name) {
+  test::makeCertificate(base + "-ca.pem", base + "-ca-key.pem", base + "-" + name, "IP:127.0.0.1,DNS:nats.internal");
 }
 
 // A JetStream nats-server on a free loopback port that requires TLS with a client certificate
@@ -93,8 +77,8 @@ struct Fixture {
 
   Fixture() {
     makeCa(base);
-    makeCertificate(base, "server", 1);
-    makeCertificate(base, "client", 2);
+    makeCertificate(base, "server");
+    makeCertificate(base, "client");
     makeCa(base + "-other");
     writeSeed(base + "-user.nk", key.seed + "\r");  // as an editor on another system may save it
     writeSeed(base + "-stranger.nk", nats::newUserNkey().value().seed);

@@ -340,6 +340,32 @@ double sourceMetric(int port, const std::string& name, const std::string& source
   return metricSample(httpRequest(port, "GET", "/metrics").body, fmt::format("{}{{source=\"{}\"}}", name, source));
 }
 
+namespace {
+void openssl(const std::string& args) {
+  auto r = runCommand("openssl " + args);
+  if (r.exitCode != 0) throw std::runtime_error("openssl " + args + ": " + r.err);
+}
+constexpr const char* kEcKey = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+}  // namespace
+
+void makeCa(const std::string& base) {
+  openssl(fmt::format("req -x509 {} -days 1 -subj '/CN=test CA {}' -keyout {}-ca-key.pem -out {}-ca.pem", kEcKey,
+                      randomSuffix(), base, base));
+}
+
+void makeCertificate(const std::string& caPem, const std::string& caKey, const std::string& out,
+                     const std::string& subjectAltName) {
+  openssl(fmt::format("req {} -subj '/CN=test' -keyout {}-key.pem -out {}.csr", kEcKey, out, out));
+  std::string extensions;
+  if (!subjectAltName.empty()) {
+    std::ofstream(out + ".ext") << "subjectAltName=" << subjectAltName << "\n";
+    extensions = fmt::format("-extfile {}.ext", out);
+  }
+  // A serial of its own: a client refuses two certificates of one CA with the same serial.
+  openssl(fmt::format("x509 -req -in {0}.csr -CA {1} -CAkey {2} -set_serial 0x{3} -days 1 {4} -out {0}.pem", out, caPem,
+                      caKey, randomSuffix(), extensions));
+}
+
 int freeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};

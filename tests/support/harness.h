@@ -193,6 +193,14 @@ double metricSample(const std::string& page, const std::string& nameAndLabels);
 // The value of a source's sample `name` on the /metrics page of the bridge at `port` (-1: none).
 double sourceMetric(int port, const std::string& name, const std::string& source);
 
+// Certificates for the TLS tests, made with the openssl command (EC P-256, valid a day).
+// A CA: <base>-ca.pem and its key <base>-ca-key.pem.
+void makeCa(const std::string& base);
+// <out>.pem and its key <out>-key.pem, for `subjectAltName` ("IP:127.0.0.1,DNS:x"; "" for none),
+// signed by the CA <caPem> with the key <caKey>.
+void makeCertificate(const std::string& caPem, const std::string& caKey, const std::string& out,
+                     const std::string& subjectAltName);
+
 // A TCP port free on loopback when asked (bound to port 0, then closed).
 int freeLoopbackPort();
 
