@@ -1,4 +1,5 @@
 #include "config/config.h"
+#include "config/section.h"
 
 #include <algorithm>
 #include <cctype>
@@ -15,120 +16,9 @@ extern char** environ;
 
 namespace outbox {
 
+using namespace config_detail;
+
 namespace {
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
-std::string trimNewline(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-std::string readSecretFile(const std::string& key, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(key, fmt::format("cannot read file '{}'", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return trimNewline(buffer.str());
-}
-
-// Reads the keys of one TOML table, letting environment variables override them, and remembers
-// which keys it read so that finish() can reject the rest as unknown.
-class Section {
- public:
-  // `consulted` collects the name of every environment variable the section could read.
-  Section(const toml::table* table, std::string keyPrefix, std::string envPrefix, const Environment& env,
-          std::set<std::string>& consulted)
-      : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env),
-        consulted_(consulted) {}
-
-  std::string keyName(const std::string& key) const { return keyPrefix_ + key; }
-
-  std::optional<std::string> str(const std::string& key) {
-    read_.insert(key);
-    consulted_.insert(envPrefix_ + upper(key));
-    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) return it->second;
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (node == nullptr) return std::nullopt;
-    if (auto v = node->value<std::string>(); v && node->is_string()) return *v;
-    throw ConfigError(keyName(key), "expected a string");
-  }
-
-  std::optional<int64_t> integer(const std::string& key) {
-    read_.insert(key);
-    consulted_.insert(envPrefix_ + upper(key));
-    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) {
-      return parseInteger(keyName(key), it->second);
-    }
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (node == nullptr) return std::nullopt;
-    if (!node->is_integer()) throw ConfigError(keyName(key), "expected an integer");
-    return node->value<int64_t>();
-  }
-
-  std::optional<Duration> duration(const std::string& key) {
-    auto text = str(key);
-    if (!text) return std::nullopt;
-    return parseDuration(keyName(key), *text);
-  }
-
-  // What `key` names among `choices`, or nullopt when unset; any other text is an error listing them.
-  template <typename T>
-  std::optional<T> oneOf(const std::string& key, std::initializer_list<std::pair<std::string_view, T>> choices) {
-    auto text = str(key);
-    if (!text) return std::nullopt;
-    std::string names;
-    for (const auto& [name, value] : choices) {
-      if (*text == name) return value;
-      names += (names.empty() ? "" : ", ") + std::string(name);
-    }
-    throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", *text, names));
-  }
-
-  // A secret given inline, in `<key>_file`, or by environment; never both inline and file.
-  std::optional<std::string> secret(const std::string& key) {
-    auto inlineValue = str(key);
-    auto file = str(key + "_file");
-    if (inlineValue && file) {
-      throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
-    }
-    if (file) return readSecretFile(keyName(key + "_file"), *file);
-    return inlineValue;
-  }
-
-  void finish() const {
-    if (table_ == nullptr) return;
-    for (const auto& [k, v] : *table_) {
-      std::string name(k.str());
-      if (!read_.count(name)) throw ConfigError(keyName(name), "unknown key");
-    }
-  }
-
- private:
-  const toml::table* table_;
-  std::string keyPrefix_;
-  std::string envPrefix_;
-  const Environment& env_;
-  std::set<std::string>& consulted_;
-  std::set<std::string> read_;
-};
-
-const toml::table* subTable(const toml::table& root, const std::string& key) {
-  const toml::node* node = root.get(key);
-  if (node == nullptr) return nullptr;
-  if (!node->is_table()) throw ConfigError(key, "expected a table [" + key + "]");
-  return node->as_table();
-}
-
-int positiveInt(const std::string& key, int64_t value, int64_t max) {
-  if (value < 1 || value > max) {
-    throw ConfigError(key, fmt::format("must be between 1 and {}, got {}", max, value));
-  }
-  return static_cast<int>(value);
-}
 
 bool isStreamName(const std::string& name) {
   if (name.empty() || name.size() > 255) return false;
@@ -169,12 +59,9 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   auto dsn = sec.str("dsn");
   if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
   s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
-  for (const auto& [param, path] : {std::pair<const char*, const std::string*>{"ssl-ca", &s.dsn.sslCa},
-                                    {"ssl-cert", &s.dsn.sslCert}, {"ssl-key", &s.dsn.sslKey}}) {
-    if (!path->empty() && !std::ifstream(*path)) {
-      throw ConfigError(sec.keyName("dsn"), fmt::format("{}: cannot read '{}'", param, *path));
-    }
-  }
+  requireReadable(sec.keyName("dsn"), s.dsn.sslCa, "ssl-ca: ");
+  requireReadable(sec.keyName("dsn"), s.dsn.sslCert, "ssl-cert: ");
+  requireReadable(sec.keyName("dsn"), s.dsn.sslKey, "ssl-key: ");
   if (auto password = sec.secret("password")) s.dsn.password = *password;
 
   auto table_name = sec.str("outbox_table");
@@ -283,10 +170,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
       {"tls_ca", &config.nats.tlsCa},         {"tls_cert", &config.nats.tlsCert},
       {"tls_key", &config.nats.tlsKey}};
   for (const auto& [key, field] : files) {
-    if (auto v = nats.str(key)) *field = *v;
-    if (!field->empty() && !std::ifstream(*field)) {
-      throw ConfigError(nats.keyName(key), fmt::format("cannot read '{}'", *field));
-    }
+    if (auto v = nats.path(key)) *field = *v;
   }
   if (config.nats.tlsCert.empty() != config.nats.tlsKey.empty()) {
     throw ConfigError(config.nats.tlsCert.empty() ? "nats.tls_cert" : "nats.tls_key", "tls_cert and tls_key go together");
@@ -311,14 +195,10 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (config.http.listen.find(':') == std::string::npos) {
     throw ConfigError("http.listen", fmt::format("'{}' must be HOST:PORT", config.http.listen));
   }
-  if (auto v = http.str("tls_cert")) config.http.tlsCert = *v;
-  if (auto v = http.str("tls_key")) config.http.tlsKey = *v;
+  if (auto v = http.path("tls_cert")) config.http.tlsCert = *v;
+  if (auto v = http.path("tls_key")) config.http.tlsKey = *v;
   if (config.http.tlsCert.empty() != config.http.tlsKey.empty()) {
     throw ConfigError(config.http.tlsCert.empty() ? "http.tls_cert" : "http.tls_key", "tls_cert and tls_key go together");
-  }
-  using KeyPath = std::pair<const char*, std::string>;
-  for (const auto& [key, path] : {KeyPath{"http.tls_cert", config.http.tlsCert}, KeyPath{"http.tls_key", config.http.tlsKey}}) {
-    if (!path.empty() && !std::ifstream(path)) throw ConfigError(key, fmt::format("cannot read '{}'", path));
   }
   if (auto v = http.str("metrics_listen"); v && !v->empty()) {
     if (v->find(':') == std::string::npos) throw ConfigError("http.metrics_listen", fmt::format("'{}' must be HOST:PORT", *v));

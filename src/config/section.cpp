@@ -1,0 +1,50 @@
+#include "config/section.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+namespace outbox::config_detail {
+
+namespace {
+
+std::string trimNewline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+std::string readSecretFile(const std::string& key, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(key, fmt::format("cannot read file '{}'", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return trimNewline(buffer.str());
+}
+
+const toml::table* subTable(const toml::table& root, const std::string& key) {
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table()) throw ConfigError(key, "expected a table [" + key + "]");
+  return node->as_table();
+}
+
+int positiveInt(const std::string& key, int64_t value, int64_t max) {
+  if (value < 1 || value > max) {
+    throw ConfigError(key, fmt::format("must be between 1 and {}, got {}", max, value));
+  }
+  return static_cast<int>(value);
+}
+
+void requireReadable(const std::string& key, const std::string& path, const std::string& what) {
+  if (!path.empty() && !std::ifstream(path)) throw ConfigError(key, fmt::format("{}cannot read '{}'", what, path));
+}
+
+}  // namespace outbox::config_detail

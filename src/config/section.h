@@ -1,0 +1,118 @@
+#pragma once
+
+// Reading one TOML table of the config with environment overrides: the helpers of config.cpp
+// (internal to src/config).
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "config/config.h"
+
+namespace outbox::config_detail {
+
+std::string upper(std::string s);
+std::string readSecretFile(const std::string& key, const std::string& path);
+// Throws ConfigError(key, "cannot read '<path>'") (`what`: a prefix naming the part of the key)
+// unless `path` is empty or a readable file.
+void requireReadable(const std::string& key, const std::string& path, const std::string& what = "");
+// The table `key` of `root`, or null when absent; a ConfigError when `key` is not a table.
+const toml::table* subTable(const toml::table& root, const std::string& key);
+int positiveInt(const std::string& key, int64_t value, int64_t max);
+
+// Reads the keys of one TOML table, letting environment variables override them, and remembers
+// which keys it read so that finish() can reject the rest as unknown.
+class Section {
+ public:
+  // `consulted` collects the name of every environment variable the section could read.
+  Section(const toml::table* table, std::string keyPrefix, std::string envPrefix, const Environment& env,
+          std::set<std::string>& consulted)
+      : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env),
+        consulted_(consulted) {}
+
+  std::string keyName(const std::string& key) const { return keyPrefix_ + key; }
+
+  std::optional<std::string> str(const std::string& key) {
+    read_.insert(key);
+    consulted_.insert(envPrefix_ + upper(key));
+    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) return it->second;
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (node == nullptr) return std::nullopt;
+    if (auto v = node->value<std::string>(); v && node->is_string()) return *v;
+    throw ConfigError(keyName(key), "expected a string");
+  }
+
+  std::optional<int64_t> integer(const std::string& key) {
+    read_.insert(key);
+    consulted_.insert(envPrefix_ + upper(key));
+    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) {
+      return parseInteger(keyName(key), it->second);
+    }
+    const toml::node* node = table_ ? table_->get(key) : nullptr;
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_integer()) throw ConfigError(keyName(key), "expected an integer");
+    return node->value<int64_t>();
+  }
+
+  std::optional<Duration> duration(const std::string& key) {
+    auto text = str(key);
+    if (!text) return std::nullopt;
+    return parseDuration(keyName(key), *text);
+  }
+
+  // What `key` names among `choices`, or nullopt when unset; any other text is an error listing them.
+  template <typename T>
+  std::optional<T> oneOf(const std::string& key, std::initializer_list<std::pair<std::string_view, T>> choices) {
+    auto text = str(key);
+    if (!text) return std::nullopt;
+    std::string names;
+    for (const auto& [name, value] : choices) {
+      if (*text == name) return value;
+      names += (names.empty() ? "" : ", ") + std::string(name);
+    }
+    throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", *text, names));
+  }
+
+  // A path to a file that must be readable (PEM files, seeds, creds).
+  std::optional<std::string> path(const std::string& key) {
+    auto v = str(key);
+    if (v) requireReadable(keyName(key), *v);
+    return v;
+  }
+
+  // A secret given inline, in `<key>_file`, or by environment; never both inline and file.
+  std::optional<std::string> secret(const std::string& key) {
+    auto inlineValue = str(key);
+    auto file = str(key + "_file");
+    if (inlineValue && file) {
+      throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
+    }
+    if (file) return readSecretFile(keyName(key + "_file"), *file);
+    return inlineValue;
+  }
+
+  void finish() const {
+    if (table_ == nullptr) return;
+    for (const auto& [k, v] : *table_) {
+      std::string name(k.str());
+      if (!read_.count(name)) throw ConfigError(keyName(name), "unknown key");
+    }
+  }
+
+ private:
+  const toml::table* table_;
+  std::string keyPrefix_;
+  std::string envPrefix_;
+  const Environment& env_;
+  std::set<std::string>& consulted_;
+  std::set<std::string> read_;
+};
+
+}  // namespace outbox::config_detail
