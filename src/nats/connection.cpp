@@ -180,7 +180,9 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
       return Status::transient(failed.message() + "; if the server verifies clients, set nats.tls_cert and nats.tls_key");
     }
     // A handshake a server cut short (it was going down) heals; a certificate refused does not.
-    if (s == NATS_SSL_ERROR && !certificateRefused(failed.message())) return Status::transient(failed.message());
+    // (Only nats.c's own text is looked at: a file path in the settings may hold those words.)
+    const char* last = nats_GetLastError(nullptr);
+    if (s == NATS_SSL_ERROR && !certificateRefused(last != nullptr ? last : "")) return Status::transient(failed.message());
     return failed;
   }
   return std::unique_ptr<Connection>(new Connection(nc, std::move(seed)));
