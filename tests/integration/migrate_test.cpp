@@ -24,23 +24,18 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   BOOST_TEST(second.out.find("up to date") != std::string::npos, second.out);
   // 001-005 of the bridge's tables, and the outbox table files (001, 002) once per source.
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 9u);
-  auto columns = [&](const std::string& table) {
-    auto rows = database.sql().query(fmt::format(
-        "SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION) FROM information_schema.COLUMNS "
-        "WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}'",
-        database.name(), table));
+  // `list` of information_schema `view` for `table`, comma-separated.
+  auto schema = [&](const char* list, const char* view, const std::string& table) {
+    auto rows = database.sql().query(fmt::format("SELECT GROUP_CONCAT({}) FROM information_schema.{} WHERE TABLE_SCHEMA = '{}' "
+                                                 "AND TABLE_NAME = '{}'",
+                                                 list, view, database.name(), table));
     BOOST_REQUIRE(rows.isOk());
     BOOST_REQUIRE(rows->next());
     return std::string(rows->text(0));
   };
+  auto columns = [&](const std::string& table) { return schema("COLUMN_NAME ORDER BY ORDINAL_POSITION", "COLUMNS", table); };
   auto indexes = [&](const std::string& table) {
-    auto rows = database.sql().query(fmt::format(
-        "SELECT GROUP_CONCAT(DISTINCT INDEX_NAME ORDER BY INDEX_NAME) FROM information_schema.STATISTICS "
-        "WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = '{}'",
-        database.name(), table));
-    BOOST_REQUIRE(rows.isOk());
-    BOOST_REQUIRE(rows->next());
-    return std::string(rows->text(0));
+    return schema("DISTINCT INDEX_NAME ORDER BY INDEX_NAME", "STATISTICS", table);
   };
   // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it;
   // the state row also names the row a halt is about (halted_row_id, halted_version).

@@ -47,12 +47,13 @@ struct TlsAccount {
     if (!s.isOk()) throw std::runtime_error(s.message());
   }
   ~TlsAccount() { (void)database.sql().exec(fmt::format("DROP USER IF EXISTS '{}'@'127.0.0.1'", user)); }
-  std::string dsn(const std::string& params) const {
-    return fmt::format("mysql://{}@127.0.0.1:{}/{}{}", user, stack().mysqlPort, database.name(),
+  // `host`: how the DSN names the server (127.1 reaches 127.0.0.1 under a name its certificate lacks).
+  std::string dsn(const std::string& params, const std::string& host = "127.0.0.1") const {
+    return fmt::format("mysql://{}@{}:{}/{}{}", user, host, stack().mysqlPort, database.name(),
                        params.empty() ? "" : "?" + params);
   }
-  Result<std::unique_ptr<db::Connection>> connect(const std::string& params) const {
-    db::ConnectParams p = db::paramsFrom(Dsn::parse("dsn", dsn(params)));
+  Result<std::unique_ptr<db::Connection>> connect(const std::string& params, const std::string& host = "127.0.0.1") const {
+    db::ConnectParams p = db::paramsFrom(Dsn::parse("dsn", dsn(params, host)));
     p.password = password;
     return db::Connection::open(p);
   }
@@ -102,6 +103,21 @@ BOOST_AUTO_TEST_CASE(a_certificate_from_another_ca_is_refused_under_verify_ca) {
       BOOST_TEST(message.find(fmt::format("ssl-ca={}-ca.pem", dir)) != std::string::npos, message);
     }
   }
+}
+
+// The stack's certificate names 127.0.0.1 and localhost. Reached as 127.1 (the same address),
+// VERIFY_CA accepts it (the CA signed it) and VERIFY_IDENTITY refuses it (not the name asked for).
+BOOST_AUTO_TEST_CASE(verify_identity_refuses_a_certificate_for_another_name_that_verify_ca_accepts) {
+  TestDatabase database("mytlsid");
+  TlsAccount account(database, "tli", "SSL");
+  const std::string ca = "ssl-ca=" + tlsDir() + "/ca.pem";
+  auto chainOnly = account.connect("ssl-mode=VERIFY_CA&" + ca, "127.1");
+  BOOST_REQUIRE_MESSAGE(chainOnly.isOk(), chainOnly.status().message());
+  BOOST_TEST(!cipherOf(**chainOnly).empty());
+  auto identity = account.connect("ssl-mode=VERIFY_IDENTITY&" + ca, "127.1");
+  BOOST_REQUIRE(!identity.isOk());
+  BOOST_TEST(identity.status().message().find("mysql error 2026") != std::string::npos, identity.status().message());
+  BOOST_TEST(identity.status().message().find("ssl-mode=VERIFY_IDENTITY") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(an_account_that_requires_a_client_certificate_connects_with_ssl_cert_and_ssl_key) {
