@@ -226,9 +226,7 @@ int main(int argc, char** argv) {
   check(admin->exec("CREATE DATABASE " + database), "create database");
   dsn.database = database;
   auto conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
-  nats::ConnectOptions natsOptions;
-  natsOptions.url = o.natsUrl;
-  auto nc = check(nats::Connection::connect(natsOptions), "connect to nats-server");
+  auto nc = check(nats::Connection::connect(NatsConfig{.url = o.natsUrl}, "outbox-bench"), "connect to nats-server");
 
   std::printf("outbox-bench: %d rows of %d-byte payloads; MariaDB and nats-server on this machine (%ld cores)\n\n",
               o.rows, o.payloadBytes, sysconf(_SC_NPROCESSORS_ONLN));

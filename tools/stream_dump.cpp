@@ -17,10 +17,7 @@ int main(int argc, char** argv) {
   app.add_option("--last", last, "how many of the newest messages (default 10; 0: all)");
   CLI11_PARSE(app, argc, argv);
 
-  outbox::nats::ConnectOptions options;
-  options.url = url;
-  options.name = "outbox-stream-dump";
-  auto nc = outbox::nats::Connection::connect(options);
+  auto nc = outbox::nats::Connection::connect(outbox::NatsConfig{.url = url}, "outbox-stream-dump");
   if (!nc.isOk()) {
     std::fprintf(stderr, "outbox-stream-dump: %s\n", nc.status().message().c_str());
     return 1;

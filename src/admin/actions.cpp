@@ -32,7 +32,7 @@ Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std
 
 Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats, const std::string& reason) {
   // The highest version the stream ever held must be known, or a version could be reused.
-  auto nc = nats::Connection::connect(nats::connectOptionsFrom(nats));
+  auto nc = nats::Connection::connect(nats);
   if (!nc.isOk()) return Status::transient("epoch bump needs nats-server: " + nc.status().message());
   JetStreamPublisher publisher(source, nats, **nc);
   OUTBOX_RETURN_IF_ERROR(publisher.prepare());

@@ -42,8 +42,7 @@ Command addReplica(CLI::App& app) {
       "The reference consumer: bootstrap from a snapshot, verify it, follow the stream, print the state changes");
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump;
-    nats::ConnectOptions connect;
-    std::string jsDomain;
+    NatsConfig connect;
     double verifyInterval = 1.0;
     double duration = 0;
   };
@@ -58,7 +57,7 @@ Command addReplica(CLI::App& app) {
       {"user", &args->connect.user},          {"creds", &args->connect.credsFile},
       {"nkey-seed", &args->connect.nkeySeedFile}, {"ca", &args->connect.tlsCa},
       {"cert", &args->connect.tlsCert},       {"key", &args->connect.tlsKey},
-      {"server-name", &args->connect.tlsServerName}, {"js-domain", &args->jsDomain}};
+      {"server-name", &args->connect.tlsServerName}, {"js-domain", &args->connect.jsDomain}};
   const std::map<std::string, std::string> envKeys{{"user", "USER"},          {"creds", "CREDS_FILE"},
                                                    {"nkey-seed", "NKEY_SEED_FILE"}, {"ca", "TLS_CA"},
                                                    {"cert", "TLS_CERT"},      {"key", "TLS_KEY"},
@@ -80,8 +79,6 @@ Command addReplica(CLI::App& app) {
     options.source = args->source;
     options.nats = args->connect;
     options.nats.url = args->nats;
-    options.nats.name = "outbox-replica";
-    options.jsDomain = args->jsDomain;
     for (const auto& [name, field] : {std::pair<const char*, std::string*>{"PASSWORD", &options.nats.password},
                                       {"TOKEN", &options.nats.token}}) {
       *field = secretFromEnvironment(std::string("OUTBOX_BRIDGE_NATS_") + name);

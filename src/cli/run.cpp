@@ -28,10 +28,9 @@ namespace outbox::cli {
 namespace {
 
 std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSignal& stop) {
-  nats::ConnectOptions options = nats::connectOptionsFrom(config);
   Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
   while (!stop.stopped()) {
-    auto conn = nats::Connection::connect(options);
+    auto conn = nats::Connection::connect(config);
     if (conn.isOk()) return std::move(conn).value();
     // Refused as configured (a login, a certificate, a seed): asking again will not help.
     if (conn.status().isPermanent()) throw Exit{kExitUsage, "config error: " + conn.status().message()};

@@ -42,21 +42,6 @@ Status fromNats(int status, int jsErrCode, std::string_view what) {
 
 void shutdownLibrary() { nats_CloseAndWait(2000); }
 
-ConnectOptions connectOptionsFrom(const NatsConfig& c) {
-  ConnectOptions o;
-  o.url = c.url;
-  o.user = c.user;
-  o.password = c.password;
-  o.token = c.token;
-  o.credsFile = c.credsFile;
-  o.nkeySeedFile = c.nkeySeedFile;
-  o.tlsCa = c.tlsCa;
-  o.tlsCert = c.tlsCert;
-  o.tlsKey = c.tlsKey;
-  o.tlsServerName = c.tlsServerName;
-  o.connectTimeout = c.connectTimeout;
-  return o;
-}
 
 namespace {
 
@@ -72,7 +57,7 @@ bool certificateRefused(const std::string& text) {
 }
 
 // Whether the connection is TLS: a tls:// URL, or any TLS setting.
-bool usesTls(const ConnectOptions& o) {
+bool usesTls(const NatsConfig& o) {
   return o.url.find("tls://") != std::string::npos || !o.tlsCa.empty() || !o.tlsCert.empty() ||
          !o.tlsServerName.empty();
 }
@@ -95,7 +80,7 @@ natsStatus signNonce(char** customErrTxt, unsigned char** signature, int* signat
 
 // The login and TLS settings of `o` on `opts`; a failure names the setting. `seed` keeps an nkey
 // seed for signNonce, for as long as the connection lives.
-Status setSecurity(natsOptions* opts, const ConnectOptions& o, std::string& seed) {
+Status setSecurity(natsOptions* opts, const NatsConfig& o, std::string& seed) {
   natsStatus s = NATS_OK;
   if (!o.user.empty()) s = natsOptions_SetUserInfo(opts, o.user.c_str(), o.password.c_str());
   if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(opts, o.token.c_str());
@@ -132,7 +117,7 @@ Status setSecurity(natsOptions* opts, const ConnectOptions& o, std::string& seed
 }
 
 // " (tls_ca=..., nkey_seed_file=...)": the settings a failed connect used, for its message.
-std::string securitySettings(const ConnectOptions& o) {
+std::string securitySettings(const NatsConfig& o) {
   std::string out;
   auto add = [&](const char* key, const std::string& value) {
     if (!value.empty()) out += fmt::format("{}{}={}", out.empty() ? " (" : ", ", key, value);
@@ -149,7 +134,7 @@ std::string securitySettings(const ConnectOptions& o) {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o) {
+Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, const std::string& name) {
   natsOptions* raw = nullptr;
   if (natsStatus s = natsOptions_Create(&raw); s != NATS_OK) return fromNats(s, 0, "nats options");
   OptionsPtr options(raw);
@@ -162,7 +147,7 @@ Result<std::unique_ptr<Connection>> Connection::connect(const ConnectOptions& o)
   std::vector<const char*> servers;
   for (const auto& url : urls) servers.push_back(url.c_str());
   natsStatus s = natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size()));
-  if (s == NATS_OK) s = natsOptions_SetName(raw, o.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetName(raw, name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(raw, o.connectTimeout.count());
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);

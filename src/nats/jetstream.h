@@ -35,24 +35,6 @@ struct NatsDeleter {
 template <typename T>
 using NatsHandle = std::unique_ptr<T, NatsDeleter>;
 
-struct ConnectOptions {
-  std::string url;  // one, or several comma-separated
-  std::string user;
-  std::string password;  // secret
-  std::string token;     // secret
-  std::string credsFile;
-  std::string nkeySeedFile;
-  std::string tlsCa;  // with any of the TLS files, or a tls:// URL, the connection is TLS
-  std::string tlsCert;
-  std::string tlsKey;
-  std::string tlsServerName;
-  std::chrono::milliseconds connectTimeout{5000};
-  std::string name = "outbox-bridge";
-};
-
-// The [nats] settings of the config as connect options.
-ConnectOptions connectOptionsFrom(const NatsConfig& config);
-
 // Converts a nats.c status (and the JetStream error code where there is one) into a Status,
 // keeping both codes in the text. What the server or the client library refuses as asked — a
 // permission, a login, TLS, a bad subject or argument, a message over max_payload — is permanent:
@@ -68,7 +50,9 @@ void shutdownLibrary();
 // One connection to nats-server that reconnects by itself forever. Thread-safe (nats.c is).
 class Connection {
  public:
-  static Result<std::unique_ptr<Connection>> connect(const ConnectOptions& options);
+  // With the [nats] settings of the config (the URL or URLs, a login, TLS); `name` names the
+  // client to the server. With any TLS setting, or a tls:// URL, the connection is TLS.
+  static Result<std::unique_ptr<Connection>> connect(const NatsConfig& config, const std::string& name = "outbox-bridge");
   // Closing drains nothing: callers finish their publishes first.
   int64_t maxPayload() const;
   bool isConnected() const;

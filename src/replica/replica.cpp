@@ -63,10 +63,10 @@ Status Replica::bootstrap() {
     return Status::transient(fmt::format("snapshot key '{}' is not a field of its records", snap.key));
   }
   if (!nats_) {
-    auto nc = nats::Connection::connect(options_.nats);
+    auto nc = nats::Connection::connect(options_.nats, "outbox-replica");
     if (!nc.isOk()) return nc.status();
     nats_ = std::move(nc).value();
-    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16, options_.jsDomain);
+    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16, options_.nats.jsDomain);
     if (!js.isOk()) return js.status();
     js_ = std::move(js).value();
   }

@@ -26,8 +26,7 @@ class Replica {
   struct Options {
     std::string baseUrl;   // e.g. http://127.0.0.1:8080
     std::string source;
-    nats::ConnectOptions nats{.url = "nats://127.0.0.1:4222", .name = "outbox-replica"};
-    std::string jsDomain;  // the JetStream domain ("" for the server's own)
+    NatsConfig nats;  // url, login and TLS; jsDomain (the others are the bridge's, unused here)
     std::chrono::milliseconds verifyInterval{1000};
     int mismatchesBeforeRebootstrap = 3;  // a summary may already reflect unpublished changes
     std::function<void(const std::string&)> report;  // one line per state change

@@ -340,7 +340,7 @@ BOOST_AUTO_TEST_CASE(a_v1_source_migrates_to_v2_under_a_running_producer) {
   sc.subjectPrefix = "control." + source.name;
   {
     NatsConfig nc;
-    auto conn = nats::Connection::connect(nats::ConnectOptions{.url = stack().natsUrl});
+    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
     BOOST_REQUIRE(conn.isOk());
     JetStreamPublisher publisher(sc, nc, **conn);
     BOOST_REQUIRE(publisher.prepare().isOk());

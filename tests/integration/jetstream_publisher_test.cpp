@@ -29,7 +29,7 @@ struct PublisherFixture {
     source.stream = "CONTROL_" + source.name;
     source.subjectPrefix = "control." + source.name;
     nats.url = stack().natsUrl;
-    auto conn = nats::Connection::connect(nats::ConnectOptions{.url = stack().natsUrl});
+    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
     if (!conn.isOk()) throw std::runtime_error("nats-server is not reachable: " + conn.status().message());
     connection = std::move(conn).value();
     publisher = std::make_unique<JetStreamPublisher>(source, nats, *connection);

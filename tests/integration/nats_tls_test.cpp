@@ -99,8 +99,8 @@ struct Fixture {
                        "nkey_seed_file = \"{0}-user.nk\"\n",
                        base);
   }
-  nats::ConnectOptions clientOptions() const {
-    return nats::ConnectOptions{.url = server->url(), .nkeySeedFile = base + "-user.nk", .tlsCa = base + "-ca.pem",
+  NatsConfig clientOptions() const {
+    return NatsConfig{.url = server->url(), .nkeySeedFile = base + "-user.nk", .tlsCa = base + "-ca.pem",
                                 .tlsCert = base + "-client.pem", .tlsKey = base + "-client-key.pem"};
   }
 };

@@ -434,10 +434,7 @@ void insertRows(db::Connection& conn, const std::string& table, int count, int f
 }
 
 StreamReader::StreamReader() {
-  nats::ConnectOptions o;
-  o.url = stack().natsUrl;
-  o.name = "outbox-tests";
-  auto c = nats::Connection::connect(o);
+  auto c = nats::Connection::connect(NatsConfig{.url = stack().natsUrl}, "outbox-tests");
   if (!c.isOk()) throw std::runtime_error("nats-server is not reachable: " + c.status().message());
   conn_ = std::move(c).value();
   auto js = nats::JetStream::create(*conn_, std::chrono::milliseconds(5000), 1024);
