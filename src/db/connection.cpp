@@ -106,6 +106,12 @@ uint64_t Rows::u64(size_t i) const {
   return v;
 }
 
+int64_t Rows::i64(size_t i) const {
+  int64_t v = 0;
+  if (row_[i] != nullptr) std::from_chars(row_[i], row_[i] + lengths_[i], v);
+  return v;
+}
+
 uint64_t Rows::rowCount() const { return res_ ? mysql_num_rows(res_.get()) : 0; }
 
 namespace {

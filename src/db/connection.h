@@ -73,6 +73,7 @@ class Rows {
   std::string_view text(size_t i) const;
   std::optional<std::string_view> optText(size_t i) const;
   uint64_t u64(size_t i) const;
+  int64_t i64(size_t i) const;
   uint64_t rowCount() const;
 
  private:

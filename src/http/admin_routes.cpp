@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "http/json_response.h"
 #include "http/server.h"
+#include "lease/lease.h"
 
 namespace outbox {
 
@@ -104,13 +105,26 @@ void HttpServer::adminRoutes() {
   });
   svr.Get("/v1/admin/leases", [this](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
+    // Who leads each source, whether that is this instance, and who else stands for it (with the
+    // number of the database's sources each leads): how the sources are spread over instances.
+    const std::string& self = makeHolderId();
     std::string out = "[";
     for (size_t i = 0; i < sources_.size(); ++i) {
       auto p = probes_[i]->get();
-      out += fmt::format(R"({}{{"source":{},"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})", i ? "," : "",
-                         jsonQuoted(sources_[i].config->name),
-                         p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder), p.leaseEpoch,
-                         p.leaseExpiresInSeconds);
+      auto candidates = probes_[i]->candidates();
+      std::string listed = "[";
+      for (size_t c = 0; candidates.isOk() && c < candidates->size(); ++c) {
+        const Candidate& one = (*candidates)[c];
+        listed += fmt::format(R"({}{{"holder":{},"leads":{},"thisInstance":{}}})", c ? "," : "",
+                              jsonQuoted(one.holder), one.leads, one.holder == self);
+      }
+      listed += "]";
+      const bool live = !p.leaseHolder.empty() && p.leaseExpiresInSeconds > 0;
+      out += fmt::format(
+          R"({}{{"source":{},"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f},"thisInstance":{},"candidates":{}}})",
+          i ? "," : "", jsonQuoted(sources_[i].config->name), p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder),
+          p.leaseEpoch, p.leaseExpiresInSeconds, live && p.leaseHolder == self,
+          candidates.isOk() ? listed : "null");
     }
     res.set_content(out + "]", "application/json");
   });

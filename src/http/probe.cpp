@@ -10,6 +10,7 @@ namespace {
 // Rows above scan_floor examined per scrape: counting a huge backlog exactly on every scrape would
 // cost more than it tells.
 constexpr uint64_t kPendingScanRows = 1'000'000;
+constexpr unsigned kNoSuchTable = 1146;  // ER_NO_SUCH_TABLE
 }
 
 namespace {
@@ -38,6 +39,21 @@ SourceProbeResult SourceProbe::get() {
 void SourceProbe::invalidate() {
   std::lock_guard lock(mu_);
   cachedAt_ = {};
+}
+
+Result<std::vector<Candidate>> SourceProbe::candidates() {
+  std::lock_guard lock(mu_);
+  return session_.run([&](db::Connection& c) -> Result<std::vector<Candidate>> {
+    auto rows = c.query(fmt::format(
+        "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id AND "
+        "l.expires_at > NOW(6)) FROM outbox_bridge_candidate c WHERE c.source = {} AND c.expires_at > NOW(6) "
+        "ORDER BY c.holder_id",
+        c.quote(source_.name)));
+    std::vector<Candidate> out;
+    if (!rows.isOk()) return c.errorCode() == kNoSuchTable ? Result<std::vector<Candidate>>(out) : rows.status();
+    while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
+    return out;
+  });
 }
 
 SourceProbeResult SourceProbe::query() {

@@ -6,9 +6,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "db/session.h"
+#include "lease/lease.h"
 
 namespace outbox {
 
@@ -37,6 +39,9 @@ class SourceProbe {
   SourceProbeResult get();
   // Drops the cached answer, so the next get() asks again (after an admin action).
   void invalidate();
+  // The instances standing for the source now, each with the number of this database's sources
+  // it leads (not cached). Empty when the candidate table is missing (migrate not run).
+  Result<std::vector<Candidate>> candidates();
 
  private:
   SourceProbeResult query();  // REQUIRES(mu_)

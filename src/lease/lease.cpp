@@ -16,6 +16,21 @@ std::string makeHolderId() {
   return id;
 }
 
+std::optional<Candidate> lighterCandidate(const std::vector<Candidate>& candidates, const std::string& me) {
+  int64_t mine = 0;
+  const Candidate* lightest = nullptr;
+  for (const auto& c : candidates) {
+    if (c.holder == me) {
+      mine = c.leads;
+    } else if (lightest == nullptr || c.leads < lightest->leads ||
+               (c.leads == lightest->leads && c.holder < lightest->holder)) {
+      lightest = &c;
+    }
+  }
+  if (lightest == nullptr || lightest->leads >= mine) return std::nullopt;
+  return *lightest;
+}
+
 LeaderLease::LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
                          std::chrono::milliseconds heartbeat, const Clock& clock)
     : store_(store), holder_(std::move(holder)), ttl_(ttl), heartbeat_(heartbeat), clock_(clock) {}
@@ -29,12 +44,15 @@ Status LeaderLease::refreshNow() {
   auto sent = clock_.now();
   nextRefresh_ = sent + heartbeat_;
   auto grant = store_.tryAcquire(holder_, ttl_);
+  lastFailed_ = !grant.isOk();
   if (!grant.isOk()) {
     // Try again soon; leadership, if we had it, runs out by our clock meanwhile.
     nextRefresh_ = sent + std::min(heartbeat_, std::chrono::milliseconds(1000));
     return grant.status();
   }
   currentHolder_ = grant->holder;
+  lighter_ = grant->lighter;
+  expiresIn_ = grant->expiresIn;
   if (grant->leader) {
     // The database set expiry to its NOW() + ttl, after `sent`: trusting the lease until
     // sent + ttl - margin keeps us inside it even with some clock-rate difference.
@@ -50,9 +68,22 @@ Status LeaderLease::refreshNow() {
 
 bool LeaderLease::isLeader() const { return leader_ && clock_.now() < validUntil_; }
 
-void LeaderLease::release() {
+std::chrono::milliseconds LeaderLease::standbyWait() const {
+  if (lastFailed_) return std::min(heartbeat_, std::chrono::milliseconds(1000));
+  if (currentHolder_.empty() || expiresIn_ <= std::chrono::milliseconds(0)) return heartbeat_;
+  // Just after the holder's lease runs out, if it does not renew it first.
+  return std::min(heartbeat_, expiresIn_ + std::chrono::milliseconds(50));
+}
+
+void LeaderLease::handOver() {
   if (leader_) (void)store_.release(holder_);
   leader_ = false;
+  lighter_.clear();
+}
+
+void LeaderLease::release() {
+  handOver();
+  (void)store_.withdraw(holder_);
 }
 
 }  // namespace outbox

@@ -2,18 +2,38 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
 
 namespace outbox {
 
+// Another instance standing for a source, and how many other sources of the database it leads
+// (leases it holds, or gave up less than a TTL ago and nobody has taken yet).
+struct Candidate {
+  std::string holder;
+  int64_t leads = 0;
+};
+
+// Sources spread over instances: the candidate this instance should leave a source to — the one
+// leading the fewest other sources, when that is fewer than this instance (`me`) leads. nullopt:
+// the source is this instance's to take or keep. Moving a source only from a candidate leading at
+// least two more than another makes every move even the load out, so it settles, at about M/N
+// sources each for M sources and N instances.
+std::optional<Candidate> lighterCandidate(const std::vector<Candidate>& candidates, const std::string& me);
+
 // The answer of one lease round trip.
 struct LeaseGrant {
   bool leader = false;
-  std::string holder;       // who holds it now
+  std::string holder;       // who holds it now ("" none, or it expired)
   uint64_t leaseEpoch = 0;  // rises on every change of holder
+  std::chrono::milliseconds expiresIn{0};  // when the holder's lease runs out (database clock)
+  // A candidate leading fewer sources (lighterCandidate): a leader should hand the source over to
+  // it; a standby leaves a free lease to it.
+  std::string lighter;
 };
 
 // The lease row of a source (ARCHITECTURE.md section 8). Single-threaded.
@@ -21,10 +41,14 @@ class LeaseStore {
  public:
   virtual ~LeaseStore() = default;
   // One INSERT ... ON DUPLICATE KEY UPDATE on the database clock: takes the lease if it is free,
-  // expired or already ours, and in those cases sets it to expire `ttl` from now.
+  // expired or already ours, and in those cases sets it to expire `ttl` from now. Also renews
+  // this instance's candidacy for the source; when another candidate leads fewer sources (see
+  // lighterCandidate) it takes no free lease and names that candidate in `lighter`.
   virtual Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) = 0;
   // Gives the lease up (expires it now) if we hold it, so a standby need not wait out the TTL.
   virtual Status release(const std::string& holder) = 0;
+  // Stops standing for the source (the process is stopping).
+  virtual Status withdraw(const std::string& holder) = 0;
 };
 
 // "hostname:pid:start-time", unique per process.
@@ -48,6 +72,15 @@ class LeaderLease {
   uint64_t leaseEpoch() const { return leaseEpoch_; }
   const std::string& holder() const { return holder_; }
   const std::string& currentHolder() const { return currentHolder_; }
+  // The candidate leading fewer sources that the last round trip named ("" none): a leader hands
+  // the source over to it, a standby leaves the lease to it.
+  const std::string& lighter() const { return lighter_; }
+  // How long a standby waits before asking again: a heartbeat, less when the holder's lease runs
+  // out sooner (a dead leader's sources move within the TTL), a second after a failed round trip.
+  std::chrono::milliseconds standbyWait() const;
+  // Gives the lease up but stays a candidate (handing the source to a lighter instance).
+  void handOver();
+  // Gives the lease up and stops standing for the source (shutdown).
   void release();
   std::chrono::milliseconds heartbeat() const { return heartbeat_; }
 
@@ -60,6 +93,9 @@ class LeaderLease {
   bool leader_ = false;
   uint64_t leaseEpoch_ = 0;
   std::string currentHolder_;
+  std::string lighter_;
+  std::chrono::milliseconds expiresIn_{0};
+  bool lastFailed_ = false;
   Clock::TimePoint validUntil_{};
   Clock::TimePoint nextRefresh_{};
 };

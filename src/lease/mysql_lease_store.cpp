@@ -1,12 +1,17 @@
 #include "lease/mysql_lease_store.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "common/log.h"
 
 namespace outbox {
 
 namespace {
+
+constexpr unsigned kNoSuchTable = 1146;  // ER_NO_SUCH_TABLE
 
 db::ConnectParams leaseParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
@@ -21,11 +26,66 @@ MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::second
         return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
       }) {}
 
+Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
+                                                           std::chrono::milliseconds ttl) {
+  std::string source = conn.quote(source_.name);
+  int64_t ttlMicros = ttl.count() * 1000;
+  Status renewed = conn.exec(fmt::format(
+      "INSERT INTO outbox_bridge_candidate (source, holder_id, expires_at) "
+      "VALUES ({0}, {1}, NOW(6) + INTERVAL {2} MICROSECOND) ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
+      source, conn.quote(holder), ttlMicros));
+  if (!renewed.isOk() && conn.errorCode() == kNoSuchTable) {
+    if (!std::exchange(warnedUnbalanced_, true)) {
+      sourceLogger(source_.name)->warn("no table outbox_bridge_candidate: run `outbox-bridge migrate`; until then "
+                                       "sources are not spread over bridge instances");
+    }
+    return std::vector<Candidate>{};
+  }
+  OUTBOX_RETURN_IF_ERROR(renewed);
+  // Candidates that died an hour ago or more: gone for good (their holder ids never come back).
+  OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
+      "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source)));
+  // A lease given up less than a TTL ago still counts for its last holder until someone takes it:
+  // an instance handing sources over does not hand over more before the first one has moved.
+  auto rows = conn.query(fmt::format(
+      "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id "
+      "AND l.source <> {0} AND l.expires_at > NOW(6) - INTERVAL {1} MICROSECOND) "
+      "FROM outbox_bridge_candidate c WHERE c.source = {0} AND c.expires_at > NOW(6)",
+      source, ttlMicros));
+  if (!rows.isOk()) return rows.status();
+  std::vector<Candidate> out;
+  while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
+  return out;
+}
+
 Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) {
   return session_.run([&](db::Connection& conn) -> Result<LeaseGrant> {
     std::string source = conn.quote(source_.name);
     std::string me = conn.quote(holder);
     int64_t ttlMicros = ttl.count() * 1000;
+    auto others = candidates(conn, holder, ttl);
+    if (!others.isOk()) return others.status();
+    std::optional<Candidate> lighter = lighterCandidate(*others, holder);
+    auto current = [&]() -> Result<LeaseGrant> {
+      auto rows = conn.query(fmt::format(
+          "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM outbox_bridge_lease "
+          "WHERE source = {}",
+          source));
+      if (!rows.isOk()) return rows.status();
+      LeaseGrant grant;
+      if (!rows->next()) return grant;
+      grant.expiresIn = std::chrono::milliseconds(rows->i64(2) / 1000);
+      if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text(0));
+      grant.leaseEpoch = rows->u64(1);
+      grant.leader = grant.holder == holder;
+      if (lighter) grant.lighter = lighter->holder;
+      return grant;
+    };
+    if (lighter) {
+      // Not ours to take: renew it only if we lead it now (the relay then hands it over).
+      auto now = current();
+      if (!now.isOk() || !now->leader) return now;
+    }
     // The update list runs left to right and later items see earlier assignments: holder_id is
     // decided from the old row, and expires_at then follows the new holder_id.
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
@@ -36,13 +96,8 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
         "holder_id = IF(holder_id = VALUES(holder_id) OR expires_at < NOW(6), VALUES(holder_id), holder_id), "
         "expires_at = IF(holder_id = VALUES(holder_id), VALUES(expires_at), expires_at)",
         source, me, ttlMicros)));
-    auto rows = conn.query(fmt::format("SELECT holder_id, lease_epoch FROM outbox_bridge_lease WHERE source = {}", source));
-    if (!rows.isOk()) return rows.status();
-    if (!rows->next()) return Status::transient("lease row vanished");
-    LeaseGrant grant;
-    grant.holder = std::string(rows->text(0));
-    grant.leaseEpoch = rows->u64(1);
-    grant.leader = grant.holder == holder;
+    auto grant = current();
+    if (grant.isOk() && grant->holder.empty() && grant->leaseEpoch == 0) return Status::transient("lease row vanished");
     return grant;
   });
 }
@@ -51,6 +106,14 @@ Status MysqlLeaseStore::release(const std::string& holder) {
   return session_.run([&](db::Connection& conn) {
     return conn.exec(fmt::format("UPDATE outbox_bridge_lease SET expires_at = NOW(6) WHERE source = {} AND holder_id = {}",
                                  conn.quote(source_.name), conn.quote(holder)));
+  });
+}
+
+Status MysqlLeaseStore::withdraw(const std::string& holder) {
+  return session_.run([&](db::Connection& conn) {
+    Status s = conn.exec(fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}",
+                                     conn.quote(source_.name), conn.quote(holder)));
+    return conn.errorCode() == kNoSuchTable ? Status::ok() : s;
   });
 }
 

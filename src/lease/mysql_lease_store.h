@@ -17,10 +17,17 @@ class MysqlLeaseStore final : public LeaseStore {
 
   Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) override;
   Status release(const std::string& holder) override;
+  Status withdraw(const std::string& holder) override;
 
  private:
+  // Renews our candidacy and reads the other candidates' loads; empty when the database has no
+  // candidate table yet (schema file 006 not applied: the lease works, unbalanced).
+  Result<std::vector<Candidate>> candidates(db::Connection& conn, const std::string& holder,
+                                            std::chrono::milliseconds ttl);
+
   const SourceConfig& source_;
   db::Session session_;
+  bool warnedUnbalanced_ = false;
 };
 
 }  // namespace outbox

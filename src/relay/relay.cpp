@@ -1,6 +1,7 @@
 #include "relay/relay.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -44,6 +45,15 @@ void Relay::run() {
     settle(stop_.stopped() ? std::min(options_.ackTimeout, std::chrono::milliseconds(2000)) : options_.ackTimeout);
     publisher_.abandon();
     if (stop_.stopped()) break;
+    if (std::exchange(handingOver_, false)) {
+      // What was in flight is settled: give the lease up, staying a candidate.
+      log_->info("{}", s.message());
+      lease_->handOver();
+      metrics_.leader = false;
+      backoff.reset();
+      lastProblem.clear();
+      continue;
+    }
     if (progressed_) backoff.reset();
     if (s.isPermanent() && state_.paused) {
       if (s.message() != lastProblem) log_->info("{}", s.message());
@@ -83,10 +93,14 @@ bool Relay::awaitLeadership() {
       return true;
     }
     metrics_.leader = false;
-    std::string now = s.isOk() ? "standby: the lease is held by " + lease_->currentHolder() : s.message();
+    std::string now = !s.isOk()                          ? s.message()
+                      : !lease_->lighter().empty() && lease_->currentHolder().empty()
+                          ? "standby: leaving the free lease to " + lease_->lighter() + ", which leads fewer sources"
+                      : lease_->currentHolder().empty() ? "standby: the lease is free"
+                                                        : "standby: the lease is held by " + lease_->currentHolder();
     if (now != reported) log_->info("{}", now);
     reported = now;
-    clock_.waitFor(stop_, lease_->heartbeat());
+    clock_.waitFor(stop_, lease_->standbyWait());
   }
   return false;
 }
@@ -98,6 +112,10 @@ Status Relay::checkLeadership() {
   if (!lease_->isLeader() || lease_->leaseEpoch() != sessionLeaseEpoch_) {
     metrics_.leader = false;
     return Status::transient(fmt::format("lost the lease (now held by {}): standing by", lease_->currentHolder()));
+  }
+  if (!lease_->lighter().empty()) {
+    handingOver_ = true;
+    return Status::transient(fmt::format("handing the source over to {}, which leads fewer sources", lease_->lighter()));
   }
   return Status::ok();
 }

@@ -54,7 +54,8 @@ class Relay {
   Status session();
   // Waits as a standby until this process holds the lease (or stop). False on stop.
   bool awaitLeadership();
-  // Ok while we may act as leader of the lease epoch the session started with.
+  // Ok while we may act as leader of the lease epoch the session started with, and while no
+  // instance leading fewer sources stands for this one (then sets handingOver_).
   Status checkLeadership();
   // Guards every write with this session's lease and epoch, connects, and reconciles; the
   // session's first batch then rebuilds the scan.
@@ -146,6 +147,7 @@ class Relay {
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;
   bool progressed_ = false;
+  bool handingOver_ = false;  // the session ended to hand the source to a lighter instance
 };
 
 }  // namespace outbox

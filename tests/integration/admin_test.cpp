@@ -86,6 +86,9 @@ BOOST_AUTO_TEST_CASE(pause_stops_publishing_until_resume_without_a_hole) {
   auto leases = httpRequest(port, "GET", "/v1/admin/leases", "", kAuth);
   BOOST_TEST(leases.status == 200);
   BOOST_TEST(leases.body.find("\"leaseEpoch\":1") != std::string::npos, leases.body);
+  // This instance leads the source and is its only candidate, leading this one source.
+  BOOST_TEST(leases.body.find("\"thisInstance\":true,\"candidates\":[{\"holder\":") != std::string::npos, leases.body);
+  BOOST_TEST(leases.body.find("\"leads\":1,\"thisInstance\":true}]") != std::string::npos, leases.body);
   BOOST_TEST(bridge.stop() == 0);
 }
 

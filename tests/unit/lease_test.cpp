@@ -20,18 +20,29 @@ class FakeLeaseStore final : public LeaseStore {
   uint64_t epoch = 0;
   Clock::TimePoint expires{};
 
+  std::string lighter;  // a candidate leading fewer sources: a free lease is left to it
+  int withdrawn = 0;
+
   Result<LeaseGrant> tryAcquire(const std::string& me, std::chrono::milliseconds ttl) override {
     ++calls;
     if (failing) return Status::transient("database away");
-    if (holder.empty() || holder == me || expires < clock_.now()) {
+    bool free = holder.empty() || expires < clock_.now();
+    bool leading = holder == me && expires > clock_.now();
+    if (lighter.empty() ? free || holder == me : leading) {
       if (holder != me) ++epoch;
       holder = me;
       expires = clock_.now() + ttl;
     }
-    return LeaseGrant{holder == me, holder, epoch};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(expires - clock_.now());
+    std::string live = left.count() > 0 ? holder : "";
+    return LeaseGrant{live == me, live, epoch, left, lighter};
   }
   Status release(const std::string& me) override {
     if (holder == me) expires = clock_.now();
+    return Status::ok();
+  }
+  Status withdraw(const std::string&) override {
+    ++withdrawn;
     return Status::ok();
   }
 
@@ -106,4 +117,80 @@ BOOST_AUTO_TEST_CASE(a_paused_leader_wakes_up_without_leadership) {
   BOOST_TEST(a.refreshNow().isOk());
   BOOST_TEST(!a.isLeader());
   BOOST_TEST(a.currentHolder() == "b");
+}
+
+BOOST_AUTO_TEST_CASE(a_source_goes_to_the_candidate_leading_the_fewest_other_sources) {
+  using Cs = std::vector<Candidate>;
+  BOOST_TEST(!lighterCandidate(Cs{{"me", 3}}, "me"));  // alone: ours, however many we lead
+  BOOST_TEST(!lighterCandidate(Cs{{"me", 2}, {"b", 2}}, "me"));  // a tie keeps it where it is
+  BOOST_TEST(!lighterCandidate(Cs{{"me", 1}, {"b", 2}, {"c", 3}}, "me"));
+  auto to = lighterCandidate(Cs{{"me", 2}, {"c", 1}, {"b", 1}, {"d", 0}}, "me");
+  BOOST_REQUIRE(to);
+  BOOST_TEST(to->holder == "d");
+  to = lighterCandidate(Cs{{"me", 2}, {"c", 1}, {"b", 1}}, "me");  // the same pick on every instance
+  BOOST_REQUIRE(to);
+  BOOST_TEST(to->holder == "b");
+  BOOST_TEST(!lighterCandidate(Cs{{"b", 0}}, "me"));  // not a candidate (yet): leads nothing here
+}
+
+// Six sources over three instances that came up one after another: the loads even out by moves
+// from an instance leading two more than another, and then stay.
+BOOST_AUTO_TEST_CASE(moving_sources_to_lighter_candidates_settles_at_an_even_spread) {
+  std::vector<int64_t> leads{6, 0, 0};  // the first instance took every source before the others came
+  for (int round = 0; round < 20; ++round) {
+    for (size_t me = 0; me < leads.size(); ++me) {
+      for (int source = 0; source < leads[me]; ++source) {
+        std::vector<Candidate> cs;
+        for (size_t i = 0; i < leads.size(); ++i) {
+          cs.push_back(Candidate{std::string(1, char('a' + i)), leads[i] - (i == me ? 1 : 0)});
+        }
+        if (auto to = lighterCandidate(cs, std::string(1, char('a' + me)))) {
+          --leads[me];
+          ++leads[static_cast<size_t>(to->holder[0] - 'a')];
+        }
+      }
+    }
+  }
+  BOOST_TEST(leads == (std::vector<int64_t>{2, 2, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_leader_told_of_a_lighter_candidate_hands_over_and_stays_a_candidate) {
+  ManualClock clock;
+  FakeLeaseStore store(clock);
+  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(a.lighter().empty());
+  store.lighter = "b";
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(a.isLeader());  // renewed: the relay settles what is in flight first
+  BOOST_TEST(a.lighter() == "b");
+  a.handOver();
+  BOOST_TEST(!a.isLeader());
+  BOOST_TEST(store.withdrawn == 0);
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(!a.isLeader());  // the free lease is left to b
+  store.lighter.clear();
+  clock.advance(1ms);
+  BOOST_TEST(b.refreshNow().isOk());
+  BOOST_TEST(b.isLeader());
+  b.release();
+  BOOST_TEST(store.withdrawn == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_standby_asks_again_when_the_lease_runs_out_or_soon_after_a_failure) {
+  ManualClock clock;
+  FakeLeaseStore store(clock);
+  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+  BOOST_TEST(a.refreshNow().isOk());
+  clock.advance(27s);
+  BOOST_TEST(b.refreshNow().isOk());
+  BOOST_TEST(b.standbyWait() == 3050ms);  // just after a's lease ends, not a heartbeat later
+  clock.advance(3050ms);
+  BOOST_TEST(b.refreshNow().isOk());
+  BOOST_TEST(b.isLeader());
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(a.standbyWait() == 10s);  // b just renewed: a heartbeat
+  store.failing = true;
+  BOOST_TEST(!a.refreshNow().isOk());
+  BOOST_TEST(a.standbyWait() == 1s);
 }

@@ -1,0 +1,132 @@
+#define BOOST_TEST_MODULE lease_spread
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "lease/lease.h"
+#include "lease/mysql_lease_store.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A bridge instance as the lease sees it: one LeaderLease per source over the real lease and
+// candidate tables, stepped by the test (what each relay thread does once per heartbeat).
+class Instance {
+ public:
+  Instance(const Config& config, std::string holder, const Clock& clock) : holder_(std::move(holder)) {
+    for (const auto& source : config.sources) {
+      stores_.push_back(std::make_unique<MysqlLeaseStore>(source, 1s));
+      leases_.push_back(std::make_unique<LeaderLease>(*stores_.back(), holder_, 3s, 1s, clock));
+    }
+  }
+  // One round: each source renews or asks; a leader told of a lighter candidate hands over.
+  void step() {
+    for (auto& lease : leases_) {
+      BOOST_REQUIRE(lease->refreshNow().isOk());
+      if (lease->isLeader() && !lease->lighter().empty()) lease->handOver();
+    }
+  }
+  int leads() const {
+    int n = 0;
+    for (const auto& lease : leases_) n += lease->isLeader() ? 1 : 0;
+    return n;
+  }
+  bool leads(size_t source) const { return leases_[source]->isLeader(); }
+  void stop() {
+    for (auto& lease : leases_) lease->release();
+  }
+
+ private:
+  std::string holder_;
+  std::vector<std::unique_ptr<MysqlLeaseStore>> stores_;
+  std::vector<std::unique_ptr<LeaderLease>> leases_;
+};
+
+struct Spread {
+  TestDatabase database{"spread"};
+  std::vector<SourceSpec> specs;
+  Config config;
+  SteadyClock clock;
+  Spread() {
+    for (int i = 0; i < 6; ++i) specs.push_back(SourceSpec{uniqueName(fmt::format("s{}_", i), database), &database, {}});
+    std::string path = writeConfig(specs);
+    migrate(path);
+    config = loadConfig(path, processEnvironment());
+  }
+  // Every source led by exactly one instance.
+  void requireOneLeaderEach(const std::vector<Instance*>& instances) {
+    for (size_t s = 0; s < config.sources.size(); ++s) {
+      int leaders = 0;
+      for (auto* i : instances) leaders += i->leads(s) ? 1 : 0;
+      BOOST_TEST(leaders == 1, "source " << s);
+    }
+  }
+};
+
+std::vector<int> loads(const std::vector<Instance*>& instances) {
+  std::vector<int> out;
+  for (auto* i : instances) out.push_back(i->leads());
+  return out;
+}
+
+}  // namespace
+
+// Issue 11: with N instances and M sources each leads about M/N, however they came up; when one
+// dies, the others take its sources once its lease and candidacy run out.
+BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_when_one_dies) {
+  Spread spread;
+  Instance a(spread.config, "instance-a", spread.clock);
+  a.step();  // alone: a takes every source
+  BOOST_TEST(a.leads() == 6);
+  Instance b(spread.config, "instance-b", spread.clock), c(spread.config, "instance-c", spread.clock);
+  std::vector<Instance*> all{&a, &b, &c};
+  for (int round = 0; round < 12 && loads(all) != std::vector<int>{2, 2, 2}; ++round) {
+    for (auto* i : all) i->step();
+  }
+  BOOST_TEST(loads(all) == (std::vector<int>{2, 2, 2}), boost::test_tools::per_element());
+  spread.requireOneLeaderEach(all);
+  for (int round = 0; round < 3; ++round) {  // settled: no further moves
+    for (auto* i : all) i->step();
+  }
+  BOOST_TEST(loads(all) == (std::vector<int>{2, 2, 2}), boost::test_tools::per_element());
+  BOOST_TEST(spread.database.scalar("SELECT COUNT(*) FROM outbox_bridge_candidate") == 18u);
+
+  // c dies (no release): its leases and candidacy run out after the TTL (3 s).
+  std::this_thread::sleep_for(3200ms);
+  std::vector<Instance*> alive{&a, &b};
+  for (int round = 0; round < 4; ++round) {
+    for (auto* i : alive) i->step();
+  }
+  BOOST_TEST(loads(alive) == (std::vector<int>{3, 3}), boost::test_tools::per_element());
+  spread.requireOneLeaderEach(alive);
+
+  // b stops cleanly: it gives its leases up and stands for nothing any more.
+  b.stop();
+  a.step();
+  BOOST_TEST(a.leads() == 6);
+  BOOST_TEST(spread.database.scalar("SELECT COUNT(*) FROM outbox_bridge_candidate WHERE holder_id = 'instance-b'") == 0u);
+}
+
+// Instances that see different sources: the lightest candidate of each source leads it, and an
+// instance that alone stands for a source leads it however many others it leads.
+BOOST_AUTO_TEST_CASE(a_source_only_one_instance_stands_for_stays_with_it) {
+  Spread spread;
+  Config firstThree = spread.config;
+  firstThree.sources.resize(3);
+  Instance a(spread.config, "instance-a", spread.clock), b(firstThree, "instance-b", spread.clock);
+  for (int round = 0; round < 6; ++round) {
+    a.step();
+    b.step();
+  }
+  BOOST_TEST(b.leads() == 3);  // a leads 4, 5, 6 which b cannot: b is lighter for 1, 2, 3
+  BOOST_TEST(a.leads() == 3);
+  for (size_t s = 3; s < 6; ++s) BOOST_TEST(a.leads(s));
+}
