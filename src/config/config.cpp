@@ -183,6 +183,10 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (auto v = nats.str("tls_server_name")) config.nats.tlsServerName = *v;
   if (auto v = nats.str("js_domain")) config.nats.jsDomain = *v;
   if (auto v = nats.duration("connect_timeout")) config.nats.connectTimeout = *v;
+  if (auto v = nats.duration("ping_interval")) {
+    if (v->count() < 100) throw ConfigError("nats.ping_interval", "must be at least 100ms");
+    config.nats.pingInterval = *v;
+  }
   if (auto v = nats.duration("ack_timeout")) {
     if (v->count() < 100) throw ConfigError("nats.ack_timeout", "must be at least 100ms");
     config.nats.ackTimeout = *v;

@@ -100,6 +100,9 @@ struct NatsConfig {
   std::string tlsServerName;  // the name the servers' certificates must carry, when not the URL's host
   std::string jsDomain;       // the JetStream domain (a leaf node's hub)
   Duration connectTimeout{5000};
+  // PING every ping_interval; two unanswered and the connection counts as dead and moves to
+  // another server of the list (a partition that drops packets shows no error otherwise).
+  Duration pingInterval{5000};
   Duration ackTimeout{5000};  // a publish not acked by then counts as failed and is reconciled
   int maxPending = 4096;      // async publishes in flight per source
 };

@@ -27,9 +27,9 @@ std::string renderMasked(const Config& c) {
                      "tls_server_name = {}\njs_domain = {}\n",
                      quoted(c.nats.credsFile), quoted(c.nats.nkeySeedFile), quoted(c.nats.tlsCa), quoted(c.nats.tlsCert),
                      quoted(c.nats.tlsKey), quoted(c.nats.tlsServerName), quoted(c.nats.jsDomain));
-  out += fmt::format("connect_timeout = {}\nack_timeout = {}\nmax_pending = {}\n\n",
-                     quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.ackTimeout)),
-                     c.nats.maxPending);
+  out += fmt::format("connect_timeout = {}\nping_interval = {}\nack_timeout = {}\nmax_pending = {}\n\n",
+                     quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.pingInterval)),
+                     quoted(formatDuration(c.nats.ackTimeout)), c.nats.maxPending);
   out += fmt::format("[http]\nlisten = {}\ntls_cert = {}\ntls_key = {}\nmetrics_listen = {}\nadmin_token = {}\n"
                      "max_snapshot_streams = {}\nstuck_after = {}\n\n",
                      quoted(c.http.listen), quoted(c.http.tlsCert), quoted(c.http.tlsKey), quoted(c.http.metricsListen),

@@ -149,6 +149,8 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
   natsStatus s = natsOptions_SetServers(raw, servers.data(), static_cast<int>(servers.size()));
   if (s == NATS_OK) s = natsOptions_SetName(raw, name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(raw, o.connectTimeout.count());
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(raw, o.pingInterval.count());
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(raw, 2);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(raw, 64 * 1024 * 1024);

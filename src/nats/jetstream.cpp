@@ -81,7 +81,7 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
   self->cv_.notify_one();
 }
 
-Status JetStream::ensureStream(const StreamSettings& settings) {
+Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), settings.name.c_str(), nullptr, &code);
@@ -96,6 +96,7 @@ Status JetStream::ensureStream(const StreamSettings& settings) {
                                            "refusing to publish into it",
                                            settings.name, have, settings.subject));
     }
+    if (replicas != nullptr) *replicas = cfg->Replicas;
     return Status::ok();
   }
   if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + settings.name);
@@ -115,6 +116,7 @@ Status JetStream::ensureStream(const StreamSettings& settings) {
   s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
   StreamInfoPtr created(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "create stream " + settings.name);
+  if (replicas != nullptr) *replicas = settings.replicas;
   return Status::ok();
 }
 
@@ -128,6 +130,8 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
   for (int i = 0; info->Config != nullptr && i < info->Config->SubjectsLen; ++i) {
     state.subjects.emplace_back(info->Config->Subjects[i]);
   }
+  if (info->Config != nullptr) state.replicas = static_cast<int>(info->Config->Replicas);
+  if (info->Cluster != nullptr && info->Cluster->Leader != nullptr) state.leader = info->Cluster->Leader;
   return state;
 }
 

@@ -86,6 +86,8 @@ struct StreamState {
   uint64_t lastSeq = 0;
   uint64_t messages = 0;
   std::vector<std::string> subjects;
+  int replicas = 1;
+  std::string leader;  // the server leading a clustered stream ("" on a single server)
 };
 
 // An ordered consumer on a stream, from a start sequence on: messages arrive in stream order,
@@ -130,8 +132,9 @@ class JetStream {
   ~JetStream();  // abandons the publishes still waiting for their ack
 
   // Creates the stream if it is missing; an existing stream whose subjects differ from
-  // settings.subject is refused with a permanent Status.
-  Status ensureStream(const StreamSettings& settings);
+  // settings.subject is refused with a permanent Status. `replicas`, when given, gets the number
+  // of replicas the stream has (an existing one keeps its own).
+  Status ensureStream(const StreamSettings& settings, int* replicas = nullptr);
   Result<StreamState> streamState(const std::string& stream);
   // nullopt when no message has that sequence (deleted, expired, or never written).
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);

@@ -1,9 +1,11 @@
 #include "relay/jetstream_publisher.h"
 
 #include <charconv>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "relay/poison.h"
 
 namespace outbox {
@@ -59,7 +61,17 @@ Status JetStreamPublisher::prepare() {
   settings.duplicateWindow = source_.duplicateWindow;
   settings.replicas = source_.replicas;
   settings.maxAge = source_.maxAge;
-  return js_->ensureStream(settings);
+  int replicas = 0;
+  OUTBOX_RETURN_IF_ERROR(js_->ensureStream(settings, &replicas));
+  if (replicas != source_.replicas && !std::exchange(warnedReplicas_, true)) {
+    // Changing a stream's replicas is the operator's decision (it moves data between servers):
+    // the bridge publishes into the stream as it is.
+    sourceLogger(source_.name)
+        ->warn("stream {} exists with {} replica(s), this source's config says replicas = {}; leaving it as it is "
+               "(change it on the server if it should have {})",
+               source_.stream, replicas, source_.replicas, source_.replicas);
+  }
+  return Status::ok();
 }
 
 Result<StreamTip> JetStreamPublisher::tip() {

@@ -53,6 +53,7 @@ BOOST_AUTO_TEST_CASE(defaults_follow_the_contract) {
   BOOST_TEST(c.http.listen == "127.0.0.1:8080");
   BOOST_TEST(c.lease.ttl.count() == 30'000);
   BOOST_TEST(c.lease.heartbeat.count() == 10'000);
+  BOOST_TEST(c.nats.pingInterval.count() == 5'000);
   BOOST_TEST(s.dsn.user == "bridge");
   BOOST_TEST(s.dsn.password == "s3cret");
   BOOST_TEST(s.dsn.host == "db.internal");
@@ -195,6 +196,8 @@ BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "colour = \"blue\"\n") == "source.account.colour");
   BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nurl = \"http://x\"\n") == "nats.url");
   BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nurls = \"nats://x\"\n") == "nats.urls");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nping_interval = \"10ms\"\n") == "nats.ping_interval");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nping_interval = \"2s\"\n").empty());
   BOOST_TEST(errorKey(std::string(kMinimal) + "[lease]\nttl = \"10s\"\nheartbeat = \"10s\"\n") == "lease.ttl");
   BOOST_TEST(errorKey(std::string(kMinimal) + "[log]\nlevel = \"loud\"\n") == "log.level");
   BOOST_TEST(errorKey(std::string(kMinimal) + "[extra]\n") == "extra");
