@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/c_deleter.h"
 #include "nats/jetstream.h"
@@ -17,6 +18,34 @@ namespace outbox::nats {
 
 namespace {
 using OptionsPtr = CHandle<natsOptions, &natsOptions_Destroy>;
+
+std::string connectedUrl(natsConnection* nc) {
+  char url[256] = {};
+  return natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK ? std::string(url) : std::string("?");
+}
+
+// What an operator needs to follow the connection through a cluster's failures (nats.c calls
+// these on its own threads; config URLs never hold credentials).
+void onDisconnected(natsConnection*, void*) {
+  spdlog::warn("nats: disconnected; reconnecting to a server of the list (publishing waits)");
+}
+void onReconnected(natsConnection* nc, void*) { spdlog::info("nats: reconnected to {}", connectedUrl(nc)); }
+// The servers the cluster told us of, beyond the configured ones ("" none).
+std::string discoveredServers(natsConnection* nc) {
+  char** urls = nullptr;
+  int count = 0;
+  if (natsConnection_GetDiscoveredServers(nc, &urls, &count) != NATS_OK) return "";
+  std::string list;
+  for (int i = 0; i < count; ++i) {
+    list += (i ? ", " : "") + std::string(urls[i]);
+    free(urls[i]);
+  }
+  free(urls);
+  return list;
+}
+void onDiscoveredServers(natsConnection* nc, void*) {
+  spdlog::info("nats: the cluster's servers now include {}", discoveredServers(nc));
+}
 }  // namespace
 
 Status fromNats(int status, int jsErrCode, std::string_view what) {
@@ -154,6 +183,9 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(raw, 250);
   if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(raw, 64 * 1024 * 1024);
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(raw, &onDisconnected, nullptr);
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(raw, &onReconnected, nullptr);
+  if (s == NATS_OK) s = natsOptions_SetDiscoveredServersCB(raw, &onDiscoveredServers, nullptr);
   if (s != NATS_OK) return fromNats(s, 0, "nats options");
   auto seed = std::make_unique<std::string>();
   OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o, *seed));
@@ -172,6 +204,9 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
     if (s == NATS_SSL_ERROR && !certificateRefused(last != nullptr ? last : "")) return Status::transient(failed.message());
     return failed;
   }
+  const std::string discovered = discoveredServers(nc);
+  spdlog::info("nats: connected to {}{}", connectedUrl(nc),
+               discovered.empty() ? "" : "; the cluster also offers " + discovered);
   return std::unique_ptr<Connection>(new Connection(nc, std::move(seed)));
 }
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -61,6 +63,8 @@ const StackEnv& stack() {
     e.bridgeBinary = requireEnv("OUTBOX_TEST_BRIDGE_BIN");
     e.sourceRoot = requireEnv("OUTBOX_TEST_SOURCE_ROOT");
     e.stackDir = requireEnv("OUTBOX_STACK_DIR");
+    if (const char* v = std::getenv("OUTBOX_TEST_NATS_CLUSTER_URLS")) e.natsClusterUrls = v;
+    if (const char* v = std::getenv("OUTBOX_TEST_MYSQL_REPLICA_PORT")) e.mysqlReplicaPort = static_cast<unsigned>(std::stoul(v));
     db::initLibrary();
     registerSecret(e.mysqlPassword);
     return e;
@@ -100,10 +104,10 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 }
 
 namespace {
-db::ConnectParams stackParams(const std::string& database = "") {
+db::ConnectParams stackParams(const std::string& database = "", unsigned port = 0) {
   db::ConnectParams p;
   p.host = stack().mysqlHost;
-  p.port = stack().mysqlPort;
+  p.port = port != 0 ? port : stack().mysqlPort;
   p.user = stack().mysqlUser;
   p.password = stack().mysqlPassword;
   p.database = database;
@@ -117,7 +121,8 @@ std::map<std::string, std::vector<std::pair<std::string, std::string>>>& configu
   return tables;
 }
 
-TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}_{}", purpose, randomSuffix())) {
+TestDatabase::TestDatabase(const std::string& purpose)
+    : name_(fmt::format("t_{}_{}", purpose, randomSuffix())), port_(stack().mysqlPort) {
   auto conn = db::Connection::open(stackParams());
   if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
   Status s = (*conn)->exec("CREATE DATABASE `" + name_ + "`");
@@ -126,8 +131,13 @@ TestDatabase::TestDatabase(const std::string& purpose) : name_(fmt::format("t_{}
 
 TestDatabase::~TestDatabase() {
   conn_.reset();
-  auto conn = db::Connection::open(stackParams());
+  auto conn = db::Connection::open(stackParams("", port_));
   if (conn.isOk()) (void)(*conn)->exec("DROP DATABASE IF EXISTS `" + name_ + "`");
+}
+
+void TestDatabase::moveTo(unsigned port) {
+  port_ = port;
+  conn_.reset();
 }
 
 uint64_t TestDatabase::unversioned(const std::string& table) {
@@ -137,11 +147,11 @@ uint64_t TestDatabase::unversioned(const std::string& table) {
 }
 
 std::string TestDatabase::dsn() const {
-  return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, stack().mysqlPort, name_);
+  return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, port_, name_);
 }
 
 std::unique_ptr<db::Connection> TestDatabase::connect() const {
-  auto conn = db::Connection::open(stackParams(name_));
+  auto conn = db::Connection::open(stackParams(name_, port_));
   if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
   return std::move(conn).value();
 }
@@ -433,8 +443,10 @@ void insertRows(db::Connection& conn, const std::string& table, int count, int f
   if (!s.isOk()) throw std::runtime_error("insert rows: " + s.message());
 }
 
-StreamReader::StreamReader() {
-  auto c = nats::Connection::connect(NatsConfig{.url = stack().natsUrl}, "outbox-tests");
+StreamReader::StreamReader() : StreamReader(stack().natsUrl) {}
+
+StreamReader::StreamReader(const std::string& natsUrl) {
+  auto c = nats::Connection::connect(NatsConfig{.url = natsUrl}, "outbox-tests");
   if (!c.isOk()) throw std::runtime_error("nats-server is not reachable: " + c.status().message());
   conn_ = std::move(c).value();
   auto js = nats::JetStream::create(*conn_, std::chrono::milliseconds(5000), 1024);
@@ -515,6 +527,106 @@ ForwardingProxy::ForwardingProxy(int targetPort, Rewrite rewrite) : impl_(std::m
 ForwardingProxy::~ForwardingProxy() {
   impl_->server.stop();
   impl_->thread.join();
+}
+
+struct TcpProxy::Impl {
+  int listener = -1;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> cut{false};
+  std::atomic<int> target{0};
+  std::atomic<uint64_t> generation{0};  // retarget() ends the connections of older generations
+  std::thread acceptor;
+  std::mutex mu;
+  std::vector<std::thread> pipes;
+
+  static int connectTo(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  // Copies bytes both ways until either end closes, the proxy stops or is retargeted; while cut,
+  // reads nothing (the kernel buffers fill and the senders stall, as behind a dead link).
+  void pipe(int client, uint64_t born) {
+    int server = connectTo(target.load());
+    if (server < 0) {
+      ::close(client);
+      return;
+    }
+    char buf[16384];
+    while (!stopping && generation == born) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (cut) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      if (::poll(fds, 2, 50) <= 0) continue;
+      bool closed = false;
+      for (int i = 0; i < 2 && !closed; ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+        int to = i == 0 ? server : client;
+        for (ssize_t sent = 0; n > 0 && sent < n;) {
+          ssize_t w = ::send(to, buf + sent, static_cast<size_t>(n - sent), MSG_NOSIGNAL);
+          if (w <= 0) break;
+          sent += w;
+        }
+        closed = n <= 0;
+      }
+      if (closed) break;
+    }
+    ::close(client);
+    ::close(server);
+  }
+};
+
+TcpProxy::TcpProxy(int targetPort) : impl_(std::make_unique<Impl>()) {
+  impl_->target = targetPort;
+  impl_->listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(impl_->listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(impl_->listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(impl_->listener, 64) != 0 ||
+      ::getsockname(impl_->listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error("tcp proxy: cannot listen");
+  }
+  port_ = ntohs(addr.sin_port);
+  impl_->acceptor = std::thread([impl = impl_.get()] {
+    while (!impl->stopping) {
+      pollfd fd{impl->listener, POLLIN, 0};
+      if (::poll(&fd, 1, 50) <= 0) continue;
+      int client = ::accept(impl->listener, nullptr, nullptr);
+      if (client < 0) continue;
+      std::lock_guard lock(impl->mu);
+      impl->pipes.emplace_back([impl, client, born = impl->generation.load()] { impl->pipe(client, born); });
+    }
+  });
+}
+
+TcpProxy::~TcpProxy() {
+  impl_->stopping = true;
+  impl_->acceptor.join();
+  std::lock_guard lock(impl_->mu);
+  for (auto& t : impl_->pipes) t.join();
+  ::close(impl_->listener);
+}
+
+void TcpProxy::cut() { impl_->cut = true; }
+void TcpProxy::heal() { impl_->cut = false; }
+
+void TcpProxy::retarget(int targetPort) {
+  impl_->target = targetPort;
+  ++impl_->generation;
 }
 
 }  // namespace outbox::test

@@ -33,6 +33,9 @@ struct StackEnv {
   std::string bridgeBinary;
   std::string sourceRoot;  // the repository, for scripts under tests/
   std::string stackDir;    // OUTBOX_STACK_DIR: the services' pid files
+  // tools/stack's cluster and replica (started only by the tests that use them).
+  std::string natsClusterUrls;  // "nats://127.0.0.1:P1,...": outbox-n1, -n2, -n3 in order
+  unsigned mysqlReplicaPort = 0;
 };
 
 // Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing.
@@ -82,9 +85,13 @@ class TestDatabase {
   // Rows of `table` with no version in `<table>_versions` (quarantined ones included).
   uint64_t unversioned(const std::string& table);
   SourceState state(const std::string& source);
+  // The database now lives on the server at `port` (a promoted replica): later calls go there.
+  void moveTo(unsigned port);
+  unsigned port() const { return port_; }
 
  private:
   std::string name_;
+  unsigned port_ = 0;
   std::unique_ptr<db::Connection> conn_;
 };
 
@@ -157,6 +164,7 @@ void insertRows(db::Connection& conn, const std::string& table, int count, int f
 class StreamReader {
  public:
   StreamReader();
+  explicit StreamReader(const std::string& natsUrl);  // e.g. the cluster's server list
   nats::JetStream& js() { return *js_; }
   nats::StreamState state(const std::string& stream);
   std::vector<nats::StoredMessage> readAll(const std::string& stream, const std::string& subjectPrefix);
@@ -203,6 +211,27 @@ void makeCertificate(const std::string& caPem, const std::string& caKey, const s
 
 // A TCP port free on loopback when asked (bound to port 0, then closed).
 int freeLoopbackPort();
+
+// A TCP forwarder on a free loopback port to a target port, that a test can cut like a network
+// partition (bytes stop flowing both ways, connections stay open, new ones are accepted and go
+// nowhere: nothing tells either end) or point elsewhere (a failover behind a virtual address:
+// open connections are closed, new ones reach the new target).
+class TcpProxy {
+ public:
+  explicit TcpProxy(int targetPort);
+  ~TcpProxy();
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+  int port() const { return port_; }
+  void cut();
+  void heal();
+  void retarget(int targetPort);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
 
 // Sends `request` as it is (bytes of HTTP/1.1) and reads one response, for requests an HTTP client
 // library would "fix" (a POST without Content-Length). status 0: no answer within `timeout`.

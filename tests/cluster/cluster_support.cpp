@@ -1,0 +1,83 @@
+#include "cluster_support.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
+
+namespace outbox::test {
+
+using namespace std::chrono_literals;
+
+const std::string& clusterUrls() {
+  if (stack().natsClusterUrls.empty()) {
+    throw std::runtime_error("OUTBOX_TEST_NATS_CLUSTER_URLS is not set: run through tools/test, which starts the cluster");
+  }
+  return stack().natsClusterUrls;
+}
+
+int clusterNodePort(int node) {
+  std::stringstream list(clusterUrls());
+  std::string url;
+  for (int i = 0; i < node && std::getline(list, url, ','); ++i) {
+  }
+  return std::stoi(url.substr(url.rfind(':') + 1));
+}
+
+int clusterNode(const std::string& serverName) {
+  return serverName.rfind("outbox-n", 0) == 0 ? std::stoi(serverName.substr(8)) : 0;
+}
+
+std::string clusterPidFile(int node) { return fmt::format("{}/nats-cluster/n{}/nats.pid", stack().stackDir, node); }
+
+std::string clusterNatsToml(const std::string& url) {
+  return fmt::format("[nats]\nurl = \"{}\"\nack_timeout = \"2s\"\nping_interval = \"1s\"\nconnect_timeout = \"2s\"\n", url);
+}
+
+ClusterRun::ClusterRun(const std::string& tag, const std::string& natsUrl)
+    : database_(tag), reader_((stackCommand("start", "nats-cluster"), clusterUrls())) {
+  source_ = SourceSpec{uniqueName(tag, database_), &database_, {{"replicas", "3"}, {"batch_size", "200"}}};
+  config_ = writeConfig({source_}, clusterNatsToml(natsUrl));
+  migrate(config_);
+  bridge_ = std::make_unique<BridgeProcess>(config_);
+  bridge_->start();
+  producers_ = std::make_unique<Producers>([this] { return database_.connect(); },
+                                           std::vector<std::string>{source_.outboxTable()});
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return published() >= 500; }, 30s), bridge_->log());
+  auto state = reader_.state(source_.stream());
+  BOOST_TEST(state.replicas == 3);  // created R3
+}
+
+ClusterRun::~ClusterRun() {
+  producers_->stop();
+  if (bridge_->running()) bridge_->kill();
+}
+
+uint64_t ClusterRun::published() {
+  try {
+    return database_.state(source_.name).publishedThrough;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+bool ClusterRun::advances(uint64_t more, std::chrono::milliseconds timeout) {
+  const uint64_t from = published();
+  return waitUntil([&] { return published() >= from + more; }, timeout);
+}
+
+int ClusterRun::streamLeader() {
+  auto state = reader_.js().streamState(source_.stream());
+  return state.isOk() ? clusterNode(state->leader) : 0;
+}
+
+void ClusterRun::finish() {
+  producers_->stop();
+  BOOST_TEST_MESSAGE(fmt::format("{}: {} producer transactions", source_.name, producers_->commits()));
+  auto messages = requireStreamMatchesTable(database_, source_, reader_, 120s, [&] { return bridge_->log(); });
+  BOOST_TEST(messages.size() > 1000u);
+  BOOST_TEST(bridge_->stop() == 0);
+}
+
+}  // namespace outbox::test
