@@ -10,7 +10,8 @@ namespace {
 
 Status aheadOfDatabase(const std::string& stream, uint64_t version, uint64_t assignedThrough) {
   return Status::permanent(fmt::format("the stream is ahead of the database: version {} is in stream {} but "
-                                       "assigned_through is {} (the database was restored from a backup?); publishing "
+                                       "assigned_through is {} (the database was restored from a backup, or failed over to a "
+                                       "replica that had not caught up?); publishing "
                                        "nothing until 'outbox-bridge epoch bump'",
                                        version, stream, assignedThrough));
 }
@@ -22,7 +23,7 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   const uint64_t L = tip.lastSeq;
   if (tip.version && tip.epoch > state.epoch) {
     return Status::permanent(fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
-                                         "restored from a backup? run 'outbox-bridge epoch bump'",
+                                         "restored from a backup or failed over to a lagging replica? run 'outbox-bridge epoch bump'",
                                          tip.epoch, state.epoch));
   }
   const bool thisEpoch = tip.version && tip.epoch == state.epoch;

@@ -23,6 +23,9 @@ void Producers::stop() {
 }
 
 void Producers::produce(int thread) {
+  // Producers started one after another in a test write entities of their own.
+  static std::atomic<int> instances{0};
+  const int producer = instances++;
   std::mt19937 rng(static_cast<unsigned>(7919 * (thread + 1)));
   std::unique_ptr<db::Connection> conn;
   uint64_t n = 0;
@@ -40,8 +43,8 @@ void Producers::produce(int thread) {
     std::string values;
     const int rows = 1 + static_cast<int>(rng() % 4);
     for (int i = 0; i < rows; ++i, ++n) {
-      values += fmt::format("{}('item', 'p{}-{}', 'upsert', '{{\"n\": {}, \"p\": {}}}')", i ? "," : "", thread, n % 5, n,
-                            thread);
+      values += fmt::format("{}('item', 'p{}-{}', 'upsert', '{{\"n\": {}, \"p\": {}}}')", i ? "," : "", producer, n % 5,
+                            n, producer);
     }
     Status s = conn->begin();
     if (s.isOk()) {

@@ -18,8 +18,9 @@
 namespace outbox::test {
 
 // `threads` producers, each on a connection of its own, committing a transaction of 1-4 outbox
-// rows every `pause` into the tables in turn, until stopped. Rows carry entity keys "p<thread>-<k>"
-// (five per thread) and payloads {"n": N, "p": thread} with N rising per thread on every attempt,
+// rows every `pause` into the tables in turn, until stopped. Rows carry entity keys "p<P>-<k>"
+// (five per producer thread P, numbered across the process) and payloads {"n": N, "p": P} with N
+// rising per thread on every attempt,
 // so along each entity the commit order is the order of n. A failed statement (the server went
 // away) drops the connection and retries after 100 ms: the database, not a count kept here, says
 // which rows committed.

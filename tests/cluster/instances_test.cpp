@@ -1,0 +1,111 @@
+#define BOOST_TEST_MODULE cluster_instances
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "workload.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kAdmin = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"spread-token\"\n";
+
+// How many of the sources each running bridge leads now, by the lease rows (holder ids carry the
+// pid), in the bridges' order.
+std::vector<int> leadsPerBridge(TestDatabase& database, const std::vector<std::unique_ptr<BridgeProcess>>& bridges) {
+  std::vector<int> leads(bridges.size(), 0);
+  auto rows = database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
+  if (!rows.isOk()) return leads;
+  while (rows->next()) {
+    std::string holder(rows->text(0));
+    for (size_t i = 0; i < bridges.size(); ++i) {
+      if (bridges[i]->running() && holder.find(fmt::format(":{}:", bridges[i]->pid())) != std::string::npos) ++leads[i];
+    }
+  }
+  return leads;
+}
+
+int total(const std::vector<int>& v) {
+  int n = 0;
+  for (int x : v) n += x;
+  return n;
+}
+
+}  // namespace
+
+// Issue 11: three bridge instances, six sources, producers writing into all six the whole time.
+// The first instance starts alone and takes every source; when the other two come, sources move
+// until each leads two. One is SIGKILLed: its sources move to the others within the lease TTL,
+// and every stream stays dense and once.
+BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_when_one_is_killed) {
+  TestDatabase database("instances");
+  registerSecret("spread-token");
+  std::vector<SourceSpec> sources;
+  std::vector<std::string> tables;
+  for (int i = 0; i < 6; ++i) {
+    sources.push_back(SourceSpec{uniqueName(fmt::format("inst{}_", i), database), &database,
+                                 {{"batch_size", "200"}}});
+    tables.push_back(sources.back().outboxTable());
+  }
+  std::string config = writeConfig(sources, std::string(kAdmin) + "[lease]\nttl = \"3s\"\nheartbeat = \"1s\"\n");
+  migrate(config);
+  std::vector<std::unique_ptr<BridgeProcess>> bridges;
+  for (int i = 0; i < 3; ++i) bridges.push_back(std::make_unique<BridgeProcess>(config));
+  Producers producers([&] { return database.connect(); }, tables, 3);
+
+  bridges[0]->start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges)[0] == 6; }, 20s), bridges[0]->log());
+  bridges[1]->start();
+  bridges[2]->start();
+  const std::vector<int> even{2, 2, 2};
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == even; }, 60s),
+                        fmt::format("leads {}\n{}", fmt::join(leadsPerBridge(database, bridges), "/"),
+                                    bridges[0]->log()));
+  // Settled: a few heartbeats later still 2/2/2.
+  std::this_thread::sleep_for(3s);
+  BOOST_TEST(leadsPerBridge(database, bridges) == even, boost::test_tools::per_element());
+
+  // The admin API shows it: each bridge lists all six sources, leads two of them, and sees three
+  // candidates for each.
+  auto leases = httpRequest(bridges[1]->httpPort(), "GET", "/v1/admin/leases", "",
+                            {{"Authorization", "Bearer spread-token"}});
+  BOOST_TEST(leases.status == 200);
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = leases.body.find(needle); at != std::string::npos; at = leases.body.find(needle, at + 1)) ++n;
+    return n;
+  };
+  BOOST_TEST(count("\"source\":") == 6u, leases.body);
+  BOOST_TEST(count("\"expiresInSeconds\":") == 6u);
+  BOOST_TEST(count(",\"thisInstance\":true,\"candidates\"") == 2u, leases.body);
+  BOOST_TEST(count("\"leads\":2,\"thisInstance\":true}") == 6u, leases.body);  // itself, once per source
+  BOOST_TEST(count("\"leads\":") == 18u, leases.body);
+
+  // SIGKILL one: its two sources go to the other two once its leases run out — within the TTL
+  // (3 s) of its last renewal, so within TTL + heartbeat (4 s) of the kill.
+  bridges[2]->kill();
+  const auto killedAt = std::chrono::steady_clock::now();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{3, 3, 0}; }, 10s),
+                        fmt::format("leads {}", fmt::join(leadsPerBridge(database, bridges), "/")));
+  const auto moved = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killedAt);
+  BOOST_TEST_MESSAGE("the killed instance's sources moved in " << moved.count() << " ms");
+  BOOST_TEST(moved.count() <= 4000);
+
+  producers.stop();
+  BOOST_TEST_MESSAGE(producers.commits() << " producer transactions");
+  StreamReader reader;
+  for (const auto& source : sources) {
+    auto messages = requireStreamMatchesTable(database, source, reader, 90s,
+                                              [&] { return bridges[0]->log() + bridges[1]->log(); });
+    BOOST_TEST(messages.size() > 100u, source.name);
+  }
+  BOOST_TEST(total(leadsPerBridge(database, bridges)) == 6);
+  for (int i = 0; i < 2; ++i) BOOST_TEST(bridges[i]->stop() == 0);
+}
