@@ -110,7 +110,22 @@ std::vector<nats::StoredMessage> requireStreamMatchesTable(TestDatabase& databas
                                          source.name, rows, state.assignedThrough, state.publishedThrough,
                                          state.haltedReason, context()));
   }
-  auto all = reader.readAll(source.stream(), "control." + source.name);
+  // A cluster that just healed may answer "JetStream system temporarily unavailable" for a while.
+  std::vector<nats::StoredMessage> all;
+  std::string unavailable;
+  bool read = waitUntil(
+      [&] {
+        try {
+          all = reader.readAll(source.stream(), "control." + source.name);
+          return true;
+        } catch (const std::exception& e) {
+          unavailable = e.what();
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          return false;
+        }
+      },
+      timeout);
+  if (!read) throw std::runtime_error(fmt::format("stream {} could not be read: {}", source.stream(), unavailable));
   std::vector<nats::StoredMessage> current;
   uint64_t firstVersion = 0;
   for (auto& m : all) {
