@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <httplib.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "tools/support/subprocess.h"
 #include "config/config.h"
@@ -78,55 +79,85 @@ std::string payload(int bytes, int64_t stamp) {
   return head + std::string(static_cast<size_t>(pad), 'x') + "\"}";
 }
 
+// Where a measurement runs: the single nats-server, or the cluster with R3 streams. Each target
+// has its own streams, database and source (named after `id`), its own bridge, and its figures.
+struct Target {
+  std::string name;  // "single", "R3 cluster"
+  std::string mark;  // "" or "'": (a) and (a')
+  std::string url;   // one URL, or a cluster's list
+  int replicas = 1;
+  std::vector<pid_t> natsPids;  // for "where the time goes"; empty: not shown
+  std::string id;               // runId, or runId + "r3"
+  std::unique_ptr<nats::Connection> nc;
+  std::string database, source, table, config, log, stream;
+  std::unique_ptr<db::Connection> conn;
+  Subprocess bridge;
+  double raw = 0;    // (a)
+  double drain = 0;  // (b)
+  double p99 = 0;    // (c)
+
+  std::string tag(char figure) const { return fmt::format("({}{})", figure, mark); }
+};
+
+// Creates a stream, retrying for 30 s: a cluster that has just elected its meta leader may not
+// have the peers current that a new R3 stream needs (the error is transient).
+void createStream(nats::JetStream& js, const nats::StreamSettings& settings) {
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (int attempt = 1;; ++attempt) {
+    Status s = js.ensureStream(settings);
+    if (s.isOk()) return;
+    if (!s.isTransient() || Clock::now() > deadline) fail("create stream " + settings.name + ": " + s.message());
+    if (attempt == 1) std::fprintf(stderr, "outbox-bench: %s; retrying\n", s.message().c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 // (a) The raw rate: the same messages, async, pipelined, acked, no database.
-double rawPublishRate(nats::Connection& nc, const Options& o, const std::string& runId) {
-  auto js = check(nats::JetStream::create(nc, std::chrono::milliseconds(10'000), 8192), "jetstream");
+double rawPublishRate(const Target& t, const Options& o) {
+  auto js = check(nats::JetStream::create(*t.nc, std::chrono::milliseconds(10'000), 8192), "jetstream");
   nats::StreamSettings settings;
-  settings.name = "BENCH_RAW_" + runId;
-  settings.subject = "bench.raw." + runId + ".>";
-  check(js->ensureStream(settings), "create raw stream");
+  settings.name = "BENCH_RAW_" + t.id;
+  settings.subject = "bench.raw." + t.id + ".>";
+  settings.replicas = t.replicas;
+  createStream(*js, settings);
   const std::string body = payload(o.payloadBytes, 0);
   std::vector<nats::AckEvent> acks;
   size_t acked = 0, inFlight = 0;
+  auto collectAcks = [&] {
+    js->waitForAcks(std::chrono::milliseconds(50));
+    acks.clear();
+    js->takeAcks(acks);
+    for (const auto& a : acks) {
+      if (!a.ok) fail("raw publish failed: " + a.error);
+    }
+    acked += acks.size();
+    inFlight -= acks.size();
+  };
   const size_t window = 4096;
   auto begin = Clock::now();
   for (int i = 1; i <= o.rows; ++i) {
-    while (inFlight >= window) {
-      js->waitForAcks(std::chrono::milliseconds(50));
-      acks.clear();
-      js->takeAcks(acks);
-      for (const auto& a : acks) {
-        if (!a.ok) fail("raw publish failed: " + a.error);
-      }
-      acked += acks.size();
-      inFlight -= acks.size();
-    }
+    while (inFlight >= window) collectAcks();
     nats::OutgoingMessage m;
-    m.subject = "bench.raw." + runId + ".item";
+    m.subject = "bench.raw." + t.id + ".item";
     m.data = body;
     m.headers = {{"Nats-Msg-Id", fmt::format("raw:{}", i)}};
     check(js->publishAsync(m), "raw publish");
     ++inFlight;
   }
-  while (acked < static_cast<size_t>(o.rows)) {
-    js->waitForAcks(std::chrono::milliseconds(50));
-    acks.clear();
-    js->takeAcks(acks);
-    acked += acks.size();
-  }
+  while (acked < static_cast<size_t>(o.rows)) collectAcks();
   double rate = o.rows / seconds(Clock::now() - begin);
   (void)js->deleteStream(settings.name);
   return rate;
 }
 
-std::string writeConfig(const Options& o, const std::string& source, const std::string& database) {
+std::string writeConfig(const Options& o, const Target& t) {
   Dsn dsn = Dsn::parse("--dsn", o.dsn);
-  std::string path = fmt::format("/tmp/outbox-bench-{}.toml", source);
+  std::string path = fmt::format("/tmp/outbox-bench-{}.toml", t.source);
   std::ofstream out(path);
   out << fmt::format("[nats]\nurl = \"{}\"\n\n[log]\nlevel = \"info\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n\n",
-                     o.natsUrl);
-  out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\n", source, dsn.user, dsn.host, dsn.port,
-                     database);
+                     t.url);
+  out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\nreplicas = {}\n", t.source, dsn.user,
+                     dsn.host, dsn.port, t.database, t.replicas);
   out << "snapshot_query = \"SELECT id, display_name AS displayName, balance FROM bench_accounts\"\n";
   return path;
 }
@@ -193,15 +224,156 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
+// Starts `outbox-bridge COMMAND --config ...` for t's source. The bridge refuses OUTBOX_BRIDGE_*
+// variables its config does not name, so only this source's password is in the environment.
+bool startBridge(Subprocess& child, const Target& t, const std::string& password, std::vector<std::string> args,
+                 const Options& o, const std::string& log) {
+  static std::string exported;
+  if (!exported.empty()) unsetenv(exported.c_str());
+  exported = fmt::format("OUTBOX_BRIDGE_SOURCE_{}_PASSWORD", upper(t.source));
+  setenv(exported.c_str(), password.c_str(), 1);
+  args.insert(args.begin(), o.bridge);
+  args.insert(args.end(), {"--config", t.config});
+  return child.start(args, log);
+}
+
+// A database and source of t's own (bench_<id>, bench<id>), migrated, with a backlog of o.rows.
+void prepareSource(Target& t, const Options& o, Dsn dsn, db::Connection& admin) {
+  t.database = "bench_" + t.id;
+  t.source = "bench" + t.id;
+  t.table = t.source + "_control_outbox";
+  t.stream = "CONTROL_" + upper(t.source);
+  t.log = fmt::format("/tmp/outbox-bench-{}.log", t.source);
+  check(admin.exec("CREATE DATABASE " + t.database), "create database");
+  dsn.database = t.database;
+  t.conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
+  t.config = writeConfig(o, t);
+  Subprocess migrate;
+  const std::string log = fmt::format("/tmp/outbox-bench-migrate-{}.log", t.source);
+  if (!startBridge(migrate, t, dsn.password, {"migrate"}, o, log)) fail("cannot run outbox-bridge migrate");
+  while (migrate.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bulkInsert(*t.conn, t.table, o.rows, o.payloadBytes);
+}
+
+double cpuOf(pid_t pid) { return pid > 0 ? sample(pid).cpuSeconds : 0.0; }
+
+double cpuOf(const std::vector<pid_t>& pids) {
+  double sum = 0;
+  for (pid_t pid : pids) sum += cpuOf(pid);
+  return sum;
+}
+
+// (b) Starts t's bridge on its backlog and waits until it has published all of it; the bridge
+// keeps running (idle) for (c) and (d). `single` is the single server's target, for the ratios.
+void drainBacklog(Target& t, const Target& single, const Options& o, const std::string& password) {
+  double natsCpu0 = cpuOf(t.natsPids), mysqlCpu0 = cpuOf(o.mysqlPid);
+  auto begin = Clock::now();
+  if (!startBridge(t.bridge, t, password, {"run"}, o, t.log)) fail("cannot start the bridge");
+  while (publishedThrough(*t.conn, t.source) < static_cast<uint64_t>(o.rows)) {
+    if (!t.bridge.running()) fail("the bridge exited during the drain; see " + t.log);
+    if (Clock::now() - begin > std::chrono::minutes(10)) fail("the drain took over 10 minutes");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double drainSeconds = seconds(Clock::now() - begin);
+  t.drain = o.rows / drainSeconds;
+  ProcSample afterDrain = sample(t.bridge.pid());
+  double natsCpu = cpuOf(t.natsPids) - natsCpu0, mysqlCpu = cpuOf(o.mysqlPid) - mysqlCpu0;
+  const bool isSingle = &t == &single;
+  std::string ratios = isSingle ? fmt::format("(b)/(a) = {:.2f}   [target >= 0.50]", t.drain / t.raw)
+                                : fmt::format("{}/{} = {:.2f}   {}/(b) = {:.2f}", t.tag('b'), t.tag('a'),
+                                              t.drain / t.raw, t.tag('b'), t.drain / single.drain);
+  std::printf("%-4s bridge drain of the backlog, %-10s %9.0f rows/s  %s\n", t.tag('b').c_str(), t.name.c_str(), t.drain,
+              ratios.c_str());
+  std::string servers = t.natsPids.size() == 1 ? "nats-server" : fmt::format("{} nats-servers", t.natsPids.size());
+  std::printf("     where the time goes, CPU seconds in %.1f s of drain: bridge %.1f, mariadbd %.1f, %s %.1f "
+              "(of %.1f available); bridge peak RSS %.1f MiB\n",
+              drainSeconds, afterDrain.cpuSeconds, mysqlCpu, servers.c_str(), natsCpu,
+              drainSeconds * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)), afterDrain.peakRssMiB);
+  std::printf("     MariaDB CPU per drained row: %.1f us%s\n", mysqlCpu / o.rows * 1e6,
+              isSingle ? "  [target <= 10 us]" : "");
+  std::fflush(stdout);
+}
+
+// (c) steady rate, default config: commit-to-ack from the moment the producer's autocommit
+// INSERT returned (its commit done) to the time nats-server stored the message. The time before
+// the INSERT also travels in the payload, for the producer's view (insert to ack).
+void commitToAck(Target& t, const Target& single, const Options& o) {
+  uint64_t before = publishedThrough(*t.conn, t.source);
+  // The first second wakes the relay from its idle poll_interval: the rows committed then wait up
+  // to that long. They are reported apart; the target is about the steady flow after them.
+  const int warmup = o.latencyRate;
+  const int total = o.latencyRate * o.latencySeconds + warmup;
+  auto interval = std::chrono::duration<double>(1.0 / o.latencyRate);
+  auto next = Clock::now();
+  std::vector<int64_t> committedAt(static_cast<size_t>(total));
+  for (int i = 0; i < total; ++i) {
+    check(t.conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) "
+                                   "VALUES ('item','{}','upsert','{}')",
+                                   t.table, i, payload(o.payloadBytes, wallMicros()))),
+          "insert");
+    committedAt[static_cast<size_t>(i)] = wallMicros();
+    next += std::chrono::duration_cast<Clock::duration>(interval);
+    std::this_thread::sleep_until(next);
+  }
+  auto waitStart = Clock::now();
+  while (publishedThrough(*t.conn, t.source) < before + static_cast<uint64_t>(total)) {
+    if (Clock::now() - waitStart > std::chrono::seconds(30)) fail("latency run did not finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto js = check(nats::JetStream::create(*t.nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
+  // The bridge created the stream from its config: make sure the figures are those of replicas = N.
+  auto state = check(js->streamState(t.stream), "stream state");
+  if (state.replicas != t.replicas) {
+    fail(fmt::format("stream {} has {} replica(s), not {}", t.stream, state.replicas, t.replicas));
+  }
+  auto messages = check(js->readRange(t.stream, "control." + t.source + ".>", before + 1,
+                                      before + static_cast<uint64_t>(total), std::chrono::milliseconds(10'000)),
+                        "read stream");
+  std::vector<double> latencies, fromInsert, waking;
+  for (const auto& m : messages) {
+    auto at = m.data.find("\"t\":");
+    auto key = m.headers.find("Outbox-Entity-Key");
+    if (at == std::string::npos || key == m.headers.end()) continue;
+    const int64_t stored = m.timestampNanos / 1000;
+    const size_t n = std::stoul(key->second);
+    const double latency = static_cast<double>(stored - committedAt.at(n)) / 1000.0;
+    if (n < static_cast<size_t>(warmup)) {
+      waking.push_back(latency);
+      continue;
+    }
+    latencies.push_back(latency);
+    fromInsert.push_back(static_cast<double>(stored - std::stoll(m.data.substr(at + 4))) / 1000.0);
+  }
+  t.p99 = percentile(latencies, 0.99);
+  std::string versus =
+      &t == &single ? "" : fmt::format("   {} p99 / (c) p99 = {:.2f}", t.tag('c'), t.p99 / single.p99);
+  std::printf("%-4s commit-to-ack at %d rows/s, %-10s (default config: poll_interval 250ms, polls follow the flow): "
+              "p50 %.1f ms, p99 %.1f ms, max %.1f ms  [target p99 <= 25 ms]  (%zu rows)%s\n",
+              t.tag('c').c_str(), o.latencyRate, t.name.c_str(), percentile(latencies, 0.5), t.p99,
+              percentile(latencies, 1.0), latencies.size(), versus.c_str());
+  std::printf("     from before the producer's INSERT (its commit included): p50 %.1f ms, p99 %.1f ms; the first "
+              "second after idle (waking from poll_interval): max %.1f ms\n",
+              percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), percentile(waking, 1.0));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // the figures on stdout, not the NATS client's connects
   Options o;
+  std::string clusterUrls;
+  std::vector<pid_t> clusterPids;
   CLI::App app{"outbox-bench: the raw JetStream rate and the bridge, side by side, in one run"};
   app.add_option("--dsn", o.dsn, "mysql://USER@HOST:PORT/ANYDB (a scratch database is created)")->required();
   app.add_option("--password", o.password, "database password (also passed to the bridge)");
   app.add_option("--nats", o.natsUrl, "nats://HOST:PORT")->required();
   app.add_option("--bridge", o.bridge, "the outbox-bridge binary")->required();
+  app.add_option("--nats-cluster", clusterUrls,
+                 "nats://HOST:PORT,nats://HOST:PORT,... a 3-node cluster: also measure (a), (b) and (c) there, "
+                 "with streams of replicas = 3, beside the single server");
+  app.add_option("--nats-cluster-pid", clusterPids,
+                 "the cluster's nats-server pids (repeat the option), to report their CPU time");
   app.add_option("--rows", o.rows, "backlog rows (default 200000)");
   app.add_option("--payload-bytes", o.payloadBytes, "payload size (default 200)");
   app.add_option("--latency-rate", o.latencyRate, "rows/s in the latency run (default 1000)");
@@ -218,113 +390,77 @@ int main(int argc, char** argv) {
   Dsn dsn = Dsn::parse("--dsn", o.dsn);
   if (!o.password.empty()) dsn.password = o.password;
   const std::string runId = fmt::format("{:x}", std::random_device{}() & 0xffffff);
-  const std::string database = "bench_" + runId;
-  const std::string source = "bench" + runId;
-  const std::string table = source + "_control_outbox";
+
+  // The single server always; the cluster, when given, measured right after it on each figure.
+  std::vector<std::unique_ptr<Target>> targets;
+  targets.push_back(std::make_unique<Target>());
+  Target& single = *targets.front();
+  single.name = "single";
+  single.url = o.natsUrl;
+  if (o.natsPid > 0) single.natsPids = {o.natsPid};
+  single.id = runId;
+  if (!clusterUrls.empty()) {
+    auto& cluster = *targets.emplace_back(std::make_unique<Target>());
+    cluster.name = "R3 cluster";
+    cluster.mark = "'";
+    cluster.url = clusterUrls;
+    cluster.replicas = 3;
+    cluster.natsPids = clusterPids;
+    cluster.id = runId + "r3";
+  }
 
   auto admin = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
-  check(admin->exec("CREATE DATABASE " + database), "create database");
-  dsn.database = database;
-  auto conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
-  auto nc = check(nats::Connection::connect(NatsConfig{.url = o.natsUrl}, "outbox-bench"), "connect to nats-server");
-
-  std::printf("outbox-bench: %d rows of %d-byte payloads; MariaDB and nats-server on this machine (%ld cores)\n\n",
-              o.rows, o.payloadBytes, sysconf(_SC_NPROCESSORS_ONLN));
-
-  double raw = rawPublishRate(*nc, o, runId);
-  std::printf("(a) raw JetStream async publish     %9.0f msg/s\n", raw);
-  std::fflush(stdout);
-
-  std::string config = writeConfig(o, source, database);
-  setenv(fmt::format("OUTBOX_BRIDGE_SOURCE_{}_PASSWORD", upper(source)).c_str(), dsn.password.c_str(), 1);
-  Subprocess migrate;
-  migrate.start({o.bridge, "migrate", "--config", config}, "/tmp/outbox-bench-migrate.log");
-  while (migrate.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  bulkInsert(*conn, table, o.rows, o.payloadBytes);
-
-  Subprocess bridge;
-  const std::string log = fmt::format("/tmp/outbox-bench-{}.log", source);
-  auto cpuOf = [](pid_t pid) { return pid > 0 ? sample(pid).cpuSeconds : 0.0; };
-  double natsCpu0 = cpuOf(o.natsPid), mysqlCpu0 = cpuOf(o.mysqlPid);
-  auto begin = Clock::now();
-  if (!bridge.start({o.bridge, "run", "--config", config}, log)) fail("cannot start the bridge");
-  while (publishedThrough(*conn, source) < static_cast<uint64_t>(o.rows)) {
-    if (!bridge.running()) fail("the bridge exited during the drain; see " + log);
-    if (Clock::now() - begin > std::chrono::minutes(10)) fail("the drain took over 10 minutes");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (auto& t : targets) {
+    t->nc = check(nats::Connection::connect(NatsConfig{.url = t->url}, "outbox-bench"),
+                  ("connect to " + t->url).c_str());
   }
-  double drainSeconds = seconds(Clock::now() - begin);
-  double drain = o.rows / drainSeconds;
-  ProcSample afterDrain = sample(bridge.pid());
-  double natsCpu = cpuOf(o.natsPid) - natsCpu0, mysqlCpu = cpuOf(o.mysqlPid) - mysqlCpu0;
-  std::printf("(b) bridge drain of the backlog     %9.0f rows/s   (b)/(a) = %.2f   [target >= 0.50]\n", drain,
-              drain / raw);
-  std::printf("    where the time goes, CPU seconds in %.1f s of drain: bridge %.1f, mariadbd %.1f, nats-server %.1f "
-              "(of %.1f available); bridge peak RSS %.1f MiB\n",
-              drainSeconds, afterDrain.cpuSeconds, mysqlCpu, natsCpu,
-              drainSeconds * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)), afterDrain.peakRssMiB);
-  std::printf("    MariaDB CPU per drained row: %.1f us  [target <= 10 us]\n", mysqlCpu / o.rows * 1e6);
-  std::fflush(stdout);
+
+  std::printf("outbox-bench: %d rows of %d-byte payloads; MariaDB and nats-server on this machine (%ld cores)%s\n\n",
+              o.rows, o.payloadBytes, sysconf(_SC_NPROCESSORS_ONLN),
+              targets.size() > 1 ? "; beside it a 3-node nats-server cluster on this machine, streams with replicas = 3"
+                                 : "");
+
+  for (auto& t : targets) {
+    t->raw = rawPublishRate(*t, o);
+    std::string versus = t.get() == &single ? "" : fmt::format("   {}/(a) = {:.2f}", t->tag('a'), t->raw / single.raw);
+    std::printf("%-4s raw JetStream async publish, %-10s %9.0f msg/s%s\n", t->tag('a').c_str(), t->name.c_str(), t->raw,
+                versus.c_str());
+    std::fflush(stdout);
+  }
+
+  for (auto& t : targets) prepareSource(*t, o, dsn, *admin);
+  for (auto& t : targets) drainBacklog(*t, single, o, dsn.password);
 
   // (d) before (c): the bridge has drained and sits idle.
-  ProcSample idleStart = sample(bridge.pid());
+  ProcSample idleStart = sample(single.bridge.pid());
   std::this_thread::sleep_for(std::chrono::seconds(o.idleSeconds));
-  ProcSample idleEnd = sample(bridge.pid());
+  ProcSample idleEnd = sample(single.bridge.pid());
   double idleCpu = (idleEnd.cpuSeconds - idleStart.cpuSeconds) / o.idleSeconds * 100.0;
 
-  // (c) steady rate, default config: commit-to-ack from the moment the producer's autocommit
-  // INSERT returned (its commit done) to the time nats-server stored the message. The time before
-  // the INSERT also travels in the payload, for the producer's view (insert to ack).
-  uint64_t before = publishedThrough(*conn, source);
-  // The first second wakes the relay from its idle poll_interval: the rows committed then wait up
-  // to that long. They are reported apart; the target is about the steady flow after them.
-  const int warmup = o.latencyRate;
-  const int total = o.latencyRate * o.latencySeconds + warmup;
-  auto interval = std::chrono::duration<double>(1.0 / o.latencyRate);
-  auto next = Clock::now();
-  std::vector<int64_t> committedAt(static_cast<size_t>(total));
-  for (int i = 0; i < total; ++i) {
-    check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert','{}')",
-                                 table, i, payload(o.payloadBytes, wallMicros()))),
-          "insert");
-    committedAt[static_cast<size_t>(i)] = wallMicros();
-    next += std::chrono::duration_cast<Clock::duration>(interval);
-    std::this_thread::sleep_until(next);
-  }
-  auto waitStart = Clock::now();
-  while (publishedThrough(*conn, source) < before + static_cast<uint64_t>(total)) {
-    if (Clock::now() - waitStart > std::chrono::seconds(30)) fail("latency run did not finish");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  auto js = check(nats::JetStream::create(*nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
-  const std::string stream = "CONTROL_" + upper(source);
-  auto messages = check(js->readRange(stream, "control." + source + ".>", before + 1, before + static_cast<uint64_t>(total),
-                                      std::chrono::milliseconds(10'000)),
-                        "read stream");
-  std::vector<double> latencies, fromInsert, waking;
-  for (const auto& m : messages) {
-    auto t = m.data.find("\"t\":");
-    auto key = m.headers.find("Outbox-Entity-Key");
-    if (t == std::string::npos || key == m.headers.end()) continue;
-    const int64_t stored = m.timestampNanos / 1000;
-    const size_t n = std::stoul(key->second);
-    const double latency = static_cast<double>(stored - committedAt.at(n)) / 1000.0;
-    if (n < static_cast<size_t>(warmup)) {
-      waking.push_back(latency);
-      continue;
-    }
-    latencies.push_back(latency);
-    fromInsert.push_back(static_cast<double>(stored - std::stoll(m.data.substr(t + 4))) / 1000.0);
-  }
-  std::printf("(c) commit-to-ack at %d rows/s, default config (poll_interval 250ms, polls follow the flow): p50 %.1f "
-              "ms, p99 %.1f ms, max %.1f ms  [target p99 <= 25 ms]  (%zu rows)\n",
-              o.latencyRate, percentile(latencies, 0.5), percentile(latencies, 0.99), percentile(latencies, 1.0),
-              latencies.size());
-  std::printf("    from before the producer's INSERT (its commit included): p50 %.1f ms, p99 %.1f ms; the first "
-              "second after idle (waking from poll_interval): max %.1f ms\n",
-              percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), percentile(waking, 1.0));
-  std::printf("(d) idle: %.2f%% of a core, RSS %.1f MiB  [targets < 1%%, <= 32 MiB]\n", idleCpu, idleEnd.rssMiB);
+  for (auto& t : targets) commitToAck(*t, single, o);
+  std::printf("(d)  idle: %.2f%% of a core, RSS %.1f MiB  [targets < 1%%, <= 32 MiB]\n", idleCpu, idleEnd.rssMiB);
   std::fflush(stdout);
+
+  // The cluster's part ends here; (e), (g) and (f) run on the single server.
+  for (size_t i = 1; i < targets.size(); ++i) {
+    Target& t = *targets[i];
+    t.bridge.terminate(std::chrono::seconds(10));
+    auto js = check(nats::JetStream::create(*t.nc, std::chrono::milliseconds(10'000), 16), "jetstream");
+    (void)js->deleteStream(t.stream);
+    (void)admin->exec("DROP DATABASE " + t.database);
+  }
+
+  // From here on the single server's source, under the names the runs below always used.
+  const std::string& database = single.database;
+  const std::string& source = single.source;
+  const std::string& table = single.table;
+  const std::string& log = single.log;
+  const std::string& stream = single.stream;
+  db::Connection* conn = single.conn.get();
+  Subprocess& bridge = single.bridge;
+  const double drain = single.drain;
+  auto js = check(nats::JetStream::create(*single.nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
+  dsn.database = database;
 
   // (e) A snapshot of snapshotRecords records, streamed to a client that reads as fast as it can.
   if (o.snapshotRecords > 0) {
@@ -354,7 +490,7 @@ int main(int argc, char** argv) {
       fail("the snapshot did not end with the expected recordCount");
     }
     ProcSample afterSnapshot = sample(bridge.pid());
-    std::printf("(e) snapshot of %d records (%.0f MiB): %.2f s, %.0f records/s  [target >= 500000]; "
+    std::printf("(e)  snapshot of %d records (%.0f MiB): %.2f s, %.0f records/s  [target >= 500000]; "
                 "bridge peak RSS over the whole run %.1f MiB  [target <= 64 MiB]\n",
                 o.snapshotRecords, static_cast<double>(bytes) / (1 << 20), snapSeconds, o.snapshotRecords / snapSeconds,
                 afterSnapshot.peakRssMiB);
@@ -388,10 +524,10 @@ int main(int argc, char** argv) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto at = text.find("\"rate\":");
     if (at == std::string::npos) {
-      std::printf("(g) node.js poller: failed, see %s\n", nodeLog.c_str());
+      std::printf("(g)  node.js poller: failed, see %s\n", nodeLog.c_str());
     } else {
       double nodeRate = std::strtod(text.c_str() + at + 7, nullptr);
-      std::printf("(g) batched node.js poller (mysql2 + nats.js)  %9.0f rows/s   (b)/(g) = %.1f   [target >= 4]\n",
+      std::printf("(g)  batched node.js poller (mysql2 + nats.js)  %9.0f rows/s   (b)/(g) = %.1f   [target >= 4]\n",
                   nodeRate, drain / nodeRate);
     }
     (void)js->deleteStream(settings.name);
@@ -418,14 +554,16 @@ int main(int argc, char** argv) {
     const std::string pruneLog = fmt::format("/tmp/outbox-bench-prune-{}.log", source);
     std::remove(pruneLog.c_str());
     Subprocess prune;
-    prune.start({o.bridge, "prune", "--config", config, "--keep", "1h"}, pruneLog);
+    if (!startBridge(prune, single, dsn.password, {"prune", "--keep", "1h"}, o, pruneLog)) {
+      fail("cannot run outbox-bridge prune");
+    }
     while (prune.running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::ifstream in(pruneLog);
     std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     while (!line.empty() && line.back() == '\n') line.pop_back();
     // The result line, without the log line's time, level and source.
     if (auto at = line.find("prune: "); at != std::string::npos) line = line.substr(at + 7);
-    std::printf("(f) prune of %d published rows: %s  [targets >= 100000 rows/s, longest transaction < 100 ms]\n",
+    std::printf("(f)  prune of %d published rows: %s  [targets >= 100000 rows/s, longest transaction < 100 ms]\n",
                 o.pruneRows, line.c_str());
   }
   (void)js->deleteStream(stream);

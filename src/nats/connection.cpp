@@ -26,7 +26,8 @@ std::string connectedUrl(natsConnection* nc) {
 
 // What an operator needs to follow the connection through a cluster's failures (nats.c calls
 // these on its own threads; config URLs never hold credentials).
-void onDisconnected(natsConnection*, void*) {
+void onDisconnected(natsConnection* nc, void*) {
+  if (natsConnection_IsClosed(nc)) return;  // closed on purpose (shutdown): nothing to reconnect
   spdlog::warn("nats: disconnected; reconnecting to a server of the list (publishing waits)");
 }
 void onReconnected(natsConnection* nc, void*) { spdlog::info("nats: reconnected to {}", connectedUrl(nc)); }
