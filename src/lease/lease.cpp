@@ -79,6 +79,7 @@ void LeaderLease::handOver() {
   if (leader_) (void)store_.release(holder_);
   leader_ = false;
   lighter_.clear();
+  currentHolder_.clear();
 }
 
 void LeaderLease::release() {

@@ -12,6 +12,7 @@ namespace outbox {
 namespace {
 
 constexpr unsigned kNoSuchTable = 1146;  // ER_NO_SUCH_TABLE
+constexpr uint64_t kSweepEvery = 64;      // lease round trips between sweeps of dead candidates
 
 db::ConnectParams leaseParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
@@ -42,9 +43,13 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
     return std::vector<Candidate>{};
   }
   OUTBOX_RETURN_IF_ERROR(renewed);
-  // Candidates that died an hour ago or more: gone for good (their holder ids never come back).
-  OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-      "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source)));
+  // Candidates that died an hour ago or more are gone for good (their holder ids never come back):
+  // deleted now and then, not on every round trip, so as not to lock the source's candidate rows
+  // that often.
+  if (roundTrips_++ % kSweepEvery == 0) {
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
+        "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source)));
+  }
   // A lease given up less than a TTL ago still counts for its last holder until someone takes it:
   // an instance handing sources over does not hand over more before the first one has moved.
   auto rows = conn.query(fmt::format(

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "config/config.h"
@@ -28,6 +29,7 @@ class MysqlLeaseStore final : public LeaseStore {
   const SourceConfig& source_;
   db::Session session_;
   bool warnedUnbalanced_ = false;
+  uint64_t roundTrips_ = 0;
 };
 
 }  // namespace outbox

@@ -87,6 +87,11 @@ bool Relay::awaitLeadership() {
   std::string reported;
   while (!stop_.stopped()) {
     Status s = lease_->refreshNow();
+    if (s.isOk() && lease_->isLeader() && !lease_->lighter().empty()) {
+      // Leading between sessions (a paused or halted source): nothing in flight to settle.
+      log_->info("handing the source over to {}, which leads fewer sources", lease_->lighter());
+      lease_->handOver();
+    }
     if (s.isOk() && lease_->isLeader()) {
       metrics_.leader = true;
       log_->info("leader (lease epoch {})", lease_->leaseEpoch());

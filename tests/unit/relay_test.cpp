@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "lease/lease.h"
 #include "manual_clock.h"
 #include "relay/poison.h"
 #include "relay/relay.h"
@@ -339,6 +340,48 @@ class FakePublisher final : public Publisher {
   }
 };
 
+// A lease row shared by the relay's thread and the test, with the database's rules: a free lease
+// is left to a lighter candidate when the test names one.
+class SharedLeaseStore final : public LeaseStore {
+ public:
+  explicit SharedLeaseStore(const Clock& clock) : clock_(clock) {}
+  std::mutex mu;
+  std::string holder;
+  uint64_t epoch = 0;
+  Clock::TimePoint expires{};
+  std::string lighter;
+  int released = 0;
+  int withdrawn = 0;
+
+  Result<LeaseGrant> tryAcquire(const std::string& me, std::chrono::milliseconds ttl) override {
+    std::lock_guard lock(mu);
+    const auto now = clock_.now();
+    const bool live = !holder.empty() && expires > now;
+    if ((live && holder == me) || (!live && lighter.empty())) {
+      if (holder != me) ++epoch;
+      holder = me;
+      expires = now + ttl;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(expires - now);
+    const std::string now_holder = left.count() > 0 ? holder : "";
+    return LeaseGrant{now_holder == me, now_holder, epoch, left, lighter};
+  }
+  Status release(const std::string& me) override {
+    std::lock_guard lock(mu);
+    if (holder == me) expires = clock_.now();
+    ++released;
+    return Status::ok();
+  }
+  Status withdraw(const std::string&) override {
+    std::lock_guard lock(mu);
+    ++withdrawn;
+    return Status::ok();
+  }
+
+ private:
+  const Clock& clock_;
+};
+
 // The relay on its own thread, on a manual clock that jumps over every wait (auto-advance): no
 // test waits out a timeout. Tests of timing turn auto-advance off and step time themselves.
 struct Harness {
@@ -349,6 +392,9 @@ struct Harness {
   SourceMetrics metrics;
   ManualClock clock{/*autoAdvance=*/true};
   std::unique_ptr<Relay> relay;
+  // A relay that leads by a lease (leadByLease() before start()).
+  std::unique_ptr<SharedLeaseStore> leases;
+  std::unique_ptr<LeaderLease> lease;
   std::thread thread;
 
   Harness() {
@@ -364,8 +410,12 @@ struct Harness {
     options.haltRecheck = 20ms;
     publisher.clock = &clock;
     publisher.stop = &stop;
-    relay = std::make_unique<Relay>(source, store, store, publisher, nullptr, stop, metrics, clock, options);
+    relay = std::make_unique<Relay>(source, store, store, publisher, lease.get(), stop, metrics, clock, options);
     thread = std::thread([this] { relay->run(); });
+  }
+  void leadByLease() {
+    leases = std::make_unique<SharedLeaseStore>(clock);
+    lease = std::make_unique<LeaderLease>(*leases, "me", 30s, 10s, clock);
   }
   // The relay on a clock that moves only when the test steps it (timeUntil, clock.run).
   void startStepped(std::chrono::milliseconds ackTimeout = 300ms) {
@@ -419,6 +469,48 @@ struct Harness {
 };
 
 }  // namespace
+
+// Issue 11: a leader that learns of an instance leading fewer sources ends its session, settles
+// the acks in flight (every published version marked), gives the lease up and stays a candidate;
+// it publishes nothing while the other leads, and takes the source back when that one is gone.
+BOOST_AUTO_TEST_CASE(a_leader_told_of_a_lighter_instance_settles_its_acks_then_hands_the_source_over) {
+  Harness h;
+  h.leadByLease();
+  SharedLeaseStore& leases = *h.leases;
+  h.store.add(100);
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 100; }));
+  BOOST_TEST(h.metrics.leader.load());
+  {
+    std::lock_guard lock(leases.mu);
+    leases.lighter = "other";
+  }
+  BOOST_REQUIRE(h.waitFor([&] {
+    std::lock_guard lock(leases.mu);
+    return leases.released == 1;
+  }));
+  BOOST_REQUIRE(h.waitFor([&] { return !h.metrics.leader.load(); }));
+  BOOST_TEST(h.store.snapshot().publishedThrough == 100u);
+  {
+    std::lock_guard lock(leases.mu);  // the lighter instance takes the source
+    BOOST_TEST(leases.withdrawn == 0);
+    leases.holder = "other";
+    ++leases.epoch;
+    leases.expires = h.clock.now() + 1h;
+    leases.lighter.clear();
+  }
+  h.store.add(20);
+  std::this_thread::sleep_for(200ms);  // the relay's clock runs on meanwhile
+  BOOST_TEST(h.publisher.copy().size() == 100u);
+  BOOST_TEST(!h.metrics.leader.load());
+  {
+    std::lock_guard lock(leases.mu);  // the other instance is gone
+    leases.expires = h.clock.now();
+  }
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 120; }));
+  BOOST_TEST(h.streamIsDense(120));
+  BOOST_TEST(h.metrics.leader.load());
+}
 
 BOOST_AUTO_TEST_CASE(shuffled_acks_still_mark_only_contiguous_versions) {
   Harness h;
