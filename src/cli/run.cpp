@@ -98,8 +98,9 @@ Command addRun(CLI::App& app) {
       // threads, and no error. So each of its connects checks too (a grant revoked meanwhile).
       rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheck);
       rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound);
+      // An instance whose NATS connection is down stands for no source (sources are not handed to it).
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
-                                               clock);
+                                               clock, [nc = natsConnection.get()] { return nc->isConnected(); });
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
       // A stream with foreign subjects is an operator's mistake: refuse to start at all.
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {
@@ -134,9 +135,7 @@ Command addRun(CLI::App& app) {
       httpSources.push_back({&config.sources[i], runtimes[i].metrics.get()});
     }
     nats::Connection* nc = natsConnection.get();
-    HttpServer http(httpOptions, httpSources, [nc] {
-      return nc->isConnected() ? std::string() : std::string("nats-server is not connected");
-    });
+    HttpServer http(httpOptions, httpSources, [nc] { return NatsLink{nc->isConnected(), nats::Connection::reconnects()}; });
     if (Status s = http.start(); !s.isOk()) {
       // A certificate that does not load is the config's fault; an address in use is not.
       if (s.isPermanent()) throw Exit{kExitUsage, "config error: " + s.message()};

@@ -8,11 +8,16 @@ namespace outbox {
 
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
                               const std::vector<std::unique_ptr<SourceProbe>>& probes,
-                              const SnapshotMetrics& snapshots) {
+                              const SnapshotMetrics& snapshots, const NatsLink& nats) {
   using Type = PrometheusPage::Type;
   PrometheusPage page;
   page.family("outbox_build_info", Type::kGauge, "Always 1; the version of the running outbox-bridge.");
   page.sample("outbox_build_info", {{"version", OUTBOX_BRIDGE_VERSION}}, uint64_t{1});
+  page.family("outbox_nats_connected", Type::kGauge, "1 while the connection to nats-server is up.");
+  page.sample("outbox_nats_connected", {}, uint64_t{nats.connected ? 1u : 0u});
+  page.family("outbox_nats_reconnects_total", Type::kCounter,
+              "Times the NATS connection was lost and made again, to the same server or another of the cluster.");
+  page.sample("outbox_nats_reconnects_total", {}, nats.reconnects);
 
   declareSourceFamilies(page);
   page.family("outbox_source_up", Type::kGauge, "1 while the source's database answers.");

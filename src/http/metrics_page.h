@@ -10,11 +10,11 @@
 
 namespace outbox {
 
-// The /metrics page: build info, every source's relay metrics and database probe, and the
-// snapshot metrics, each family once (Prometheus text format 0.0.4). `probes[i]` belongs to
-// `sources[i]`.
+// The /metrics page: build info, the NATS connection, every source's relay metrics and database
+// probe, and the snapshot metrics, each family once (Prometheus text format 0.0.4). `probes[i]`
+// belongs to `sources[i]`.
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
                               const std::vector<std::unique_ptr<SourceProbe>>& probes,
-                              const SnapshotMetrics& snapshots);
+                              const SnapshotMetrics& snapshots, const NatsLink& nats);
 
 }  // namespace outbox

@@ -54,10 +54,10 @@ bool splitListen(const std::string& listen, std::string& host, int& port) {
   return ec == std::errc() && end == digits.data() + digits.size() && port >= 0 && port <= 65535;
 }
 
-HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem)
+HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::function<NatsLink()> nats)
     : options_(std::move(options)),
       sources_(std::move(sources)),
-      natsProblem_(std::move(natsProblem)),
+      nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
   for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
   if (!options_.tlsCert.empty()) {
@@ -205,7 +205,7 @@ void HttpServer::healthRoutes(httplib::Server& svr) {
 
   svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     std::vector<std::string> reasons;
-    if (std::string nats = natsProblem_(); !nats.empty()) reasons.push_back(nats);
+    if (!nats_().connected) reasons.push_back("nats-server is not connected");
     for (auto& probe : probes_) {
       auto r = probe->get();
       if (!r.reachable) reasons.push_back(r.error);
@@ -221,7 +221,7 @@ void HttpServer::healthRoutes(httplib::Server& svr) {
   });
 
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(renderMetricsPage(sources_, probes_, *snapshotMetrics_), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_()), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
 

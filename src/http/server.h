@@ -27,6 +27,12 @@ struct HttpSource {
   SourceMetrics* metrics = nullptr;  // null on a process that only serves (no relay)
 };
 
+// The NATS connection as /readyz and /metrics show it.
+struct NatsLink {
+  bool connected = false;
+  uint64_t reconnects = 0;
+};
+
 // The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics, and the admin
 // API under /v1/admin (bearer token: status, pause/resume, leases, quarantine). Runs its own
 // listener thread and a worker pool; every handler is thread-safe. Errors are JSON bodies
@@ -48,8 +54,8 @@ class HttpServer {
     size_t maxRequestBytes = 16 * 1024;
     std::string adminToken;  // secret; empty: the admin API answers 403
   };
-  // `natsProblem` returns "" while NATS is usable, else why not.
-  HttpServer(Options options, std::vector<HttpSource> sources, std::function<std::string()> natsProblem);
+  // `nats` says how the NATS connection is now (/readyz, /metrics).
+  HttpServer(Options options, std::vector<HttpSource> sources, std::function<NatsLink()> nats);
   ~HttpServer();
 
   // Binds and starts serving; fails when an address cannot be bound or the certificate not loaded.
@@ -82,7 +88,7 @@ class HttpServer {
   Options options_;
   std::vector<HttpSource> sources_;
   std::vector<std::unique_ptr<SourceProbe>> probes_;
-  std::function<std::string()> natsProblem_;
+  std::function<NatsLink()> nats_;
   Listener main_;
   Listener metrics_;  // no server unless Options::metricsPort >= 0
   std::unique_ptr<SnapshotMetrics> snapshotMetrics_;

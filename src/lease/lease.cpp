@@ -32,8 +32,13 @@ std::optional<Candidate> lighterCandidate(const std::vector<Candidate>& candidat
 }
 
 LeaderLease::LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
-                         std::chrono::milliseconds heartbeat, const Clock& clock)
-    : store_(store), holder_(std::move(holder)), ttl_(ttl), heartbeat_(heartbeat), clock_(clock) {}
+                         std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish)
+    : store_(store),
+      holder_(std::move(holder)),
+      ttl_(ttl),
+      heartbeat_(heartbeat),
+      clock_(clock),
+      canPublish_(std::move(canPublish)) {}
 
 Status LeaderLease::refreshIfDue() {
   if (clock_.now() < nextRefresh_) return Status::ok();
@@ -43,7 +48,7 @@ Status LeaderLease::refreshIfDue() {
 Status LeaderLease::refreshNow() {
   auto sent = clock_.now();
   nextRefresh_ = sent + heartbeat_;
-  auto grant = store_.tryAcquire(holder_, ttl_);
+  auto grant = store_.tryAcquire(holder_, ttl_, !canPublish_ || canPublish_());
   lastFailed_ = !grant.isOk();
   if (!grant.isOk()) {
     // Try again soon; leadership, if we had it, runs out by our clock meanwhile.
@@ -53,6 +58,7 @@ Status LeaderLease::refreshNow() {
   currentHolder_ = grant->holder;
   lighter_ = grant->lighter;
   expiresIn_ = grant->expiresIn;
+  handOverExpected_ = grant->handOverExpected;
   if (grant->leader) {
     // The database set expiry to its NOW() + ttl, after `sent`: trusting the lease until
     // sent + ttl - margin keeps us inside it even with some clock-rate difference.
@@ -69,7 +75,7 @@ Status LeaderLease::refreshNow() {
 bool LeaderLease::isLeader() const { return leader_ && clock_.now() < validUntil_; }
 
 std::chrono::milliseconds LeaderLease::standbyWait() const {
-  if (lastFailed_) return std::min(heartbeat_, std::chrono::milliseconds(1000));
+  if (lastFailed_ || handOverExpected_) return std::min(heartbeat_, std::chrono::milliseconds(1000));
   if (currentHolder_.empty() || expiresIn_ <= std::chrono::milliseconds(0)) return heartbeat_;
   // Just after the holder's lease runs out, if it does not renew it first.
   return std::min(heartbeat_, expiresIn_ + std::chrono::milliseconds(50));

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ struct LeaseGrant {
   // A candidate leading fewer sources (lighterCandidate): a leader should hand the source over to
   // it; a standby leaves a free lease to it.
   std::string lighter;
+  // A standby the holder should hand the source to (we lead fewer): it asks again soon.
+  bool handOverExpected = false;
 };
 
 // The lease row of a source (ARCHITECTURE.md section 8). Single-threaded.
@@ -43,8 +46,11 @@ class LeaseStore {
   // One INSERT ... ON DUPLICATE KEY UPDATE on the database clock: takes the lease if it is free,
   // expired or already ours, and in those cases sets it to expire `ttl` from now. Also renews
   // this instance's candidacy for the source; when another candidate leads fewer sources (see
-  // lighterCandidate) it takes no free lease and names that candidate in `lighter`.
-  virtual Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) = 0;
+  // lighterCandidate) it takes no free lease and names that candidate in `lighter`. An instance
+  // that cannot publish (`stand` false: its NATS connection is down) stands down: it is no
+  // candidate, names any live candidate in `lighter`, and takes a free lease only when there is
+  // none.
+  virtual Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) = 0;
   // Gives the lease up (expires it now) if we hold it, so a standby need not wait out the TTL.
   virtual Status release(const std::string& holder) = 0;
   // Stops standing for the source (the process is stopping).
@@ -61,8 +67,10 @@ std::string makeHolderId();
 // Single-threaded: the relay thread owns it.
 class LeaderLease {
  public:
+  // `canPublish` says whether this instance could publish now (its NATS connection is up): only
+  // then does it stand for the source. Empty: always.
   LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
-              std::chrono::milliseconds heartbeat, const Clock& clock);
+              std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish = {});
 
   // Renews (or tries to take) the lease when a heartbeat is due; a failed round trip leaves
   // leadership to run out by the clock.
@@ -76,7 +84,8 @@ class LeaderLease {
   // the source over to it, a standby leaves the lease to it.
   const std::string& lighter() const { return lighter_; }
   // How long a standby waits before asking again: a heartbeat, less when the holder's lease runs
-  // out sooner (a dead leader's sources move within the TTL), a second after a failed round trip.
+  // out sooner (a dead leader's sources move within the TTL); a second after a failed round trip
+  // or while the holder should hand the source to us.
   std::chrono::milliseconds standbyWait() const;
   // Gives the lease up but stays a candidate (handing the source to a lighter instance).
   void handOver();
@@ -90,11 +99,13 @@ class LeaderLease {
   std::chrono::milliseconds ttl_;
   std::chrono::milliseconds heartbeat_;
   const Clock& clock_;
+  std::function<bool()> canPublish_;
   bool leader_ = false;
   uint64_t leaseEpoch_ = 0;
   std::string currentHolder_;
   std::string lighter_;
   std::chrono::milliseconds expiresIn_{0};
+  bool handOverExpected_ = false;
   bool lastFailed_ = false;
   Clock::TimePoint validUntil_{};
   Clock::TimePoint nextRefresh_{};

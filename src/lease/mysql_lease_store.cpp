@@ -1,6 +1,7 @@
 #include "lease/mysql_lease_store.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -11,7 +12,10 @@ namespace outbox {
 
 namespace {
 
-constexpr unsigned kNoSuchTable = 1146;  // ER_NO_SUCH_TABLE
+constexpr unsigned kNoSuchTable = 1146;        // ER_NO_SUCH_TABLE
+constexpr unsigned kTableAccessDenied = 1142;  // ER_TABLEACCESS_DENIED_ERROR
+constexpr unsigned kLockWaitTimeout = 1205;    // ER_LOCK_WAIT_TIMEOUT
+constexpr unsigned kDeadlock = 1213;           // ER_LOCK_DEADLOCK
 constexpr uint64_t kSweepEvery = 64;      // lease round trips between sweeps of dead candidates
 
 db::ConnectParams leaseParams(const SourceConfig& source) {
@@ -27,49 +31,77 @@ MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::second
         return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
       }) {}
 
-Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
-                                                           std::chrono::milliseconds ttl) {
-  std::string source = conn.quote(source_.name);
-  int64_t ttlMicros = ttl.count() * 1000;
-  Status renewed = conn.exec(fmt::format(
-      "INSERT INTO outbox_bridge_candidate (source, holder_id, expires_at) "
-      "VALUES ({0}, {1}, NOW(6) + INTERVAL {2} MICROSECOND) ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
-      source, conn.quote(holder), ttlMicros));
-  if (!renewed.isOk() && conn.errorCode() == kNoSuchTable) {
+std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(db::Connection& conn, const Status& failed) {
+  const unsigned code = conn.errorCode();
+  if (code == kNoSuchTable || code == kTableAccessDenied) {
     if (!std::exchange(warnedUnbalanced_, true)) {
-      sourceLogger(source_.name)->warn("no table outbox_bridge_candidate: run `outbox-bridge migrate`; until then "
-                                       "sources are not spread over bridge instances");
+      sourceLogger(source_.name)
+          ->warn("sources are not spread over bridge instances: {} ({}; the lease works as before)",
+                 failed.message(),
+                 code == kNoSuchTable ? "run `outbox-bridge migrate`"
+                                      : "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_bridge_candidate to the bridge");
     }
     return std::vector<Candidate>{};
   }
-  OUTBOX_RETURN_IF_ERROR(renewed);
+  // Another instance's statement holds the rows a moment: balance next time, lead now.
+  if (code == kLockWaitTimeout || code == kDeadlock) return std::vector<Candidate>{};
+  return std::nullopt;  // the connection broke: the lease statements would fail too
+}
+
+Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
+                                                           std::chrono::milliseconds ttl, bool stand) {
+  const std::string source = conn.quote(source_.name);
+  // Standing renews our candidacy for a TTL; an instance that cannot publish stands down.
+  Status renewed = conn.exec(
+      stand ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, expires_at) VALUES ({}, {}, NOW(6) + "
+                          "INTERVAL {} MICROSECOND) ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
+                          source, conn.quote(holder), ttl.count() * 1000)
+            : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
+                          conn.quote(holder)));
+  if (!renewed.isOk()) {
+    if (auto none = unbalanced(conn, renewed)) return *none;
+    return renewed;
+  }
   // Candidates that died an hour ago or more are gone for good (their holder ids never come back):
   // deleted now and then, not on every round trip, so as not to lock the source's candidate rows
   // that often.
   if (roundTrips_++ % kSweepEvery == 0) {
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source)));
+    (void)conn.exec(fmt::format(
+        "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source));
   }
-  // A lease given up less than a TTL ago still counts for its last holder until someone takes it:
-  // an instance handing sources over does not hand over more before the first one has moved.
   auto rows = conn.query(fmt::format(
       "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id "
-      "AND l.source <> {0} AND l.expires_at > NOW(6) - INTERVAL {1} MICROSECOND) "
+      "AND l.source <> {0} AND l.expires_at > NOW(6)) "
       "FROM outbox_bridge_candidate c WHERE c.source = {0} AND c.expires_at > NOW(6)",
-      source, ttlMicros));
-  if (!rows.isOk()) return rows.status();
+      source));
+  if (!rows.isOk()) {
+    if (auto none = unbalanced(conn, rows.status())) return *none;
+    return rows.status();
+  }
   std::vector<Candidate> out;
   while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
   return out;
 }
 
-Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) {
+Result<bool> MysqlLeaseStore::handingOver(db::Connection& conn, const std::string& holder,
+                                          std::chrono::milliseconds ttl) {
+  auto pending = conn.queryU64(fmt::format(
+      "SELECT COUNT(*) FROM outbox_bridge_lease WHERE holder_id = {} AND source <> {} AND expires_at <= NOW(6) "
+      "AND expires_at > NOW(6) - INTERVAL {} MICROSECOND",
+      conn.quote(holder), conn.quote(source_.name), ttl.count() * 1000));
+  if (!pending.isOk()) return pending.status();
+  return pending->value_or(0) > 0;
+}
+
+Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) {
   return session_.run([&](db::Connection& conn) -> Result<LeaseGrant> {
     std::string source = conn.quote(source_.name);
     std::string me = conn.quote(holder);
     int64_t ttlMicros = ttl.count() * 1000;
-    auto others = candidates(conn, holder, ttl);
+    auto others = candidates(conn, holder, ttl, stand);
     if (!others.isOk()) return others.status();
+    // Not standing, we count as the heaviest: any candidate that can publish is lighter.
+    if (!stand) others->push_back(Candidate{holder, std::numeric_limits<int64_t>::max()});
     std::optional<Candidate> lighter = lighterCandidate(*others, holder);
     auto current = [&]() -> Result<LeaseGrant> {
       auto rows = conn.query(fmt::format(
@@ -84,12 +116,28 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
       grant.leaseEpoch = rows->u64(1);
       grant.leader = grant.holder == holder;
       if (lighter) grant.lighter = lighter->holder;
+      if (!grant.holder.empty() && !grant.leader) {
+        // Whether the holder should hand the source to us: then we ask again soon, not in a heartbeat.
+        std::vector<Candidate> seen = *others;
+        if (std::none_of(seen.begin(), seen.end(), [&](const Candidate& c) { return c.holder == grant.holder; })) {
+          seen.push_back(Candidate{grant.holder, std::numeric_limits<int64_t>::max()});  // it stood down
+        }
+        auto to = lighterCandidate(seen, grant.holder);
+        grant.handOverExpected = to && to->holder == holder;
+      }
       return grant;
     };
     if (lighter) {
       // Not ours to take: renew it only if we lead it now (the relay then hands it over).
       auto now = current();
       if (!now.isOk() || !now->leader) return now;
+      // One hand-over at a time: while one we gave up is not taken yet, keep this one. (Counting
+      // ourselves lighter at once, every other source of ours would see the same gap and go too.)
+      if (stand) {
+        auto busy = handingOver(conn, holder, ttl);
+        if (!busy.isOk()) return busy.status();
+        if (*busy) lighter.reset();
+      }
     }
     // The update list runs left to right and later items see earlier assignments: holder_id is
     // decided from the old row, and expires_at then follows the new holder_id.
@@ -118,7 +166,7 @@ Status MysqlLeaseStore::withdraw(const std::string& holder) {
   return session_.run([&](db::Connection& conn) {
     Status s = conn.exec(fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}",
                                      conn.quote(source_.name), conn.quote(holder)));
-    return conn.errorCode() == kNoSuchTable ? Status::ok() : s;
+    return conn.errorCode() == kNoSuchTable || conn.errorCode() == kTableAccessDenied ? Status::ok() : s;
   });
 }
 

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "db/session.h"
@@ -16,15 +18,22 @@ class MysqlLeaseStore final : public LeaseStore {
   // A lease round trip waits at most `lockWait` for a row lock (a frozen holder's transaction).
   MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait);
 
-  Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl) override;
+  Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) override;
   Status release(const std::string& holder) override;
   Status withdraw(const std::string& holder) override;
 
  private:
-  // Renews our candidacy and reads the other candidates' loads; empty when the database has no
-  // candidate table yet (schema file 006 not applied: the lease works, unbalanced).
+  // Renews our candidacy (or, not standing, deletes it) and reads the live candidates, each with
+  // the number of this database's other sources it leads. Empty when the candidate table cannot be
+  // used (schema file 006 not applied, no grant on it: warned once; a lock held a moment): the
+  // lease works as before, unbalanced.
   Result<std::vector<Candidate>> candidates(db::Connection& conn, const std::string& holder,
-                                            std::chrono::milliseconds ttl);
+                                            std::chrono::milliseconds ttl, bool stand);
+  // The empty list balancing falls back to after `failed` on the candidate table, or nullopt when
+  // the connection itself broke.
+  std::optional<std::vector<Candidate>> unbalanced(db::Connection& conn, const Status& failed);
+  // Whether a lease we gave up less than a TTL ago has not been taken yet.
+  Result<bool> handingOver(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
 
   const SourceConfig& source_;
   db::Session session_;

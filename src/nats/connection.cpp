@@ -2,6 +2,7 @@
 // (jetstream.h). JetStream itself is in jetstream.cpp.
 #include <nats/nats.h>
 
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,12 @@ void onDisconnected(natsConnection* nc, void*) {
   if (natsConnection_IsClosed(nc)) return;  // closed on purpose (shutdown): nothing to reconnect
   spdlog::warn("nats: disconnected; reconnecting to a server of the list (publishing waits)");
 }
-void onReconnected(natsConnection* nc, void*) { spdlog::info("nats: reconnected to {}", connectedUrl(nc)); }
+std::atomic<uint64_t> reconnectCount{0};
+
+void onReconnected(natsConnection* nc, void*) {
+  ++reconnectCount;
+  spdlog::info("nats: reconnected to {}", connectedUrl(nc));
+}
 // The servers the cluster told us of, beyond the configured ones ("" none).
 std::string discoveredServers(natsConnection* nc) {
   char** urls = nullptr;
@@ -224,6 +230,8 @@ void NatsDeleter::operator()(natsSubscription* sub) const {
 }
 
 int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_.get()); }
+
+uint64_t Connection::reconnects() { return reconnectCount; }
 
 bool Connection::isConnected() const { return natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED; }
 

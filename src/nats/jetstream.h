@@ -56,6 +56,10 @@ class Connection {
   // Closing drains nothing: callers finish their publishes first.
   int64_t maxPayload() const;
   bool isConnected() const;
+  // Times a connection of this process was lost and made again (to the same server or another of
+  // the cluster). Counted for the process, not the object: nats.c may still run a reconnect
+  // callback it queued after the connection is destroyed.
+  static uint64_t reconnects();
 
  private:
   friend class JetStream;

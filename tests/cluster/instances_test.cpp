@@ -89,14 +89,15 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
   BOOST_TEST(count("\"leads\":") == 18u, leases.body);
 
   // SIGKILL one: its two sources go to the other two once its leases run out — within the TTL
-  // (3 s) of its last renewal, so within TTL + heartbeat (4 s) of the kill.
+  // (3 s) of its last renewal, so within TTL + heartbeat of the kill; a second heartbeat when one
+  // instance took both and hands one on, and a second for a loaded machine (6 s).
   bridges[2]->kill();
   const auto killedAt = std::chrono::steady_clock::now();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{3, 3, 0}; }, 10s),
                         fmt::format("leads {}", fmt::join(leadsPerBridge(database, bridges), "/")));
   const auto moved = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killedAt);
   BOOST_TEST_MESSAGE("the killed instance's sources moved in " << moved.count() << " ms");
-  BOOST_TEST(moved.count() <= 4000);
+  BOOST_TEST(moved.count() <= 6000);
 
   producers.stop();
   BOOST_TEST_MESSAGE(producers.commits() << " producer transactions");

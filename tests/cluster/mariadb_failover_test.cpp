@@ -104,8 +104,13 @@ class Failover {
 // through the same address, goes on in the same epoch: one stream, dense, once, nothing lost.
 BOOST_AUTO_TEST_CASE(a_failover_to_a_replica_that_has_everything_goes_on_in_the_same_epoch) {
   Failover f("focont");
-  // A planned failover: writes stop, the replica catches up, then it is promoted.
+  // A planned failover: writes stop, the bridge has published them all, the replica catches up,
+  // then it is promoted.
   f.producers.reset();
+  BOOST_REQUIRE(waitUntil([&] {
+    auto state = f.database.state(f.source.name);
+    return f.database.unversioned(f.source.outboxTable()) == 0 && state.publishedThrough == state.assignedThrough;
+  }, 30s));
   auto position = openAt(stack().mysqlPort, "")->query("SELECT @@gtid_binlog_pos");
   BOOST_REQUIRE(position.isOk() && position->next());
   auto caughtUp = openAt(replicaPort(), "")->queryU64(

@@ -86,6 +86,10 @@ BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) 
     }
   }
   BOOST_TEST(families["outbox_build_info"].type == "gauge");
+  BOOST_TEST(families["outbox_nats_connected"].type == "gauge");
+  BOOST_TEST(families["outbox_nats_reconnects"].type == "counter");
+  BOOST_TEST(metricSample(reply.body, "outbox_nats_connected") == 1.0);
+  BOOST_TEST(metricSample(reply.body, "outbox_nats_reconnects_total") == 0.0);
   BOOST_TEST(reply.body.find(fmt::format("outbox_build_info{{version=\"{}\"}} 1\n", OUTBOX_BRIDGE_VERSION)) !=
              std::string::npos);
   BOOST_TEST(reply.body.find(fmt::format("outbox_published_rows_total{{source=\"{}\"}} 30\n", first.name)) !=

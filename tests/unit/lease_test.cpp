@@ -23,7 +23,7 @@ class FakeLeaseStore final : public LeaseStore {
   std::string lighter;  // a candidate leading fewer sources: a free lease is left to it
   int withdrawn = 0;
 
-  Result<LeaseGrant> tryAcquire(const std::string& me, std::chrono::milliseconds ttl) override {
+  Result<LeaseGrant> tryAcquire(const std::string& me, std::chrono::milliseconds ttl, bool) override {
     ++calls;
     if (failing) return Status::transient("database away");
     bool free = holder.empty() || expires < clock_.now();
