@@ -97,7 +97,7 @@ Command addRun(CLI::App& app) {
       // The scan's connection reads PROCESSLIST: without PROCESS it would see only its own
       // threads, and no error. So each of its connects checks too (a grant revoked meanwhile).
       rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheck);
-      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound);
+      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound, config.lease);
       // An instance whose NATS connection is down stands for no source (sources are not handed to it).
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
                                                clock, [nc = natsConnection.get()] { return nc->isConnected(); });

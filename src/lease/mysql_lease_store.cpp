@@ -26,10 +26,19 @@ db::ConnectParams leaseParams(const SourceConfig& source) {
 
 }  // namespace
 
-MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait)
-    : source_(source), session_(leaseParams(source), [lockWait](db::Connection& conn) {
-        return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
-      }) {}
+MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait,
+                                 const LeaseConfig& lease)
+    : source_(source),
+      session_(leaseParams(source),
+               [lockWait](db::Connection& conn) {
+                 return conn.exec(
+                     fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
+               }),
+      // A live instance renews each candidacy at least every heartbeat; one silent for two is
+      // taken for dead. Shorter than TTL - heartbeat, so it counts as dead before its leases can
+      // be taken (never under a second).
+      fresh_(std::max(std::chrono::milliseconds(1000),
+                      std::min(2 * lease.heartbeat + std::chrono::milliseconds(1000), lease.ttl - lease.heartbeat))) {}
 
 std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(db::Connection& conn, const Status& failed) {
   const unsigned code = conn.errorCode();
@@ -53,8 +62,9 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
   const std::string source = conn.quote(source_.name);
   // Standing renews our candidacy for a TTL; an instance that cannot publish stands down.
   Status renewed = conn.exec(
-      stand ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, expires_at) VALUES ({}, {}, NOW(6) + "
-                          "INTERVAL {} MICROSECOND) ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)",
+      stand ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, renewed_at, expires_at) VALUES ({}, {}, "
+                          "NOW(6), NOW(6) + INTERVAL {} MICROSECOND) ON DUPLICATE KEY UPDATE renewed_at = "
+                          "VALUES(renewed_at), expires_at = VALUES(expires_at)",
                           source, conn.quote(holder), ttl.count() * 1000)
             : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
                           conn.quote(holder)));
@@ -69,11 +79,14 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
     (void)conn.exec(fmt::format(
         "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source));
   }
+  // Only candidates renewed lately count: one that died a moment ago (its row not yet expired)
+  // must not be handed a source, nor a free lease left to it.
   auto rows = conn.query(fmt::format(
       "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id "
       "AND l.source <> {0} AND l.expires_at > NOW(6)) "
-      "FROM outbox_bridge_candidate c WHERE c.source = {0} AND c.expires_at > NOW(6)",
-      source));
+      "FROM outbox_bridge_candidate c WHERE c.source = {0} AND c.expires_at > NOW(6) "
+      "AND c.renewed_at > NOW(6) - INTERVAL {1} MICROSECOND",
+      source, fresh_.count() * 1000));
   if (!rows.isOk()) {
     if (auto none = unbalanced(conn, rows.status())) return *none;
     return rows.status();

@@ -16,7 +16,7 @@ namespace outbox {
 class MysqlLeaseStore final : public LeaseStore {
  public:
   // A lease round trip waits at most `lockWait` for a row lock (a frozen holder's transaction).
-  MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait);
+  MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait, const LeaseConfig& lease);
 
   Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) override;
   Status release(const std::string& holder) override;
@@ -37,6 +37,7 @@ class MysqlLeaseStore final : public LeaseStore {
 
   const SourceConfig& source_;
   db::Session session_;
+  std::chrono::milliseconds fresh_;  // a candidate renewed longer ago than this is taken for dead
   bool warnedUnbalanced_ = false;
   uint64_t roundTrips_ = 0;
 };

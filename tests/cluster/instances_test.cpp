@@ -110,3 +110,61 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
   BOOST_TEST(total(leadsPerBridge(database, bridges)) == 6);
   for (int i = 0; i < 2; ++i) BOOST_TEST(bridges[i]->stop() == 0);
 }
+
+// An instance that cannot reach NATS stands for nothing: its sources go to the one that can
+// publish (not kept there for being "lighter"), and come back when it can publish again.
+BOOST_AUTO_TEST_CASE(an_instance_that_loses_nats_hands_its_sources_to_one_that_can_publish) {
+  TestDatabase database("standdown");
+  std::vector<SourceSpec> sources;
+  std::vector<std::string> tables;
+  for (int i = 0; i < 2; ++i) {
+    sources.push_back(SourceSpec{uniqueName(fmt::format("sd{}_", i), database), &database, {{"batch_size", "200"}}});
+    tables.push_back(sources.back().outboxTable());
+  }
+  const std::string lease = "[lease]\nttl = \"3s\"\nheartbeat = \"1s\"\n";
+  const int natsPort = std::stoi(stack().natsUrl.substr(stack().natsUrl.rfind(':') + 1));
+  TcpProxy link(natsPort);  // the second instance's way to NATS, which the test cuts
+  std::string direct = writeConfig(sources, lease);
+  std::string viaProxy = writeConfig(sources, lease + fmt::format("[nats]\nurl = \"nats://127.0.0.1:{}\"\n"
+                                                                  "ping_interval = \"1s\"\nack_timeout = \"2s\"\n",
+                                                                  link.port()));
+  migrate(direct);
+  std::vector<std::unique_ptr<BridgeProcess>> bridges;
+  bridges.push_back(std::make_unique<BridgeProcess>(direct));
+  bridges.push_back(std::make_unique<BridgeProcess>(viaProxy));
+  Producers producers([&] { return database.connect(); }, tables);
+  bridges[0]->start();
+  BOOST_REQUIRE(waitUntil([&] { return leadsPerBridge(database, bridges)[0] == 2; }, 20s));
+  bridges[1]->start();
+  const std::vector<int> even{1, 1};
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == even; }, 30s), bridges[1]->log());
+
+  link.cut();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{2, 0}; }, 20s),
+                        bridges[1]->log());
+  // And stay there, though the second instance leads fewer: five heartbeats in which a hand-over
+  // back to an instance that cannot publish would show.
+  for (int i = 0; i < 25; ++i) {
+    std::this_thread::sleep_for(200ms);
+    BOOST_REQUIRE_MESSAGE(leadsPerBridge(database, bridges) == (std::vector<int>{2, 0}), bridges[1]->log());
+  }
+  // Both streams advance meanwhile, through the first instance.
+  std::map<std::string, uint64_t> before;
+  for (const auto& s : sources) before[s.name] = database.state(s.name).publishedThrough;
+  BOOST_TEST(waitUntil([&] {
+    for (const auto& s : sources) {
+      if (database.state(s.name).publishedThrough < before[s.name] + 200) return false;
+    }
+    return true;
+  }, 20s));
+
+  link.heal();
+  BOOST_TEST_MESSAGE("healed");
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == even; }, 30s), bridges[1]->log());
+  producers.stop();
+  StreamReader reader;
+  for (const auto& source : sources) {
+    requireStreamMatchesTable(database, source, reader, 60s, [&] { return bridges[0]->log() + bridges[1]->log(); });
+  }
+  for (auto& b : bridges) BOOST_TEST(b->stop() == 0);
+}

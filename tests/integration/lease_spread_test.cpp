@@ -23,7 +23,7 @@ class Instance {
  public:
   Instance(const Config& config, std::string holder, const Clock& clock) : holder_(std::move(holder)) {
     for (const auto& source : config.sources) {
-      stores_.push_back(std::make_unique<MysqlLeaseStore>(source, 1s));
+      stores_.push_back(std::make_unique<MysqlLeaseStore>(source, 1s, LeaseConfig{3s, 1s}));
       leases_.push_back(std::make_unique<LeaderLease>(*stores_.back(), holder_, 3s, 1s, clock));
     }
   }
