@@ -12,8 +12,7 @@
 
 namespace outbox {
 
-// Another instance standing for a source, and how many other sources of the database it leads
-// (leases it holds, or gave up less than a TTL ago and nobody has taken yet).
+// An instance standing for a source, and how many other sources of the database it leads now.
 struct Candidate {
   std::string holder;
   int64_t leads = 0;

@@ -31,12 +31,14 @@ void onDisconnected(natsConnection* nc, void*) {
   if (natsConnection_IsClosed(nc)) return;  // closed on purpose (shutdown): nothing to reconnect
   spdlog::warn("nats: disconnected; reconnecting to a server of the list (publishing waits)");
 }
+
 std::atomic<uint64_t> reconnectCount{0};
 
 void onReconnected(natsConnection* nc, void*) {
   ++reconnectCount;
   spdlog::info("nats: reconnected to {}", connectedUrl(nc));
 }
+
 // The servers the cluster told us of, beyond the configured ones ("" none).
 std::string discoveredServers(natsConnection* nc) {
   char** urls = nullptr;
@@ -50,6 +52,7 @@ std::string discoveredServers(natsConnection* nc) {
   free(urls);
   return list;
 }
+
 void onDiscoveredServers(natsConnection* nc, void*) {
   spdlog::info("nats: the cluster's servers now include {}", discoveredServers(nc));
 }
