@@ -86,6 +86,7 @@ Command addRun(CLI::App& app) {
       std::unique_ptr<Relay> relay;
     };
     SteadyClock clock;
+    HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
     std::vector<SourceRuntime> runtimes;
     for (const auto& source : config.sources) {
       SourceRuntime rt;
@@ -100,7 +101,8 @@ Command addRun(CLI::App& app) {
       rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound, config.lease);
       // An instance whose NATS connection is down stands for no source (sources are not handed to it).
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
-                                               clock, [nc = natsConnection.get()] { return nc->isConnected(); });
+                                               clock, [nc = natsConnection.get()] { return nc->isConnected(); },
+                                               &handOverGate);
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
       // A stream with foreign subjects is an operator's mistake: refuse to start at all.
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {

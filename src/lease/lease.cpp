@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include <fmt/format.h>
 
 namespace outbox {
@@ -31,14 +33,29 @@ std::optional<Candidate> lighterCandidate(const std::vector<Candidate>& candidat
   return *lightest;
 }
 
+bool HandOverGate::tryEnter(Clock::TimePoint now, std::chrono::milliseconds ttl) {
+  std::lock_guard lock(mu_);
+  if (busy_ && now < busyUntil_) return false;
+  busy_ = true;
+  busyUntil_ = now + ttl;
+  return true;
+}
+
+void HandOverGate::leave() {
+  std::lock_guard lock(mu_);
+  busy_ = false;
+}
+
 LeaderLease::LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
-                         std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish)
+                         std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish,
+                         HandOverGate* gate)
     : store_(store),
       holder_(std::move(holder)),
       ttl_(ttl),
       heartbeat_(heartbeat),
       clock_(clock),
-      canPublish_(std::move(canPublish)) {}
+      canPublish_(std::move(canPublish)),
+      gate_(gate) {}
 
 Status LeaderLease::refreshIfDue() {
   if (clock_.now() < nextRefresh_) return Status::ok();
@@ -48,7 +65,8 @@ Status LeaderLease::refreshIfDue() {
 Status LeaderLease::refreshNow() {
   auto sent = clock_.now();
   nextRefresh_ = sent + heartbeat_;
-  auto grant = store_.tryAcquire(holder_, ttl_, !canPublish_ || canPublish_());
+  const bool standing = !canPublish_ || canPublish_();
+  auto grant = store_.tryAcquire(holder_, ttl_, standing);
   lastFailed_ = !grant.isOk();
   if (!grant.isOk()) {
     // Try again soon; leadership, if we had it, runs out by our clock meanwhile.
@@ -59,6 +77,16 @@ Status LeaderLease::refreshNow() {
   lighter_ = grant->lighter;
   expiresIn_ = grant->expiresIn;
   handOverExpected_ = grant->handOverExpected;
+  if (gate_ != nullptr) {
+    // Hand over only while no other source of this process is being handed over (one that cannot
+    // publish gives everything up at once).
+    const bool handing = grant->leader && !lighter_.empty() && standing;
+    if (!handing && std::exchange(holdsGate_, false)) gate_->leave();
+    if (handing && !holdsGate_) {
+      holdsGate_ = gate_->tryEnter(sent, ttl_);
+      if (!holdsGate_) lighter_.clear();
+    }
+  }
   if (grant->leader) {
     // The database set expiry to its NOW() + ttl, after `sent`: trusting the lease until
     // sent + ttl - margin keeps us inside it even with some clock-rate difference.
@@ -86,6 +114,8 @@ void LeaderLease::handOver() {
   leader_ = false;
   lighter_.clear();
   currentHolder_.clear();
+  // Released: the store sees this hand-over now (a lease given up and not yet taken).
+  if (std::exchange(holdsGate_, false)) gate_->leave();
 }
 
 void LeaderLease::release() {

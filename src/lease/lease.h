@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,22 @@ namespace outbox {
 struct Candidate {
   std::string holder;
   int64_t leads = 0;
+  bool settled = true;  // it has stood a TTL: it may be handed a source (not only left a free one)
+};
+
+// One hand-over at a time in a process. Its relay threads decide on their own and at the same
+// moments (they started together): between one deciding to hand a source over and its lease
+// being released, the others would see the same imbalance and hand theirs over too. The first
+// to decide holds this until it has released its lease, or for a TTL.
+class HandOverGate {
+ public:
+  bool tryEnter(Clock::TimePoint now, std::chrono::milliseconds ttl);
+  void leave();
+
+ private:
+  std::mutex mu_;
+  bool busy_ = false;             // GUARDED_BY(mu_)
+  Clock::TimePoint busyUntil_{};  // GUARDED_BY(mu_)
 };
 
 // Sources spread over instances: the candidate this instance should leave a source to — the one
@@ -68,8 +85,10 @@ class LeaderLease {
  public:
   // `canPublish` says whether this instance could publish now (its NATS connection is up): only
   // then does it stand for the source. Empty: always.
+  // `gate`, shared by the process's leases, lets one hand a source over at a time (null: no limit).
   LeaderLease(LeaseStore& store, std::string holder, std::chrono::milliseconds ttl,
-              std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish = {});
+              std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish = {},
+              HandOverGate* gate = nullptr);
 
   // Renews (or tries to take) the lease when a heartbeat is due; a failed round trip leaves
   // leadership to run out by the clock.
@@ -99,6 +118,8 @@ class LeaderLease {
   std::chrono::milliseconds heartbeat_;
   const Clock& clock_;
   std::function<bool()> canPublish_;
+  HandOverGate* gate_;
+  bool holdsGate_ = false;
   bool leader_ = false;
   uint64_t leaseEpoch_ = 0;
   std::string currentHolder_;

@@ -57,21 +57,20 @@ std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(db::Connection
   return std::nullopt;  // the connection broke: the lease statements would fail too
 }
 
-Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
-                                                           std::chrono::milliseconds ttl, bool stand) {
+Status MysqlLeaseStore::stand(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl,
+                              bool standing) {
   const std::string source = conn.quote(source_.name);
-  // Standing renews our candidacy for a TTL; an instance that cannot publish stands down.
-  Status renewed = conn.exec(
-      stand ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, renewed_at, expires_at) VALUES ({}, {}, "
-                          "NOW(6), NOW(6) + INTERVAL {} MICROSECOND) ON DUPLICATE KEY UPDATE renewed_at = "
-                          "VALUES(renewed_at), expires_at = VALUES(expires_at)",
-                          source, conn.quote(holder), ttl.count() * 1000)
-            : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
-                          conn.quote(holder)));
-  if (!renewed.isOk()) {
-    if (auto none = unbalanced(conn, renewed)) return *none;
-    return renewed;
-  }
+  // stood_since restarts when the row had expired (the instance was away, or stood down).
+  Status s = conn.exec(
+      standing ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, stood_since, renewed_at, expires_at) "
+                             "VALUES ({0}, {1}, NOW(6), NOW(6), NOW(6) + INTERVAL {2} MICROSECOND) ON DUPLICATE KEY "
+                             "UPDATE stood_since = IF(expires_at < NOW(6), VALUES(stood_since), stood_since), "
+                             "renewed_at = VALUES(renewed_at), expires_at = VALUES(expires_at)",
+                             source, conn.quote(holder), ttl.count() * 1000)
+               : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
+                             conn.quote(holder)));
+  if (!s.isOk() && unbalanced(conn, s)) return Status::ok();
+  if (!s.isOk()) return s;
   // Candidates that died an hour ago or more are gone for good (their holder ids never come back):
   // deleted now and then, not on every round trip, so as not to lock the source's candidate rows
   // that often.
@@ -79,20 +78,30 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
     (void)conn.exec(fmt::format(
         "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source));
   }
-  // Only candidates renewed lately count: one that died a moment ago (its row not yet expired)
-  // must not be handed a source, nor a free lease left to it.
+  return Status::ok();
+}
+
+Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
+                                                           std::chrono::milliseconds ttl) {
+  const std::string source = conn.quote(source_.name);
+  // The other candidates renewed lately (one that died a moment ago, its row not yet expired, must
+  // not be handed a source nor left a free lease), and ourselves, each with the number of this
+  // database's other sources it leads now.
   auto rows = conn.query(fmt::format(
-      "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id "
-      "AND l.source <> {0} AND l.expires_at > NOW(6)) "
-      "FROM outbox_bridge_candidate c WHERE c.source = {0} AND c.expires_at > NOW(6) "
-      "AND c.renewed_at > NOW(6) - INTERVAL {1} MICROSECOND",
-      source, fresh_.count() * 1000));
+      "SELECT x.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = x.holder_id "
+      "AND l.source <> {0} AND l.expires_at > NOW(6)), x.settled FROM ("
+      "SELECT holder_id, stood_since <= NOW(6) - INTERVAL {1} MICROSECOND AS settled FROM outbox_bridge_candidate "
+      "WHERE source = {0} AND holder_id <> {2} AND expires_at > NOW(6) AND renewed_at > NOW(6) - INTERVAL {3} "
+      "MICROSECOND UNION ALL SELECT {2}, 1) x",
+      source, ttl.count() * 1000, conn.quote(holder), fresh_.count() * 1000));
   if (!rows.isOk()) {
     if (auto none = unbalanced(conn, rows.status())) return *none;
     return rows.status();
   }
   std::vector<Candidate> out;
-  while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
+  while (rows->next()) {
+    out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1)), rows->u64(2) != 0});
+  }
   return out;
 }
 
@@ -106,16 +115,27 @@ Result<bool> MysqlLeaseStore::handingOver(db::Connection& conn, const std::strin
   return pending->value_or(0) > 0;
 }
 
-Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) {
+Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) {
   return session_.run([&](db::Connection& conn) -> Result<LeaseGrant> {
     std::string source = conn.quote(source_.name);
     std::string me = conn.quote(holder);
     int64_t ttlMicros = ttl.count() * 1000;
-    auto others = candidates(conn, holder, ttl, stand);
-    if (!others.isOk()) return others.status();
+    if (!standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, false));
+    auto all = candidates(conn, holder, ttl);
+    if (!all.isOk()) return all.status();
     // Not standing, we count as the heaviest: any candidate that can publish is lighter.
-    if (!stand) others->push_back(Candidate{holder, std::numeric_limits<int64_t>::max()});
-    std::optional<Candidate> lighter = lighterCandidate(*others, holder);
+    for (auto& c : *all) {
+      if (c.holder == holder && !standing) c.leads = std::numeric_limits<int64_t>::max();
+    }
+    // A free lease is left to any lighter candidate; a source we lead is handed only to one that
+    // has stood a TTL (an instance just started, or back from a flap, might not stay) — unless we
+    // cannot publish it ourselves.
+    std::vector<Candidate> settled;
+    for (const auto& c : *all) {
+      if (c.settled || c.holder == holder || !standing) settled.push_back(c);
+    }
+    const std::optional<Candidate> leaveTo = lighterCandidate(*all, holder);
+    std::optional<Candidate> handTo = lighterCandidate(settled, holder);
     auto current = [&]() -> Result<LeaseGrant> {
       auto rows = conn.query(fmt::format(
           "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM outbox_bridge_lease "
@@ -123,15 +143,18 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
           source));
       if (!rows.isOk()) return rows.status();
       LeaseGrant grant;
-      if (!rows->next()) return grant;
+      if (!rows->next()) {
+        if (leaveTo) grant.lighter = leaveTo->holder;
+        return grant;
+      }
       grant.expiresIn = std::chrono::milliseconds(rows->i64(2) / 1000);
       if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text(0));
       grant.leaseEpoch = rows->u64(1);
       grant.leader = grant.holder == holder;
-      if (lighter) grant.lighter = lighter->holder;
+      if (grant.leader ? handTo.has_value() : leaveTo.has_value()) grant.lighter = (grant.leader ? handTo : leaveTo)->holder;
       if (!grant.holder.empty() && !grant.leader) {
         // Whether the holder should hand the source to us: then we ask again soon, not in a heartbeat.
-        std::vector<Candidate> seen = *others;
+        std::vector<Candidate> seen = settled;
         if (std::none_of(seen.begin(), seen.end(), [&](const Candidate& c) { return c.holder == grant.holder; })) {
           seen.push_back(Candidate{grant.holder, std::numeric_limits<int64_t>::max()});  // it stood down
         }
@@ -140,17 +163,19 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
       }
       return grant;
     };
-    if (lighter) {
-      // Not ours to take: renew it only if we lead it now (the relay then hands it over).
-      auto now = current();
-      if (!now.isOk() || !now->leader) return now;
+    auto now = current();
+    if (!now.isOk()) return now;
+    if (!now->leader && leaveTo) {
+      // Not ours to take (free or not): stand, and leave it.
+      if (standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
+      return now;
+    }
+    if (now->leader && handTo && standing) {
       // One hand-over at a time: while one we gave up is not taken yet, keep this one. (Counting
       // ourselves lighter at once, every other source of ours would see the same gap and go too.)
-      if (stand) {
-        auto busy = handingOver(conn, holder, ttl);
-        if (!busy.isOk()) return busy.status();
-        if (*busy) lighter.reset();
-      }
+      auto busy = handingOver(conn, holder, ttl);
+      if (!busy.isOk()) return busy.status();
+      if (*busy) handTo.reset();
     }
     // The update list runs left to right and later items see earlier assignments: holder_id is
     // decided from the old row, and expires_at then follows the new holder_id.
@@ -162,6 +187,9 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
         "holder_id = IF(holder_id = VALUES(holder_id) OR expires_at < NOW(6), VALUES(holder_id), holder_id), "
         "expires_at = IF(holder_id = VALUES(holder_id), VALUES(expires_at), expires_at)",
         source, me, ttlMicros)));
+    // Only now, the lease statement having worked, do we stand: an instance that cannot take a
+    // lease (a grant missing on outbox_bridge_lease) is never handed one.
+    if (standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
     auto grant = current();
     if (grant.isOk() && grant->holder.empty() && grant->leaseEpoch == 0) return Status::transient("lease row vanished");
     return grant;

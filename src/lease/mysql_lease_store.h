@@ -18,17 +18,20 @@ class MysqlLeaseStore final : public LeaseStore {
   // A lease round trip waits at most `lockWait` for a row lock (a frozen holder's transaction).
   MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait, const LeaseConfig& lease);
 
-  Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool stand) override;
+  Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) override;
   Status release(const std::string& holder) override;
   Status withdraw(const std::string& holder) override;
 
  private:
-  // Renews our candidacy (or, not standing, deletes it) and reads the live candidates, each with
-  // the number of this database's other sources it leads. Empty when the candidate table cannot be
-  // used (schema file 006 not applied, no grant on it: warned once; a lock held a moment): the
+  // Renews our candidacy for a TTL (or, not standing, deletes it). A failure on the candidate
+  // table that balancing can do without (see unbalanced) is no failure.
+  Status stand(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl, bool standing);
+  // The candidates renewed lately, and ourselves, each with the number of this database's other
+  // sources it leads and whether it has stood a TTL. Only ourselves when the candidate table cannot
+  // be used (schema file 006 not applied, no grant on it: warned once; a lock held a moment): the
   // lease works as before, unbalanced.
   Result<std::vector<Candidate>> candidates(db::Connection& conn, const std::string& holder,
-                                            std::chrono::milliseconds ttl, bool stand);
+                                            std::chrono::milliseconds ttl);
   // The empty list balancing falls back to after `failed` on the candidate table, or nullopt when
   // the connection itself broke.
   std::optional<std::vector<Candidate>> unbalanced(db::Connection& conn, const Status& failed);

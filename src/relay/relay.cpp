@@ -50,6 +50,7 @@ void Relay::run() {
       log_->info("{}", s.message());
       lease_->handOver();
       metrics_.leader = false;
+      metrics_.halted = metrics_.paused = false;  // the new leader's to say
       backoff.reset();
       lastProblem.clear();
       continue;
@@ -91,6 +92,7 @@ bool Relay::awaitLeadership() {
       // Leading between sessions (a paused or halted source): nothing in flight to settle.
       log_->info("handing the source over to {}, which leads fewer sources", lease_->lighter());
       lease_->handOver();
+      metrics_.halted = metrics_.paused = false;  // the new leader's to say
     }
     if (s.isOk() && lease_->isLeader()) {
       metrics_.leader = true;

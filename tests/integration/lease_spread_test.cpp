@@ -21,12 +21,16 @@ namespace {
 // candidate tables, stepped by the test (what each relay thread does once per heartbeat).
 class Instance {
  public:
-  Instance(const Config& config, std::string holder, const Clock& clock) : holder_(std::move(holder)) {
+  // TTL 3 s and heartbeat 1 s unless `ttl` says otherwise.
+  Instance(const Config& config, std::string holder, const Clock& clock, std::chrono::milliseconds ttl = 3s)
+      : holder_(std::move(holder)) {
     for (const auto& source : config.sources) {
-      stores_.push_back(std::make_unique<MysqlLeaseStore>(source, 1s, LeaseConfig{3s, 1s}));
-      leases_.push_back(std::make_unique<LeaderLease>(*stores_.back(), holder_, 3s, 1s, clock));
+      stores_.push_back(std::make_unique<MysqlLeaseStore>(source, 1s, LeaseConfig{ttl, 1s}));
+      leases_.push_back(std::make_unique<LeaderLease>(*stores_.back(), holder_, ttl, 1s, clock,
+                                                      [this] { return canPublish; }, &gate_));
     }
   }
+  bool canPublish = true;  // false: as with its NATS connection down
   // One round: each source renews or asks; a leader told of a lighter candidate hands over.
   void step() {
     for (auto& lease : leases_) {
@@ -47,6 +51,7 @@ class Instance {
 
  private:
   std::string holder_;
+  HandOverGate gate_;
   std::vector<std::unique_ptr<MysqlLeaseStore>> stores_;
   std::vector<std::unique_ptr<LeaderLease>> leases_;
 };
@@ -89,8 +94,12 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
   BOOST_TEST(a.leads() == 6);
   Instance b(spread.config, "instance-b", spread.clock), c(spread.config, "instance-c", spread.clock);
   std::vector<Instance*> all{&a, &b, &c};
-  for (int round = 0; round < 12 && loads(all) != std::vector<int>{2, 2, 2}; ++round) {
+  // b and c are handed nothing until they have stood a TTL (3 s); then one source a round.
+  const auto joined = std::chrono::steady_clock::now();
+  for (int round = 0; round < 24 && loads(all) != std::vector<int>{2, 2, 2}; ++round) {
     for (auto* i : all) i->step();
+    if (std::chrono::steady_clock::now() - joined < 2500ms) BOOST_TEST(a.leads() == 6);
+    std::this_thread::sleep_for(250ms);
   }
   BOOST_TEST(loads(all) == (std::vector<int>{2, 2, 2}), boost::test_tools::per_element());
   spread.requireOneLeaderEach(all);
@@ -137,9 +146,10 @@ BOOST_AUTO_TEST_CASE(a_source_only_one_instance_stands_for_stays_with_it) {
   Config firstThree = spread.config;
   firstThree.sources.resize(3);
   Instance a(spread.config, "instance-a", spread.clock), b(firstThree, "instance-b", spread.clock);
-  for (int round = 0; round < 6; ++round) {
+  for (int round = 0; round < 40 && b.leads() < 3; ++round) {  // b settles after 3 s
     a.step();
     b.step();
+    std::this_thread::sleep_for(200ms);
   }
   BOOST_TEST(b.leads() == 3);  // a leads 4, 5, 6 which b cannot: b is lighter for 1, 2, 3
   BOOST_TEST(a.leads() == 3);
@@ -178,4 +188,56 @@ BOOST_AUTO_TEST_CASE(without_the_candidate_table_or_its_grant_the_lease_works_un
   BOOST_TEST(b.leads() == 6);
   b.step();
   BOOST_TEST(b.leads() == 6);
+}
+
+// A candidate that stopped renewing (its process died a moment ago; its row not yet expired) is
+// handed nothing: a hand-over to it would leave the source unled until the row expired.
+BOOST_AUTO_TEST_CASE(a_candidate_silent_for_two_heartbeats_is_handed_nothing) {
+  // TTL 6 s: a candidate is settled after standing 6 s and taken for dead 3 s after its last renewal.
+  Spread spread;
+  Instance a(spread.config, "instance-a", spread.clock, 6s);
+  a.step();
+  Instance b(spread.config, "instance-b", spread.clock, 6s);
+  const auto stood = std::chrono::steady_clock::now();
+  // b stands until just after it is settled, then goes silent (SIGKILL); a renews only while b is
+  // not settled yet, and next when b has been silent for 3.2 s (its candidacy runs to 6 s).
+  while (std::chrono::steady_clock::now() - stood < 6200ms) {
+    b.step();
+    if (std::chrono::steady_clock::now() - stood < 5800ms) a.step();
+    std::this_thread::sleep_for(200ms);
+  }
+  BOOST_REQUIRE(a.leads() == 6);
+  const uint64_t epochs = spread.database.scalar("SELECT SUM(lease_epoch) FROM outbox_bridge_lease");
+  std::this_thread::sleep_for(3200ms);
+  a.step();
+  // b, leading none, would be the one to hand a source to — were it alive.
+  BOOST_TEST(a.leads() == 6);
+  BOOST_TEST(spread.database.scalar("SELECT SUM(lease_epoch) FROM outbox_bridge_lease") == epochs);
+}
+
+// An instance that cannot publish stands down: leading, it hands every source over at once (to a
+// candidate that can); standing again it is handed sources only after a TTL.
+BOOST_AUTO_TEST_CASE(an_instance_that_cannot_publish_hands_everything_over_and_stands_again_later) {
+  Spread spread;
+  Instance a(spread.config, "instance-a", spread.clock), b(spread.config, "instance-b", spread.clock);
+  b.step();  // b first: it takes all six
+  a.step();
+  BOOST_TEST(b.leads() == 6);
+  b.canPublish = false;
+  b.step();
+  BOOST_TEST(b.leads() == 0);
+  a.step();
+  BOOST_TEST(a.leads() == 6);
+  BOOST_TEST(spread.database.scalar("SELECT COUNT(*) FROM outbox_bridge_candidate WHERE holder_id = 'instance-b'") == 0u);
+  b.canPublish = true;
+  b.step();
+  a.step();
+  BOOST_TEST(a.leads() == 6);  // b stands again, but not for a TTL yet
+  for (int i = 0; i < 24 && b.leads() < 3; ++i) {
+    std::this_thread::sleep_for(250ms);
+    b.step();
+    a.step();
+  }
+  BOOST_TEST(b.leads() == 3);
+  BOOST_TEST(a.leads() == 3);
 }
