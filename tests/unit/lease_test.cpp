@@ -21,6 +21,7 @@ class FakeLeaseStore final : public LeaseStore {
   Clock::TimePoint expires{};
 
   std::string lighter;  // a candidate leading fewer sources: a free lease is left to it
+  bool handOverExpected = false;  // the holder should hand the source to the asking standby
   int withdrawn = 0;
 
   Result<LeaseGrant> tryAcquire(const std::string& me, std::chrono::milliseconds ttl, bool) override {
@@ -35,7 +36,7 @@ class FakeLeaseStore final : public LeaseStore {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(expires - clock_.now());
     std::string live = left.count() > 0 ? holder : "";
-    return LeaseGrant{live == me, live, epoch, left, lighter};
+    return LeaseGrant{live == me, live, epoch, left, lighter, live != me && handOverExpected};
   }
   Status release(const std::string& me) override {
     if (holder == me) expires = clock_.now();
@@ -193,4 +194,49 @@ BOOST_AUTO_TEST_CASE(a_standby_asks_again_when_the_lease_runs_out_or_soon_after_
   store.failing = true;
   BOOST_TEST(!a.refreshNow().isOk());
   BOOST_TEST(a.standbyWait() == 1s);
+}
+
+// The relay threads of one process decide on their own: only one at a time may be handing a
+// source over (from the decision until its lease is released); the others keep theirs meanwhile.
+BOOST_AUTO_TEST_CASE(one_source_of_a_process_is_handed_over_at_a_time) {
+  ManualClock clock;
+  FakeLeaseStore first(clock), second(clock);
+  HandOverGate gate;
+  LeaderLease a1(first, "a", 30s, 10s, clock, {}, &gate), a2(second, "a", 30s, 10s, clock, {}, &gate);
+  BOOST_TEST(a1.refreshNow().isOk());
+  BOOST_TEST(a2.refreshNow().isOk());
+  first.lighter = second.lighter = "b";
+  BOOST_TEST(a1.refreshNow().isOk());
+  BOOST_TEST(a2.refreshNow().isOk());
+  BOOST_TEST(a1.lighter() == "b");  // a1 decided first
+  BOOST_TEST(a2.lighter().empty());  // a2 keeps its source for now
+  BOOST_TEST(a2.isLeader());
+  a1.handOver();                     // released: the gate is free again
+  BOOST_TEST(a2.refreshNow().isOk());
+  BOOST_TEST(a2.lighter() == "b");
+  // A gate held by a thread that never releases (a2 here) frees after its TTL (30 s).
+  FakeLeaseStore third(clock);
+  LeaderLease a3(third, "a", 60s, 10s, clock, {}, &gate);
+  BOOST_TEST(a3.refreshNow().isOk());
+  third.lighter = "b";
+  clock.advance(1s);
+  BOOST_TEST(a3.refreshNow().isOk());
+  BOOST_TEST(a3.isLeader());
+  BOOST_TEST(a3.lighter().empty());
+  clock.advance(30s);
+  BOOST_TEST(a3.refreshNow().isOk());
+  BOOST_TEST(a3.isLeader());
+  BOOST_TEST(a3.lighter() == "b");
+}
+
+BOOST_AUTO_TEST_CASE(the_standby_a_source_should_go_to_asks_every_second) {
+  ManualClock clock;
+  FakeLeaseStore store(clock);
+  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(b.refreshNow().isOk());
+  BOOST_TEST(b.standbyWait() == 10s);
+  store.handOverExpected = true;
+  BOOST_TEST(b.refreshNow().isOk());
+  BOOST_TEST(b.standbyWait() == 1s);
 }
