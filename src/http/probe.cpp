@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <mysqld_error.h>
+
 #include <fmt/format.h>
 
 namespace outbox {
@@ -10,7 +12,6 @@ namespace {
 // Rows above scan_floor examined per scrape: counting a huge backlog exactly on every scrape would
 // cost more than it tells.
 constexpr uint64_t kPendingScanRows = 1'000'000;
-constexpr unsigned kNoSuchTable = 1146;  // ER_NO_SUCH_TABLE
 }
 
 namespace {
@@ -50,7 +51,7 @@ Result<std::vector<Candidate>> SourceProbe::candidates() {
         "ORDER BY c.holder_id",
         c.quote(source_.name)));
     std::vector<Candidate> out;
-    if (!rows.isOk()) return c.errorCode() == kNoSuchTable ? Result<std::vector<Candidate>>(out) : rows.status();
+    if (!rows.isOk()) return c.errorCode() == ER_NO_SUCH_TABLE ? Result<std::vector<Candidate>>(out) : rows.status();
     while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
     return out;
   });

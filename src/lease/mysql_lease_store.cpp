@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include <mysqld_error.h>
+
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -12,11 +14,7 @@ namespace outbox {
 
 namespace {
 
-constexpr unsigned kNoSuchTable = 1146;        // ER_NO_SUCH_TABLE
-constexpr unsigned kTableAccessDenied = 1142;  // ER_TABLEACCESS_DENIED_ERROR
-constexpr unsigned kLockWaitTimeout = 1205;    // ER_LOCK_WAIT_TIMEOUT
-constexpr unsigned kDeadlock = 1213;           // ER_LOCK_DEADLOCK
-constexpr uint64_t kSweepEvery = 64;      // lease round trips between sweeps of dead candidates
+constexpr uint64_t kSweepEvery = 64;  // lease round trips between sweeps of dead candidates
 
 db::ConnectParams leaseParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
@@ -42,18 +40,18 @@ MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::second
 
 std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(db::Connection& conn, const Status& failed) {
   const unsigned code = conn.errorCode();
-  if (code == kNoSuchTable || code == kTableAccessDenied) {
+  if (code == ER_NO_SUCH_TABLE || code == ER_TABLEACCESS_DENIED_ERROR) {
     if (!std::exchange(warnedUnbalanced_, true)) {
       sourceLogger(source_.name)
           ->warn("sources are not spread over bridge instances: {} ({}; the lease works as before)",
                  failed.message(),
-                 code == kNoSuchTable ? "run `outbox-bridge migrate`"
+                 code == ER_NO_SUCH_TABLE ? "run `outbox-bridge migrate`"
                                       : "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_bridge_candidate to the bridge");
     }
     return std::vector<Candidate>{};
   }
   // Another instance's statement holds the rows a moment: balance next time, lead now.
-  if (code == kLockWaitTimeout || code == kDeadlock) return std::vector<Candidate>{};
+  if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK) return std::vector<Candidate>{};
   return std::nullopt;  // the connection broke: the lease statements would fail too
 }
 
@@ -163,19 +161,22 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
       }
       return grant;
     };
-    auto now = current();
-    if (!now.isOk()) return now;
-    if (!now->leader && leaveTo) {
-      // Not ours to take (free or not): stand, and leave it.
-      if (standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
-      return now;
-    }
-    if (now->leader && handTo && standing) {
-      // One hand-over at a time: while one we gave up is not taken yet, keep this one. (Counting
-      // ourselves lighter at once, every other source of ours would see the same gap and go too.)
-      auto busy = handingOver(conn, holder, ttl);
-      if (!busy.isOk()) return busy.status();
-      if (*busy) handTo.reset();
+    if (leaveTo || handTo) {
+      // Someone is lighter: whether we lead the source now decides what that means.
+      auto now = current();
+      if (!now.isOk()) return now;
+      if (!now->leader && leaveTo) {
+        // Not ours to take (free or not): stand, and leave it.
+        if (standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
+        return now;
+      }
+      if (now->leader && handTo && standing) {
+        // One hand-over at a time: while one we gave up is not taken yet, keep this one. (Counting
+        // ourselves lighter at once, every other source of ours would see the same gap and go too.)
+        auto busy = handingOver(conn, holder, ttl);
+        if (!busy.isOk()) return busy.status();
+        if (*busy) handTo.reset();
+      }
     }
     // The update list runs left to right and later items see earlier assignments: holder_id is
     // decided from the old row, and expires_at then follows the new holder_id.
@@ -207,7 +208,7 @@ Status MysqlLeaseStore::withdraw(const std::string& holder) {
   return session_.run([&](db::Connection& conn) {
     Status s = conn.exec(fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}",
                                      conn.quote(source_.name), conn.quote(holder)));
-    return conn.errorCode() == kNoSuchTable || conn.errorCode() == kTableAccessDenied ? Status::ok() : s;
+    return conn.errorCode() == ER_NO_SUCH_TABLE || conn.errorCode() == ER_TABLEACCESS_DENIED_ERROR ? Status::ok() : s;
   });
 }
 

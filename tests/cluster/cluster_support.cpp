@@ -72,7 +72,7 @@ ClusterRun::ClusterRun(const std::string& tag, const std::string& natsUrl)
   producers_ = std::make_unique<Producers>([this] { return database_.connect(); },
                                            std::vector<std::string>{source_.outboxTable()});
   // tools/stack waited for every peer online; the stream's first leader election comes on top.
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return published() >= 500; }, 60s), bridge_->log());
+  BOOST_REQUIRE_MESSAGE(advances(500, 60s), bridge_->log());
   auto state = reader_.state(source_.stream());
   BOOST_TEST(state.replicas == 3);  // created R3
 }
@@ -82,17 +82,8 @@ ClusterRun::~ClusterRun() {
   if (bridge_->running()) bridge_->kill();
 }
 
-uint64_t ClusterRun::published() {
-  try {
-    return database_.state(source_.name).publishedThrough;
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
 bool ClusterRun::advances(uint64_t more, std::chrono::milliseconds timeout) {
-  const uint64_t from = published();
-  return waitUntil([&] { return published() >= from + more; }, timeout);
+  return publishingAdvances(database_, source_.name, more, timeout);
 }
 
 int ClusterRun::streamLeader() {

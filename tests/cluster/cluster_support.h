@@ -30,7 +30,6 @@ class ClusterRun {
   // `natsUrl`: what the bridge is given (the cluster's list, or a proxy in front of one node).
   ClusterRun(const std::string& tag, const std::string& natsUrl);
   ~ClusterRun();
-  uint64_t published();
   // Whether `more` versions beyond those published when asked reach the stream within `timeout`.
   bool advances(uint64_t more, std::chrono::milliseconds timeout);
   // The node leading the stream now (0: none known).

@@ -14,18 +14,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::unique_ptr<db::Connection> openAt(unsigned port, const std::string& database) {
-  db::ConnectParams p;
-  p.host = "127.0.0.1";
-  p.port = port;
-  p.user = stack().mysqlUser;
-  p.password = stack().mysqlPassword;
-  p.database = database;
-  auto conn = db::Connection::open(p);
-  if (!conn.isOk()) throw std::runtime_error(fmt::format("MariaDB at port {}: {}", port, conn.status().message()));
-  return std::move(conn).value();
-}
-
 unsigned replicaPort() {
   if (stack().mysqlReplicaPort == 0) throw std::runtime_error("OUTBOX_TEST_MYSQL_REPLICA_PORT is not set (tools/stack env)");
   return stack().mysqlReplicaPort;
@@ -56,7 +44,7 @@ class Failover {
     if (bridge->running()) bridge->kill();
     try {
       stackCommand("start", "mariadb");
-      (void)openAt(stack().mysqlPort, "")->exec(fmt::format("DROP DATABASE IF EXISTS `{}`", database.name()));
+      (void)connectAt(stack().mysqlPort)->exec(fmt::format("DROP DATABASE IF EXISTS `{}`", database.name()));
       stackCommand("stop", "mariadb-replica");
     } catch (const std::exception& e) {
       BOOST_TEST_MESSAGE("cleanup: " << e.what());
@@ -64,19 +52,12 @@ class Failover {
   }
 
   void startProducers() {
-    producers = std::make_unique<Producers>([this] { return openAt(static_cast<unsigned>(proxy.port()), database.name()); },
-                                            std::vector<std::string>{source.outboxTable()});
-  }
-  uint64_t published() {
-    try {
-      return database.state(source.name).publishedThrough;
-    } catch (const std::exception&) {
-      return 0;
-    }
+    producers = std::make_unique<Producers>(
+        [this] { return connectAt(static_cast<unsigned>(proxy.port()), database.name()); },
+        std::vector<std::string>{source.outboxTable()});
   }
   bool advances(uint64_t more, std::chrono::milliseconds timeout) {
-    const uint64_t from = published();
-    return waitUntil([&] { return published() >= from + more; }, timeout);
+    return publishingAdvances(database, source.name, more, timeout);
   }
   // The primary goes away (SIGTERM or SIGKILL), the replica is promoted, the proxy points at it.
   void failOver(bool kill) {
@@ -111,9 +92,9 @@ BOOST_AUTO_TEST_CASE(a_failover_to_a_replica_that_has_everything_goes_on_in_the_
     auto state = f.database.state(f.source.name);
     return f.database.unversioned(f.source.outboxTable()) == 0 && state.publishedThrough == state.assignedThrough;
   }, 30s));
-  auto position = openAt(stack().mysqlPort, "")->query("SELECT @@gtid_binlog_pos");
+  auto position = connectAt(stack().mysqlPort)->query("SELECT @@gtid_binlog_pos");
   BOOST_REQUIRE(position.isOk() && position->next());
-  auto caughtUp = openAt(replicaPort(), "")->queryU64(
+  auto caughtUp = connectAt(replicaPort())->queryU64(
       fmt::format("SELECT MASTER_GTID_WAIT('{}', 30)", std::string(position->text(0))));
   BOOST_REQUIRE(caughtUp.isOk() && caughtUp->value_or(1) == 0);
   f.failOver(false);
@@ -132,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_failover_to_a_replica_that_has_everything_goes_on_in_the_
 // bump` recovers; no version is ever used twice.
 BOOST_AUTO_TEST_CASE(a_failover_to_a_lagging_replica_halts_until_an_epoch_bump_and_reuses_no_version) {
   Failover f("folag");
-  BOOST_REQUIRE(openAt(replicaPort(), "")->exec("STOP SLAVE SQL_THREAD").isOk());
+  BOOST_REQUIRE(connectAt(replicaPort())->exec("STOP SLAVE SQL_THREAD").isOk());
   BOOST_REQUIRE_MESSAGE(f.advances(2000, 60s), f.bridge->log());
   f.failOver(true);
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {

@@ -150,11 +150,15 @@ std::string TestDatabase::dsn() const {
   return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, port_, name_);
 }
 
-std::unique_ptr<db::Connection> TestDatabase::connect() const {
-  auto conn = db::Connection::open(stackParams(name_, port_));
-  if (!conn.isOk()) throw std::runtime_error("MariaDB is not reachable: " + conn.status().message());
+std::unique_ptr<db::Connection> connectAt(unsigned port, const std::string& database) {
+  auto conn = db::Connection::open(stackParams(database, port));
+  if (!conn.isOk()) {
+    throw std::runtime_error(fmt::format("MariaDB at port {} is not reachable: {}", port, conn.status().message()));
+  }
   return std::move(conn).value();
 }
+
+std::unique_ptr<db::Connection> TestDatabase::connect() const { return connectAt(port_, name_); }
 
 db::Connection& TestDatabase::sql() {
   // Reconnect when the server was restarted under the test.

@@ -71,6 +71,9 @@ void stackCommand(const std::string& action, const std::string& service);
 // Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
 bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
+// A connection as the stack's MySQL user to the server at `port` (the primary's or a replica's).
+std::unique_ptr<db::Connection> connectAt(unsigned port, const std::string& database = "");
+
 // A uniquely named database, created on construction and dropped on destruction.
 class TestDatabase {
  public:

@@ -86,6 +86,20 @@ std::string checkEntityOrder(const std::vector<nats::StoredMessage>& messages) {
   return "";
 }
 
+uint64_t publishedThrough(TestDatabase& database, const std::string& source) {
+  try {
+    return database.state(source).publishedThrough;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+bool publishingAdvances(TestDatabase& database, const std::string& source, uint64_t more,
+                        std::chrono::milliseconds timeout) {
+  const uint64_t from = publishedThrough(database, source);
+  return waitUntil([&] { return publishedThrough(database, source) >= from + more; }, timeout);
+}
+
 std::vector<nats::StoredMessage> requireStreamMatchesTable(TestDatabase& database, const SourceSpec& source,
                                                            StreamReader& reader, std::chrono::seconds timeout,
                                                            const std::function<std::string()>& context) {

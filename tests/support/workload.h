@@ -47,6 +47,12 @@ class Producers {
   std::vector<std::thread> threads_;
 };
 
+// The source's published_through, or 0 while its database does not answer (a restart, a failover).
+uint64_t publishedThrough(TestDatabase& database, const std::string& source);
+// Whether `more` versions beyond those published when asked are published within `timeout`.
+bool publishingAdvances(TestDatabase& database, const std::string& source, uint64_t more,
+                        std::chrono::milliseconds timeout);
+
 // Waits (up to `timeout`) until the source has published every row of its outbox table, then
 // reads its stream through `reader` and checks: versions dense from `firstVersion` and each once,
 // in stream order (1, 2, 5), as many messages of the current epoch as the table has rows from that

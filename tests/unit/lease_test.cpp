@@ -51,12 +51,17 @@ class FakeLeaseStore final : public LeaseStore {
   ManualClock& clock_;
 };
 
+// The lease row and two would-be holders of it, "a" and "b" (TTL 30 s, heartbeat 10 s).
+struct TwoHolders {
+  ManualClock clock;
+  FakeLeaseStore store{clock};
+  LeaderLease a{store, "a", 30s, 10s, clock};
+  LeaderLease b{store, "b", 30s, 10s, clock};
+};
+
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_the_epoch_rises_on_a_change_of_holder) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(one_leader_at_a_time_and_the_epoch_rises_on_a_change_of_holder, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   BOOST_TEST(b.refreshNow().isOk());
   BOOST_TEST(a.isLeader());
@@ -71,10 +76,7 @@ BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_the_epoch_rises_on_a_change_of_hol
   BOOST_TEST(b.leaseEpoch() == first + 1);
 }
 
-BOOST_AUTO_TEST_CASE(renewals_follow_the_heartbeat) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(renewals_follow_the_heartbeat, TwoHolders) {
   BOOST_TEST(a.refreshIfDue().isOk());
   BOOST_TEST(store.calls == 1);
   clock.advance(9s);
@@ -92,10 +94,7 @@ BOOST_AUTO_TEST_CASE(renewals_follow_the_heartbeat) {
 
 // A leader that cannot renew (database away, or the process was paused) stops believing in its
 // lease by its own clock before the database would let another holder take it.
-BOOST_AUTO_TEST_CASE(leadership_runs_out_by_the_local_clock_before_the_lease_expires) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(leadership_runs_out_by_the_local_clock_before_the_lease_expires, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   store.failing = true;
   clock.advance(26s);
@@ -106,10 +105,7 @@ BOOST_AUTO_TEST_CASE(leadership_runs_out_by_the_local_clock_before_the_lease_exp
   BOOST_TEST((clock.now() < store.expires));
 }
 
-BOOST_AUTO_TEST_CASE(a_paused_leader_wakes_up_without_leadership) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(a_paused_leader_wakes_up_without_leadership, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   clock.advance(45s);  // a is frozen; its lease expired
   BOOST_TEST(b.refreshNow().isOk());
@@ -155,10 +151,7 @@ BOOST_AUTO_TEST_CASE(moving_sources_to_lighter_candidates_settles_at_an_even_spr
   BOOST_TEST(leads == (std::vector<int64_t>{2, 2, 2}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(a_leader_told_of_a_lighter_candidate_hands_over_and_stays_a_candidate) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(a_leader_told_of_a_lighter_candidate_hands_over_and_stays_a_candidate, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   BOOST_TEST(a.lighter().empty());
   store.lighter = "b";
@@ -178,10 +171,7 @@ BOOST_AUTO_TEST_CASE(a_leader_told_of_a_lighter_candidate_hands_over_and_stays_a
   BOOST_TEST(store.withdrawn == 1);
 }
 
-BOOST_AUTO_TEST_CASE(a_standby_asks_again_when_the_lease_runs_out_or_soon_after_a_failure) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(a_standby_asks_again_when_the_lease_runs_out_or_soon_after_a_failure, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   clock.advance(27s);
   BOOST_TEST(b.refreshNow().isOk());
@@ -229,10 +219,7 @@ BOOST_AUTO_TEST_CASE(one_source_of_a_process_is_handed_over_at_a_time) {
   BOOST_TEST(a3.lighter() == "b");
 }
 
-BOOST_AUTO_TEST_CASE(the_standby_a_source_should_go_to_asks_every_second) {
-  ManualClock clock;
-  FakeLeaseStore store(clock);
-  LeaderLease a(store, "a", 30s, 10s, clock), b(store, "b", 30s, 10s, clock);
+BOOST_FIXTURE_TEST_CASE(the_standby_a_source_should_go_to_asks_every_second, TwoHolders) {
   BOOST_TEST(a.refreshNow().isOk());
   BOOST_TEST(b.refreshNow().isOk());
   BOOST_TEST(b.standbyWait() == 10s);
