@@ -14,6 +14,19 @@ namespace outbox {
 //                already has a version): asking again will not help, asking otherwise may.
 enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 
+// What a failure was, where the converter that met it knows (fromMysql, fromNats): callers ask
+// this, never an error number or the message's text.
+//   kLockWait      — a row lock another transaction holds: a lock wait timed out, or a NOWAIT
+//                    read met it; asking again may work once it is released;
+//   kRolledBack    — the server rolled the transaction back to settle a conflict (a deadlock, or
+//                    MariaDB 11.6+'s innodb_snapshot_isolation, error 1020): running it again is
+//                    the answer;
+//   kConnection    — the server went away, or never answered: asking again on a new connection;
+//   kMissingTable  — a table the statement names does not exist (a schema not migrated);
+//   kAccessDenied  — a privilege or a login refused;
+//   kServer        — any other error the server reported.
+enum class Cause { kNone, kLockWait, kRolledBack, kConnection, kMissingTable, kAccessDenied, kServer };
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -22,18 +35,27 @@ class [[nodiscard]] Status {
   static Status permanent(std::string message) { return {StatusCode::kPermanent, std::move(message)}; }
   static Status fatal(std::string message) { return {StatusCode::kFatal, std::move(message)}; }
   static Status rejected(std::string message) { return {StatusCode::kRejected, std::move(message)}; }
+  // The same failure, with what it was.
+  Status because(Cause cause) && {
+    cause_ = cause;
+    return std::move(*this);
+  }
 
   bool isOk() const { return code_ == StatusCode::kOk; }
   bool isTransient() const { return code_ == StatusCode::kTransient; }
   bool isPermanent() const { return code_ == StatusCode::kPermanent; }
   bool isRejected() const { return code_ == StatusCode::kRejected; }
   StatusCode code() const { return code_; }
+  Cause cause() const { return cause_; }
+  // Another transaction holds or held what this one needed (kLockWait or kRolledBack).
+  bool isLockConflict() const { return cause_ == Cause::kLockWait || cause_ == Cause::kRolledBack; }
   const std::string& message() const { return message_; }
   std::string toString() const;
 
  private:
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
   StatusCode code_ = StatusCode::kOk;
+  Cause cause_ = Cause::kNone;
   std::string message_;
 };
 

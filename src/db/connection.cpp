@@ -13,10 +13,21 @@ namespace outbox::db {
 
 void initLibrary() { mysql_library_init(0, nullptr, nullptr); }
 
-Status fromMysql(MYSQL* mysql, std::string_view what) {
-  unsigned code = mysql_errno(mysql);
-  std::string message = fmt::format("{}: mysql error {}: {}", what, code, mysql_error(mysql));
+namespace {
+
+// MySQL's numbers for errors MariaDB's headers name otherwise (or not at all).
+constexpr unsigned kMysqlLockNowait = 3572;                 // ER_LOCK_NOWAIT: a NOWAIT read met a lock
+constexpr unsigned kMysqlClientInteractionTimeout = 4031;   // the server closed an idle session
+
+// What a failed call's error number was, and whether asking again may work.
+struct Classified {
+  Cause cause;
+  bool transient;
+};
+
+Classified classify(unsigned code) {
   switch (code) {
+    case 0:
     case CR_SERVER_GONE_ERROR:
     case CR_SERVER_LOST:
     case CR_CONNECTION_ERROR:
@@ -24,19 +35,44 @@ Status fromMysql(MYSQL* mysql, std::string_view what) {
     case CR_SERVER_LOST_EXTENDED:
     // Over TLS a server that goes away (a restart) reads as a TLS error ("unexpected eof").
     case CR_SSL_CONNECTION_ERROR:
-    case ER_LOCK_WAIT_TIMEOUT:
-    case ER_LOCK_DEADLOCK:
     case ER_SERVER_SHUTDOWN:
     case ER_CONNECTION_KILLED:
-    case ER_QUERY_INTERRUPTED:
     case ER_CON_COUNT_ERROR:
     case ER_TOO_MANY_USER_CONNECTIONS:
-    case 0:
-      return Status::transient(std::move(message));
+    case kMysqlClientInteractionTimeout:
+      return {Cause::kConnection, true};
+    case ER_LOCK_WAIT_TIMEOUT:
+    case kMysqlLockNowait:
+      return {Cause::kLockWait, true};
+    case ER_LOCK_DEADLOCK:
+    // MariaDB 11.6+ (innodb_snapshot_isolation = ON): a locking statement that waited for a row
+    // another transaction then changed. The transaction is rolled back; the next try reads anew.
+    case ER_CHECKREAD:
+      return {Cause::kRolledBack, true};
+    case ER_QUERY_INTERRUPTED:
+      return {Cause::kServer, true};
+    case ER_NO_SUCH_TABLE:
+      return {Cause::kMissingTable, false};
+    case ER_ACCESS_DENIED_ERROR:
+    case ER_DBACCESS_DENIED_ERROR:
+    case ER_TABLEACCESS_DENIED_ERROR:
+    case ER_COLUMNACCESS_DENIED_ERROR:
+    case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+      return {Cause::kAccessDenied, false};
     default:
-      return Status::permanent(std::move(message));
+      return {Cause::kServer, false};
   }
 }
+
+}  // namespace
+
+Status fromMysql(unsigned code, std::string_view error, std::string_view what) {
+  std::string message = fmt::format("{}: mysql error {}: {}", what, code, error);
+  const Classified c = classify(code);
+  return (c.transient ? Status::transient(std::move(message)) : Status::permanent(std::move(message))).because(c.cause);
+}
+
+Status fromMysql(MYSQL* mysql, std::string_view what) { return fromMysql(mysql_errno(mysql), mysql_error(mysql), what); }
 
 ConnectParams paramsFrom(const Dsn& dsn) {
   ConnectParams p;
@@ -165,7 +201,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
     }
     // A refused login or an unknown database will not fix itself quickly, but the operator may
     // fix it while we wait: the caller retries with backoff either way.
-    return Status::transient(s.message() + hint);
+    return Status::transient(s.message() + hint).because(s.cause());
   }
   // The library falls back to plain text when the server offers no TLS unless it verifies the
   // server's identity: REQUIRED and VERIFY_CA are checked here.
@@ -174,14 +210,16 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
                                          "are not set)",
                                          p.host, p.port, p.database, tlsSettings(p)));
   }
+  // The reads are the bridge's, not the server's defaults (ARCHITECTURE.md 3a): a global
+  // READ-UNCOMMITTED must not let a scan or a snapshot see a row that is then rolled back.
+  // Statements that need another level set it for their own transaction.
+  OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
   return conn;
 }
 
 Status Connection::lastError(std::string_view what) { return fromMysql(mysql_.get(), what); }
 
 bool Connection::failed() const { return mysql_errno(mysql_.get()) != 0; }
-
-unsigned Connection::errorCode() const { return mysql_errno(mysql_.get()); }
 
 Status Connection::exec(std::string_view sql) {
   if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");

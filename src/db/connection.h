@@ -40,10 +40,13 @@ struct ConnectParams {
   std::chrono::seconds readTimeout{30};
 };
 
-// Converts the state of a MySQL handle after a failed call into a Status: lost connections,
-// lock wait timeouts and deadlocks are transient; everything else is permanent. The text keeps
-// the server's error number and message, which never contain credentials.
+// Converts the state of a MySQL handle after a failed call into a Status with its Cause: lost
+// connections and lock conflicts (lock wait timeouts, deadlocks, NOWAIT conflicts, snapshot
+// isolation conflicts) are transient; everything else is permanent. The text keeps the server's
+// error number and message, which never contain credentials.
 Status fromMysql(MYSQL* mysql, std::string_view what);
+// The same from an error number and text (what a failed call on `mysql` reports).
+Status fromMysql(unsigned code, std::string_view error, std::string_view what);
 
 // Call once in main() before any thread opens a connection.
 void initLibrary();
@@ -111,8 +114,6 @@ class Connection {
   Status lastError(std::string_view what);
   // Whether the last call failed (e.g. a streamed result that ended on a read error).
   bool failed() const;
-  // The server's error number of the last call (0: none), e.g. ER_SPECIFIC_ACCESS_DENIED_ERROR.
-  unsigned errorCode() const;
 
  private:
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}

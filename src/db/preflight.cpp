@@ -1,7 +1,5 @@
 #include "db/preflight.h"
 
-#include <mysqld_error.h>
-
 #include <fmt/format.h>
 
 namespace outbox::db {
@@ -25,7 +23,7 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
   // outright, so it tells whether the privilege is there.
   auto trx = conn.query("SELECT COUNT(*) FROM information_schema.INNODB_TRX");
   if (!trx.isOk()) {
-    if (conn.errorCode() == ER_SPECIFIC_ACCESS_DENIED_ERROR) {
+    if (trx.status().cause() == Cause::kAccessDenied) {
       return Status::permanent(fmt::format(
           "the database user lacks the PROCESS privilege, which the bridge needs to see every connection in "
           "information_schema.PROCESSLIST (which open transactions may still commit an outbox row); run: GRANT "

@@ -19,17 +19,19 @@ void Session::dropIfBroken(const Status& s) {
 }
 
 Status Session::transaction(const std::function<Status(Connection&)>& fn) {
-  auto conn = connection();
-  if (!conn.isOk()) return conn.status();
-  Connection& c = **conn;
-  Status s = c.begin();
-  if (s.isOk()) s = fn(c);
-  if (s.isOk()) s = c.commit();
-  if (!s.isOk()) {
+  for (int attempt = 1;; ++attempt) {
+    auto conn = connection();
+    if (!conn.isOk()) return conn.status();
+    Connection& c = **conn;
+    Status s = c.begin();
+    if (s.isOk()) s = fn(c);
+    if (s.isOk()) s = c.commit();
+    if (s.isOk()) return s;
     c.rollback();
+    if (s.cause() == Cause::kRolledBack && attempt < kRolledBackTries) continue;
     if (s.isTransient()) conn_.reset();
+    return s;
   }
-  return s;
 }
 
 }  // namespace outbox::db

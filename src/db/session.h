@@ -14,7 +14,11 @@ namespace outbox::db {
 // first needed and again after it broke: the one place that decides when a connection is dropped.
 // A call on it that fails transiently (the server went away, a lock wait timed out) drops it, so
 // the next call reconnects; a permanent error, or a transient one of the caller's own making (a
-// guarded write that matched no row), keeps it. Not thread-safe, like Connection.
+// guarded write that matched no row), keeps it. A call the server rolled back to settle a conflict
+// (Cause::kRolledBack: a deadlock, a snapshot-isolation conflict) runs again at once on the same
+// connection, up to kRolledBackTries times in all, so two writers of one row (the relay's assign
+// and mark) do not end a session over it: the calls given to run() and transaction() must be
+// safe to run again. Not thread-safe, like Connection.
 class Session {
  public:
   // Runs on every new connection before it is used (session variables, checks); its failure
@@ -22,6 +26,8 @@ class Session {
   using Setup = std::function<Status(Connection&)>;
 
   explicit Session(ConnectParams params, Setup setup = {});
+
+  static constexpr int kRolledBackTries = 3;
 
   // The connection, opened (and set up) first when there is none.
   Result<Connection*> connection();
@@ -32,11 +38,15 @@ class Session {
   // above.
   template <typename Fn>
   std::invoke_result_t<Fn&, Connection&> run(Fn&& fn) {
-    auto conn = connection();
-    if (!conn.isOk()) return conn.status();
-    auto result = fn(**conn);
-    dropIfBroken(statusOf(result));
-    return result;
+    for (int attempt = 1;; ++attempt) {
+      auto conn = connection();
+      if (!conn.isOk()) return conn.status();
+      auto result = fn(**conn);
+      const Status& s = statusOf(result);
+      if (s.cause() == Cause::kRolledBack && attempt < kRolledBackTries) continue;
+      dropIfBroken(s);
+      return result;
+    }
   }
 
   // fn(Connection&) -> Status between START TRANSACTION and COMMIT; on failure, rolls back, and a

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <mysqld_error.h>
-
 #include <fmt/format.h>
 
 namespace outbox {
@@ -51,7 +49,7 @@ Result<std::vector<Candidate>> SourceProbe::candidates() {
         "ORDER BY c.holder_id",
         c.quote(source_.name)));
     std::vector<Candidate> out;
-    if (!rows.isOk()) return c.errorCode() == ER_NO_SUCH_TABLE ? Result<std::vector<Candidate>>(out) : rows.status();
+    if (!rows.isOk()) return rows.status().cause() == Cause::kMissingTable ? Result<std::vector<Candidate>>(out) : rows.status();
     while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
     return out;
   });

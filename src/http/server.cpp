@@ -253,7 +253,7 @@ void HttpServer::snapshotRoutes(httplib::Server& svr) {
       bool transient = opened.status().isTransient();
       jsonError(res, transient ? 503 : 500,
                 transient ? fmt::format("the database of source {} is not reachable; retry", source.name)
-                          : opened.status().message().find("mysql error") == std::string::npos
+                          : opened.status().cause() == Cause::kNone  // our own words, no server's
                                 ? opened.status().message()
                                 : fmt::format("the snapshot of source {} failed; see the bridge's log", source.name));
       snapshotMetrics_->record(source.name, res.status, 0, 0);

@@ -4,8 +4,6 @@
 #include <limits>
 #include <utility>
 
-#include <mysqld_error.h>
-
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -38,20 +36,20 @@ MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::second
       fresh_(std::max(std::chrono::milliseconds(1000),
                       std::min(2 * lease.heartbeat + std::chrono::milliseconds(1000), lease.ttl - lease.heartbeat))) {}
 
-std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(db::Connection& conn, const Status& failed) {
-  const unsigned code = conn.errorCode();
-  if (code == ER_NO_SUCH_TABLE || code == ER_TABLEACCESS_DENIED_ERROR) {
+std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(const Status& failed) {
+  const Cause cause = failed.cause();
+  if (cause == Cause::kMissingTable || cause == Cause::kAccessDenied) {
     if (!std::exchange(warnedUnbalanced_, true)) {
       sourceLogger(source_.name)
           ->warn("sources are not spread over bridge instances: {} ({}; the lease works as before)",
                  failed.message(),
-                 code == ER_NO_SUCH_TABLE ? "run `outbox-bridge migrate`"
+                 cause == Cause::kMissingTable ? "run `outbox-bridge migrate`"
                                       : "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_bridge_candidate to the bridge");
     }
     return std::vector<Candidate>{};
   }
   // Another instance's statement holds the rows a moment: balance next time, lead now.
-  if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK) return std::vector<Candidate>{};
+  if (failed.isLockConflict()) return std::vector<Candidate>{};
   return std::nullopt;  // the connection broke: the lease statements would fail too
 }
 
@@ -67,7 +65,7 @@ Status MysqlLeaseStore::stand(db::Connection& conn, const std::string& holder, s
                              source, conn.quote(holder), ttl.count() * 1000)
                : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
                              conn.quote(holder)));
-  if (!s.isOk() && unbalanced(conn, s)) return Status::ok();
+  if (!s.isOk() && unbalanced(s)) return Status::ok();
   if (!s.isOk()) return s;
   // Candidates that died an hour ago or more are gone for good (their holder ids never come back):
   // deleted now and then, not on every round trip, so as not to lock the source's candidate rows
@@ -93,7 +91,7 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
       "MICROSECOND UNION ALL SELECT {2}, 1) x",
       source, ttl.count() * 1000, conn.quote(holder), fresh_.count() * 1000));
   if (!rows.isOk()) {
-    if (auto none = unbalanced(conn, rows.status())) return *none;
+    if (auto none = unbalanced(rows.status())) return *none;
     return rows.status();
   }
   std::vector<Candidate> out;
@@ -208,7 +206,7 @@ Status MysqlLeaseStore::withdraw(const std::string& holder) {
   return session_.run([&](db::Connection& conn) {
     Status s = conn.exec(fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}",
                                      conn.quote(source_.name), conn.quote(holder)));
-    return conn.errorCode() == ER_NO_SUCH_TABLE || conn.errorCode() == ER_TABLEACCESS_DENIED_ERROR ? Status::ok() : s;
+    return s.cause() == Cause::kMissingTable || s.cause() == Cause::kAccessDenied ? Status::ok() : s;
   });
 }
 

@@ -34,7 +34,7 @@ class MysqlLeaseStore final : public LeaseStore {
                                             std::chrono::milliseconds ttl);
   // The empty list balancing falls back to after `failed` on the candidate table, or nullopt when
   // the connection itself broke.
-  std::optional<std::vector<Candidate>> unbalanced(db::Connection& conn, const Status& failed);
+  std::optional<std::vector<Candidate>> unbalanced(const Status& failed);
   // Whether a lease we gave up less than a TTL ago has not been taken yet.
   Result<bool> handingOver(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
 

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <functional>
 
-#include <mysqld_error.h>
-
 #include <fmt/format.h>
 
 #include "relay/mysql_store.h"
@@ -62,8 +60,6 @@ constexpr size_t kProbeRows = 100'000;
 constexpr int kLockProbeBudget = 64;
 // Ids between two held rows are probed one by one when there are at most this many.
 constexpr uint64_t kPointProbeMost = 4;
-// MySQL 8's ER_LOCK_NOWAIT (MariaDB reports a NOWAIT conflict as ER_LOCK_WAIT_TIMEOUT).
-constexpr unsigned kMysqlLockNowait = 3572;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
 }  // namespace
@@ -202,10 +198,10 @@ Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool
                                        downwards ? "DESC" : "ASC",
                                        mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
     if (!rows.isOk()) {
-      const unsigned code = conn.errorCode();
       conn.rollback();
       // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
-      if (code == ER_LOCK_WAIT_TIMEOUT || code == ER_LOCK_DEADLOCK || code == kMysqlLockNowait) return false;
+      // (MariaDB reports a NOWAIT conflict as a lock wait timeout, MySQL as ER_LOCK_NOWAIT.)
+      if (rows.status().isLockConflict()) return false;
       return rows.status();
     }
     const bool nothing = !rows->next();

@@ -247,6 +247,53 @@ BOOST_AUTO_TEST_CASE(a_corrupted_snapshot_is_rejected_and_retried) {
   BOOST_TEST(bridge.stop() == 0);
 }
 
+// Issue 19, finding 2: no connection of the bridge set its own isolation level, so with a global
+// transaction_isolation = READ-UNCOMMITTED the scan read a producer's uncommitted row, versioned
+// and published it, and the producer then rolled back: a rolled-back row was in the stream, and a
+// snapshot counted an uncommitted record. Every connection now sets the level its reads rely on.
+BOOST_AUTO_TEST_CASE(a_global_read_uncommitted_lets_no_rolled_back_change_out) {
+  AccountsSource src("isolation");
+  // New connections, the bridge's included, start at READ UNCOMMITTED until the test ends.
+  struct GlobalIsolation {
+    db::Connection& conn;
+    explicit GlobalIsolation(db::Connection& c) : conn(c) {
+      Status s = conn.exec("SET GLOBAL TRANSACTION ISOLATION LEVEL READ UNCOMMITTED");
+      if (!s.isOk()) throw std::runtime_error(s.message());
+    }
+    ~GlobalIsolation() { (void)conn.exec("SET GLOBAL TRANSACTION ISOLATION LEVEL REPEATABLE READ"); }
+  } readUncommitted(src.database.sql());
+  BridgeProcess bridge(src.config);
+  int port = src.seedAndStart(bridge, 3);
+  auto producer = src.database.connect();
+  for (const std::string& sql : {std::string("START TRANSACTION"),
+                                std::string("INSERT INTO accounts VALUES (4, 'Never committed')"),
+                                fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'account', id, "
+                                            "'upsert', JSON_OBJECT('id', id, 'displayName', display_name) FROM accounts "
+                                            "WHERE id = 4",
+                                            src.spec.outboxTable())}) {
+    BOOST_REQUIRE(producer->exec(sql).isOk());
+  }
+  // While it is open: a snapshot does not hold it, and the relay, polling, does not publish it.
+  const auto snapshot = httpRequest(port, "GET", "/v1/sources/" + src.spec.name + "/control-snapshot");
+  BOOST_REQUIRE_EQUAL(snapshot.status, 200);
+  BOOST_TEST(snapshot.body.find("\"recordCount\":3,") != std::string::npos, snapshot.body);
+  BOOST_TEST(snapshot.body.find("Never committed") == std::string::npos, snapshot.body);
+  std::this_thread::sleep_for(2s);
+  BOOST_REQUIRE(producer->exec("ROLLBACK").isOk());
+  auto conn = src.database.connect();
+  src.change(*conn, 5, "Committed");
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() >= 4; }, 20s), bridge.log());
+  std::this_thread::sleep_for(300ms);
+  StreamReader reader;
+  auto messages = reader.readAll(src.spec.stream(), "control." + src.spec.name);
+  for (const auto& m : messages) {
+    BOOST_TEST(m.headers.at("Outbox-Entity-Key") != "4", "the rolled-back change is in the stream: " << m.data);
+  }
+  BOOST_TEST(messages.size() == 4u);
+  BOOST_TEST(src.published() == 4u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(the_replica_re_bootstraps_after_an_epoch_bump) {
   AccountsSource src("bump");
   BridgeProcess bridge(src.config);
