@@ -1,5 +1,8 @@
 #include "admin/actions.h"
 
+#include <charconv>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "db/connection.h"
@@ -18,7 +21,25 @@ Status setPaused(const SourceConfig& source, bool paused) {
       (*conn)->quote(source.name), paused ? 1 : 0));
 }
 
+std::optional<uint64_t> parseRowId(std::string_view text) {
+  uint64_t id = 0;
+  if (text.empty() || text.front() == '+') return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size() || id == 0) return std::nullopt;
+  return id;
+}
+
+Status checkReason(std::string_view reason) {
+  if (reason.empty()) return Status::rejected("a reason is required (it is kept with the change)");
+  if (reason.size() > kMaxReason) {
+    return Status::rejected(fmt::format("the reason is {} characters long; at most {} are kept", reason.size(), kMaxReason));
+  }
+  return Status::ok();
+}
+
 Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std::string& reason) {
+  OUTBOX_RETURN_IF_ERROR(checkReason(reason));
+  if (outboxId == 0) return Status::rejected("outbox row ids start at 1");
   MysqlOutboxStore store(source);
   OUTBOX_RETURN_IF_ERROR(store.connect());
   OUTBOX_RETURN_IF_ERROR(store.quarantine(outboxId, reason));
@@ -30,7 +51,9 @@ Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std
   return true;
 }
 
-Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats, const std::string& reason) {
+Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats, const std::string& reason,
+                              std::chrono::milliseconds wait) {
+  OUTBOX_RETURN_IF_ERROR(checkReason(reason));
   // The highest version the stream ever held must be known, or a version could be reused.
   auto nc = nats::Connection::connect(nats);
   if (!nc.isOk()) return Status::transient("epoch bump needs nats-server: " + nc.status().message());
@@ -40,7 +63,17 @@ Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats
   if (!tip.isOk()) return tip.status();
   MysqlOutboxStore store(source);
   OUTBOX_RETURN_IF_ERROR(store.connect());
-  return store.epochBump(*tip, reason);
+  auto bumped = store.epochBump(*tip, reason);
+  if (!bumped.isOk()) return bumped.status();
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    auto state = store.loadState();
+    if (!state.isOk() || !state->bumpFromEpoch || state->epoch != bumped->epoch ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return state.isOk() ? state : bumped;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace outbox::admin

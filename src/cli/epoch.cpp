@@ -21,15 +21,31 @@ Command addEpoch(CLI::App& app) {
   auto reason = std::make_shared<std::string>();
   addConfigOption(bump, *path);
   bump->add_option("--source", *source, "source name")->required();
-  bump->add_option("--reason", *reason, "why, for the log")->required();
+  bump->add_option("--reason", *reason, "why, for the log (1 to 1,000 characters)")->required();
+  auto waitText = std::make_shared<std::string>("10s");
+  bump->add_option("--wait", *waitText,
+                   "how long to wait for the leader to finish the bump (it moves the versions on once its publishes "
+                   "in flight are settled; default 10s)");
   return [=]() {
     Config config = loadOrExit(*path, "epoch bump");
     const SourceConfig& src = sourceOrExit(config, *source);
     db::initLibrary();
-    auto state = admin::bumpEpoch(src, config.nats, *reason);
-    if (!state.isOk()) throw Exit{kExitFailure, state.status().message()};
-    resultLogger(src.name)->info("epoch {}, versions continue after {}, stream sequence {} (reason: {})", state->epoch,
-                                 state->assignedThrough, state->publishedStreamSeq, *reason);
+    Duration wait{};
+    try {
+      wait = parseDuration("--wait", *waitText);
+    } catch (const ConfigError& e) {
+      throw Exit{kExitUsage, fmt::format("--wait: {}", e.reason())};
+    }
+    auto state = admin::bumpEpoch(src, config.nats, *reason, wait);
+    if (!state.isOk()) throw Exit{state.status().isRejected() ? kExitUsage : kExitFailure, state.status().message()};
+    if (state->bumpFromEpoch) {
+      resultLogger(src.name)->info("epoch {} recorded (reason: {}); no bridge leading source {} finished it within {} "
+                                   "ms: the one that leads it next moves the versions on (is one running?)",
+                                   state->epoch, *reason, src.name, wait.count());
+    } else {
+      resultLogger(src.name)->info("epoch {}, versions continue after {}, stream sequence {} (reason: {})",
+                                   state->epoch, state->assignedThrough, state->publishedStreamSeq, *reason);
+    }
     return kExitOk;
   };
 }

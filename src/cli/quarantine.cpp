@@ -14,18 +14,24 @@ Command addQuarantine(CLI::App& app) {
       "quarantine", "Set an unpublished outbox row aside: it gets no version, and a source halted on it resumes");
   auto path = std::make_shared<std::string>();
   auto source = std::make_shared<std::string>();
-  auto id = std::make_shared<uint64_t>(0);
+  auto idText = std::make_shared<std::string>();
   auto reason = std::make_shared<std::string>();
   addConfigOption(cmd, *path);
   cmd->add_option("--source", *source, "source name")->required();
-  cmd->add_option("--id", *id, "outbox row id")->required();
-  cmd->add_option("--reason", *reason, "why")->required();
+  // Taken as text: CLI11 would read -1 or 2^64 as 18446744073709551615.
+  cmd->add_option("--id", *idText, "outbox row id (a committed row without a version)")->required();
+  cmd->add_option("--reason", *reason, "why (1 to 1,000 characters; kept in the log)")->required();
   return [=]() {
+    const std::optional<uint64_t> id = admin::parseRowId(*idText);
+    if (!id) {
+      throw Exit{kExitUsage, fmt::format("--id: expected an outbox row id, a whole number from 1 to {}, got '{}'",
+                                         UINT64_MAX, idText->substr(0, 40) + (idText->size() > 40 ? "..." : ""))};
+    }
     Config config = loadOrExit(*path, "quarantine");
     const SourceConfig& src = sourceOrExit(config, *source);
     db::initLibrary();
     auto cleared = admin::quarantine(src, *id, *reason);
-    if (!cleared.isOk()) throw Exit{kExitFailure, cleared.status().message()};
+    if (!cleared.isOk()) throw Exit{cleared.status().isRejected() ? kExitUsage : kExitFailure, cleared.status().message()};
     if (*cleared) {
       resultLogger(src.name)->info("row {} quarantined; the halt it caused is cleared", *id);
     } else {

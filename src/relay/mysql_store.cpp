@@ -14,11 +14,14 @@ namespace {
 // The assignments that clear a halt (outbox_source_state alias s).
 constexpr const char* kHaltCleared = "s.halted_reason = NULL, s.halted_row_id = NULL, s.halted_version = NULL";
 
-// Where the state row's current epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions
-// start above the first, its messages after the second.
-constexpr const char* kEpochStartColumns =
-    "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0), "
-    "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = s.epoch), 0)";
+// Where an epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions start above the
+// first, its messages after the second. `epoch` is an SQL expression of outbox_source_state s.
+std::string epochStartColumns(const char* epoch) {
+  return fmt::format(
+      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0), "
+      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0)",
+      epoch);
+}
 }  // namespace
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
@@ -85,8 +88,9 @@ Status MysqlOutboxStore::guardedStateWrite(db::Connection& conn, const std::stri
 Result<SourceState> MysqlOutboxStore::loadState() {
   auto rows = queryRows(fmt::format(
       "SELECT epoch, assigned_through, published_through, published_stream_seq, halted_reason, paused, {}, "
-      "scan_cursor, scan_floor, halted_row_id, halted_version FROM outbox_source_state s WHERE source = {}",
-      kEpochStartColumns, sourceLiteral_));
+      "scan_cursor, scan_floor, halted_row_id, halted_version, bump_from_epoch FROM outbox_source_state s "
+      "WHERE source = {}",
+      epochStartColumns("s.epoch"), sourceLiteral_));
   if (!rows.isOk()) return rows.status();
   if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
   SourceState state;
@@ -102,6 +106,7 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   if (!rows->isNull(9)) state.scanFloor = rows->u64(9);
   if (!rows->isNull(10)) state.haltedRow = HaltedRow{rows->u64(10), std::nullopt};
   if (state.haltedRow && !rows->isNull(11)) state.haltedRow->version = rows->u64(11);
+  if (!rows->isNull(12)) state.bumpFromEpoch = rows->u64(12);
   return state;
 }
 
@@ -128,12 +133,17 @@ Status MysqlOutboxStore::saveScan(ScanMark mark) {
 
 Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) {
   if (rows.empty()) return saveScan(mark);
-  std::string values;
+  std::string values, ids;
   values.reserve(rows.size() * 24);
+  ids.reserve(rows.size() * 12);
   uint64_t v = expectedAssignedThrough;
   for (const auto& r : rows) {
-    if (!values.empty()) values += ',';
+    if (!values.empty()) {
+      values += ',';
+      ids += ',';
+    }
     values += fmt::format("({},{})", ++v, r.id);
+    ids += std::to_string(r.id);
   }
   Status s = session_.transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
@@ -145,6 +155,18 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
       return Status::transient(
           "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
           "moved the source to a new epoch");
+    }
+    // A quarantine takes the state row's lock first too, so it committed before the UPDATE above
+    // or waits for this transaction: a locking read sees what it wrote (a plain one at READ
+    // COMMITTED or a snapshot may not). One of the two wins, never both.
+    auto quarantined = conn.queryU64(fmt::format(
+        "SELECT MIN(outbox_id) FROM outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND "
+        "outbox_id IN ({}) LOCK IN SHARE MODE",
+        sourceLiteral_, rows.front().id, rows.back().id, ids));
+    if (!quarantined.isOk()) return quarantined.status();
+    if (quarantined->has_value()) {
+      return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
+                                           **quarantined));
     }
     // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
     return conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values));
@@ -192,6 +214,17 @@ Status MysqlOutboxStore::clearHalt() { return guardedStateWrite(kHaltCleared, ""
 
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
   return session_.transaction([&](db::Connection& conn) -> Status {
+    // The state row first, as the assign does: one of the two waits for the other (and the
+    // relay's own quarantine of a poison row is checked against its lease and epoch).
+    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, "s.source = s.source", "", "quarantining a row"));
+    // Read after the lock: a row committed by now is seen.
+    auto exists = conn.queryU64(fmt::format("SELECT id FROM {} WHERE id = {}", table_, outboxId));
+    if (!exists.isOk()) return exists.status();
+    if (!exists->has_value()) {
+      return Status::rejected(fmt::format("{} has no committed row {} (not inserted yet, rolled back or pruned): only a "
+                                          "row that exists and has no version can be quarantined",
+                                          source_.outboxTable, outboxId));
+    }
     auto version = conn.queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
     if (!version.isOk()) return version.status();
     if (version->has_value()) {
@@ -207,26 +240,63 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
 
 Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
   SourceState result;
-  BumpPlan plan;
   Status s = session_.transaction([&](db::Connection& conn) -> Status {
     auto rows = conn.query(fmt::format(
-        "SELECT epoch, assigned_through, published_through, published_stream_seq, {} FROM outbox_source_state s "
-        "WHERE source = {} FOR UPDATE",
-        kEpochStartColumns, sourceLiteral_));
+        "SELECT epoch, assigned_through, published_through, published_stream_seq, bump_from_epoch "
+        "FROM outbox_source_state WHERE source = {} FOR UPDATE",
+        sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
-    SourceState current;
-    current.epoch = rows->u64(0);
-    current.assignedThrough = rows->u64(1);
-    current.publishedThrough = rows->u64(2);
-    current.publishedStreamSeq = rows->u64(3);
-    current.epochVersionsAfter = rows->u64(4);
-    current.epochStreamSeq = rows->u64(5);
+    const uint64_t epoch = rows->u64(0);
+    // A bump still waiting for the leader keeps the epoch it moves on from.
+    const uint64_t from = rows->isNull(4) ? epoch : rows->u64(4);
+    result.epoch = std::max(epoch, tip.version ? tip.epoch : 0) + 1;
+    result.assignedThrough = rows->u64(1);
+    result.publishedThrough = rows->u64(2);
+    result.publishedStreamSeq = rows->u64(3);
+    result.bumpFromEpoch = from;
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
+        "UPDATE outbox_source_state SET epoch = {}, bump_from_epoch = {}, {} WHERE source = {}", result.epoch, from,
+        "halted_reason = NULL, halted_row_id = NULL, halted_version = NULL", sourceLiteral_)));
+    // versions_after and stream_seq are the leader's to write when it finishes the bump; until
+    // then they say where the old epoch stood.
+    return conn.exec(fmt::format(
+        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
+        sourceLiteral_, result.epoch, conn.quote(reason.substr(0, 1000)), result.assignedThrough, tip.lastSeq));
+  });
+  if (!s.isOk()) return s;
+  return result;
+}
+
+Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
+  return session_.transaction([&](db::Connection& conn) -> Status {
+    // The lease and this session's epoch hold, and the row is ours until commit.
+    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, "s.source = s.source", "", "finishing the epoch bump"));
+    auto rows = conn.query(fmt::format(
+        "SELECT epoch, bump_from_epoch, assigned_through, published_through, published_stream_seq, {} "
+        "FROM outbox_source_state s WHERE source = {} FOR UPDATE",
+        epochStartColumns("s.bump_from_epoch"), sourceLiteral_));
+    if (!rows.isOk()) return rows.status();
+    if (!rows->next() || rows->isNull(1)) return Status::ok();  // none pending (finished already)
+    const uint64_t epoch = rows->u64(0);
+    if (tip.version && tip.epoch >= epoch) {
+      return Status::permanent(fmt::format("stream {} holds epoch {}, not below the new epoch {}: run 'outbox-bridge "
+                                           "epoch bump' again",
+                                           source_.stream, tip.epoch, epoch));
+    }
+    // The old epoch as it stood: the plan is the one a bump made at this moment would make.
+    SourceState old;
+    old.epoch = rows->u64(1);
+    old.assignedThrough = rows->u64(2);
+    old.publishedThrough = rows->u64(3);
+    old.publishedStreamSeq = rows->u64(4);
+    old.epochVersionsAfter = rows->u64(5);
+    old.epochStreamSeq = rows->u64(6);
     auto maxInTable = conn.queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
     if (!maxInTable.isOk()) return maxInTable.status();
-    plan = planEpochBump(current, tip, maxInTable->value_or(0));
-    // Assigned but not certainly in the stream: publish again under fresh versions. The scan's
-    // floor goes below those rows, so the next scan finds them again.
+    const BumpPlan plan = planEpochBump(old, tip, maxInTable->value_or(0));
+    // Assigned but not in the stream: published again under fresh versions. The scan's floor goes
+    // below those rows, so the next scan finds them again.
     auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
     if (!lowest.isOk()) return lowest.status();
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
@@ -235,21 +305,13 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
       floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
     }
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "UPDATE outbox_source_state SET epoch = {}, assigned_through = {}, published_through = {}, "
-        "published_stream_seq = {}, halted_reason = NULL, halted_row_id = NULL, halted_version = NULL{} "
-        "WHERE source = {}",
-        plan.epoch, plan.highest, plan.highest, tip.lastSeq, floor, sourceLiteral_)));
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
-        sourceLiteral_, plan.epoch, conn.quote(reason.substr(0, 1000)), plan.highest, tip.lastSeq)));
-    result.epoch = plan.epoch;
-    result.assignedThrough = plan.highest;
-    result.publishedThrough = plan.highest;
-    result.publishedStreamSeq = tip.lastSeq;
-    return Status::ok();
+        "UPDATE outbox_source_state SET bump_from_epoch = NULL, assigned_through = {0}, published_through = {0}, "
+        "published_stream_seq = {1}{2} WHERE source = {3}",
+        plan.highest, tip.lastSeq, floor, sourceLiteral_)));
+    return conn.exec(fmt::format(
+        "UPDATE outbox_epoch_history SET versions_after = {}, stream_seq = {} WHERE source = {} AND epoch = {}",
+        plan.highest, tip.lastSeq, sourceLiteral_, epoch));
   });
-  if (!s.isOk()) return s;
-  return result;
 }
 
 }  // namespace outbox

@@ -40,16 +40,16 @@ class MysqlOutboxStore final : public OutboxStore {
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
   Status moveEpochStart(uint64_t seq) override;
+  Status completeEpochBump(const StreamTip& tip) override;
   Status halt(const std::string& reason, std::optional<HaltedRow> row) override;
   Status clearHalt() override;
   Status quarantine(uint64_t outboxId, const std::string& reason) override;
 
-  // `outbox-bridge epoch bump`, given the stream's tip read just before: in one transaction, what
-  // planEpochBump() says — a new epoch, assigned and published through the highest version ever
-  // used, the versions the stream may lack cleared so those rows are published again under new
-  // versions — the halt cleared, and the reason recorded in outbox_epoch_history. A leader still
-  // publishing is fenced: its writes carry the old epoch.
-  // Returns the new state.
+  // `outbox-bridge epoch bump`, given the stream's tip read just before (for the epochs it holds):
+  // in one transaction, a new epoch above the database's and the stream's, the halt cleared, the
+  // reason recorded in outbox_epoch_history, and the bump left for the leader to finish
+  // (bump_from_epoch; completeEpochBump). A leader still publishing is fenced from then on: its
+  // writes carry the old epoch. Returns the new state.
   Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
 
  private:

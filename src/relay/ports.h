@@ -50,6 +50,9 @@ struct SourceState {
   // Where the scan for new rows stands (section 3a); nullopt until the source is first scanned.
   std::optional<uint64_t> scanCursor;  // the highest outbox id read past
   std::optional<uint64_t> scanFloor;   // every id at or below it is resolved for good
+  // Set while an `epoch bump` waits for the leader to finish it (completeEpochBump): the epoch
+  // whose versions are still to be moved on. `epoch` is already the new one.
+  std::optional<uint64_t> bumpFromEpoch;
 };
 
 // An outbox row as the scan reads it: whether it already has a version (after an epoch bump or
@@ -189,10 +192,18 @@ class OutboxStore {
   // leader it fenced stored its last messages of the old epoch in between. Moves
   // outbox_epoch_history.stream_seq and published_stream_seq there (reconcile).
   virtual Status moveEpochStart(uint64_t seq) = 0;
+  // Finishes a pending `epoch bump` (state.bumpFromEpoch), given the stream's tip read by the
+  // leader once nothing it sent is in flight, so the tip is final for the old epoch: in one
+  // transaction, what planEpochBump() says — assigned and published through the highest version
+  // ever used, the versions the stream lacks cleared (their rows are found again and published
+  // under new versions), where the epoch begins recorded. Ok, changing nothing, when no bump is
+  // pending. Guarded like every write.
+  virtual Status completeEpochBump(const StreamTip& tip) = 0;
   // Stops the source until an operator acts: `reason` for people, `row` when one row is the cause.
   virtual Status halt(const std::string& reason, std::optional<HaltedRow> row) = 0;
   virtual Status clearHalt() = 0;
-  // Sets an unpublished row aside for good. A row that already has a version: kRejected.
+  // Sets an unpublished row aside for good. A row that already has a version, or that is not
+  // committed (yet): kRejected. Waits for an assign in progress (both take the state row first).
   virtual Status quarantine(uint64_t outboxId, const std::string& reason) = 0;
 };
 

@@ -61,6 +61,9 @@ class Relay {
   // session's first batch then rebuilds the scan.
   Status beginSession();
   Status reconcile();
+  // An `epoch bump` recorded the new epoch: reads the stream's tip and moves the versions on
+  // (OutboxStore::completeEpochBump), then reloads state_.
+  Status finishEpochBump();
   // A halt on a row that has since become publishable (a poison row fixed or quarantined, an
   // assigned row the server takes again) clears itself; any other halt waits for an operator.
   Status recheckHalt();

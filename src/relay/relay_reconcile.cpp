@@ -17,6 +17,7 @@ Status Relay::reconcile() {
   guard_.epoch = state_.epoch;
   store_.setWriteGuard(guard_);
   assignStore_.setWriteGuard(guard_);
+  if (state_.bumpFromEpoch) OUTBOX_RETURN_IF_ERROR(finishEpochBump());
   metrics_.halted = !state_.haltedReason.empty();
   metrics_.paused = state_.paused;
   metrics_.epoch = state_.epoch;
@@ -64,6 +65,23 @@ Status Relay::reconcile() {
   metrics_.publishedVersion = streamVersion;
   log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
              state_.epoch, streamVersion, tip.lastSeq, state_.assignedThrough);
+  return Status::ok();
+}
+
+Status Relay::finishEpochBump() {
+  // The last session's publishes are settled (or abandoned after ack_timeout), and this process
+  // is the stream's only writer: the tip read now is where the old epoch ends. Reading it here,
+  // not when the operator asked, is what keeps a version the stream stored meanwhile from being
+  // taken from its row and published again (issue 19).
+  const uint64_t from = *state_.bumpFromEpoch;
+  auto tip = publisher_.tip();
+  if (!tip.isOk()) return tip.status();
+  OUTBOX_RETURN_IF_ERROR(store_.completeEpochBump(*tip));
+  auto loaded = store_.loadState();
+  if (!loaded.isOk()) return loaded.status();
+  state_ = *loaded;
+  log_->info("epoch {} begins (bumped from epoch {}): versions continue after {}, the stream after sequence {}",
+             state_.epoch, from, state_.epochVersionsAfter, state_.epochStreamSeq);
   return Status::ok();
 }
 

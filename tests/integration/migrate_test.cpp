@@ -22,8 +22,8 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   auto second = runBridge({"migrate", "--config", config});
   BOOST_TEST(second.exitCode == 0);
   BOOST_TEST(second.out.find("up to date") != std::string::npos, second.out);
-  // 001-006 of the bridge's tables, and the outbox table files (001, 002) once per source.
-  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 10u);
+  // 001-007 of the bridge's tables, and the outbox table files (001, 002) once per source.
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 11u);
   // `list` of information_schema `view` for `table`, comma-separated.
   auto schema = [&](const char* list, const char* view, const std::string& table) {
     auto rows = database.sql().query(fmt::format("SELECT GROUP_CONCAT({}) FROM information_schema.{} WHERE TABLE_SCHEMA = '{}' "
@@ -38,9 +38,10 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
     return schema("DISTINCT INDEX_NAME ORDER BY INDEX_NAME", "STATISTICS", table);
   };
   // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it;
-  // the state row also names the row a halt is about (halted_row_id, halted_version).
+  // the state row also names the row a halt is about (halted_row_id, halted_version) and the epoch
+  // a bump the leader has yet to finish moves on from (bump_from_epoch).
   BOOST_TEST(columns("outbox_source_state") ==
-                 "source,epoch,assigned_through,published_through,published_stream_seq,scan_cursor,scan_floor,"
+                 "source,epoch,bump_from_epoch,assigned_through,published_through,published_stream_seq,scan_cursor,scan_floor,"
                  "halted_reason,halted_row_id,halted_version,paused,updated_at",
              columns("outbox_source_state"));
   BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at");

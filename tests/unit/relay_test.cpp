@@ -17,6 +17,7 @@
 #include "manual_clock.h"
 #include "relay/poison.h"
 #include "relay/relay.h"
+#include "relay/resume_point.h"
 
 using namespace outbox;
 using outbox::test::ManualClock;
@@ -149,6 +150,9 @@ class FakeStore final : public OutboxStore {
       return Status::transient("injected assign failure");
     }
     if (state.assignedThrough != expected || !state.haltedReason.empty() || refused()) return Status::transient("moved");
+    for (const auto& b : batch) {
+      if (quarantined.count(b.id)) return Status::transient("quarantined while its batch was being assigned");
+    }
     uint64_t v = expected;
     for (auto& b : batch) {
       if (rows[b.id - 1].version != 0) violations.push_back(fmt::format("row {} versioned twice", b.id));
@@ -183,6 +187,39 @@ class FakeStore final : public OutboxStore {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
     state.publishedStreamSeq = state.epochStreamSeq = seq;
+    return Status::ok();
+  }
+  // The operator's `epoch bump` (MysqlOutboxStore::epochBump): the new epoch at once, the move
+  // left to the leader. The state's epoch start stays the old epoch's until then.
+  void bump() {
+    std::lock_guard lock(mu);
+    if (!state.bumpFromEpoch) state.bumpFromEpoch = state.epoch;
+    ++state.epoch;
+    state.haltedReason.clear();
+    state.haltedRow.reset();
+  }
+  int bumpsCompleted = 0;
+  Status completeEpochBump(const StreamTip& tip) override {
+    std::lock_guard lock(mu);
+    if (refused()) return Status::transient("refused");
+    if (!state.bumpFromEpoch) return Status::ok();
+    SourceState old = state;
+    old.epoch = *state.bumpFromEpoch;
+    uint64_t maxInTable = 0;
+    for (const auto& r : rows) maxInTable = std::max(maxInTable, r.version);
+    const BumpPlan plan = planEpochBump(old, tip, maxInTable);
+    std::optional<uint64_t> lowest;
+    for (auto& r : rows) {
+      if (r.version > plan.kept) {
+        if (!lowest) lowest = r.id;
+        r.version = 0;
+      }
+    }
+    if (lowest && state.scanFloor) state.scanFloor = std::min(*state.scanFloor, *lowest - 1);
+    state.assignedThrough = state.publishedThrough = state.epochVersionsAfter = plan.highest;
+    state.publishedStreamSeq = state.epochStreamSeq = tip.lastSeq;
+    state.bumpFromEpoch.reset();
+    ++bumpsCompleted;
     return Status::ok();
   }
   Status halt(const std::string& reason, std::optional<HaltedRow> row) override {
@@ -847,6 +884,51 @@ BOOST_AUTO_TEST_CASE(a_stale_leaders_pipeline_after_a_bump_cannot_interleave) {
   BOOST_TEST(missingFromEpoch(h, 2, 21, 30).empty(), "marked published, never stored: " << missingFromEpoch(h, 2, 21, 30));
   BOOST_TEST(h.store.snapshot().haltedReason.empty());
   for (const auto& m : h.publisher.copy()) BOOST_TEST(!(m.epoch == 1 && m.version > 10), "stale version " << m.version);
+}
+
+// Issue 19, finding 7: `epoch bump` read the stream's tip before its transaction; the leader's
+// publishes in flight landed after that read, and the bump took their rows' versions away, so
+// those rows went out again under the new epoch (one row in ~2,000, in both epochs). The bump now
+// records the epoch and the leader finishes it once its publishes are settled. Here the operator
+// bumps while 30 publishes are in flight and their acks held back: each of those rows stays in
+// the stream once, in epoch 1, and the new epoch begins after them.
+BOOST_AUTO_TEST_CASE(an_epoch_bump_keeps_the_versions_the_leader_had_in_flight) {
+  Harness h;
+  h.store.add(200);
+  h.publisher.holdAcks = true;
+  h.start(/*ackTimeout=*/2s);
+  BOOST_REQUIRE(h.waitFor([&] { return h.publisher.copy().size() >= 30; }));
+  h.store.bump();  // the operator, with 30 versions stored and none acknowledged
+  h.publisher.holdAcks = false;
+  BOOST_REQUIRE(h.waitFor([&] {
+    auto state = h.store.snapshot();
+    return state.epoch == 2 && !state.bumpFromEpoch && state.publishedThrough == state.assignedThrough &&
+           state.assignedThrough >= 200 && h.store.snapshot().haltedReason.empty();
+  }));
+  BOOST_REQUIRE(h.waitFor([&] {
+    std::lock_guard lock(h.store.mu);
+    return std::all_of(h.store.rows.begin(), h.store.rows.end(), [](const OutboxRow& r) { return r.version != 0; }) &&
+           h.store.state.publishedThrough == h.store.state.assignedThrough;
+  }));
+  const SourceState state = h.store.snapshot();
+  BOOST_TEST(h.store.bumpsCompleted == 1);
+  // Each row once in the stream, under the version it has; epoch 1 wholly before epoch 2.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> byVersion;  // version -> (epoch, seq)
+  uint64_t lastEpoch = 1, epoch1Top = 0;
+  auto stream = h.publisher.copy();
+  for (size_t i = 0; i < stream.size(); ++i) {
+    BOOST_REQUIRE(stream[i].epoch >= lastEpoch);
+    lastEpoch = stream[i].epoch;
+    if (stream[i].epoch == 1) epoch1Top = stream[i].version;
+    BOOST_REQUIRE_MESSAGE(byVersion.emplace(stream[i].version, std::make_pair(stream[i].epoch, i + 1)).second,
+                          "version " << stream[i].version << " twice");
+  }
+  BOOST_TEST(epoch1Top >= 30u);  // what was in flight kept its versions
+  BOOST_TEST(state.epochVersionsAfter == epoch1Top);
+  BOOST_TEST(stream.size() == 200u, "200 rows, " << stream.size() << " messages: a row went out twice");
+  std::lock_guard lock(h.store.mu);
+  for (const auto& r : h.store.rows) BOOST_TEST(byVersion.count(r.version) == 1u, "row " << r.id);
+  BOOST_TEST(h.store.violations.empty());
 }
 
 // Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout
