@@ -25,7 +25,7 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
   auto t1 = std::chrono::steady_clock::now();
   if (!scan->rows.empty()) {
     batch.status = store.assign(scan->rows, assignedThrough, scan->mark);
-  } else if (scan->mark.cursor != scanner.recorded().cursor || scan->mark.floor != scanner.recorded().floor) {
+  } else if (scan->mark.differsFrom(scanner.recorded())) {
     batch.status = store.saveScan(scan->mark);
   }
   if (batch.status.isOk()) {

@@ -126,12 +126,35 @@ Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const
   return session_.run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
 }
 
-Status MysqlOutboxStore::saveScan(ScanMark mark) {
-  return guardedStateWrite(fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor), "",
-                           "recording the scan");
+Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
+  const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor);
+  if (mark.pin.empty() && mark.unpin.empty()) return guardedStateWrite(assignments, "", "recording the scan");
+  return session_.transaction([&](db::Connection& conn) -> Status {
+    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
+    return recordPins(conn, mark);
+  });
 }
 
-Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) {
+Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) {
+  // Deletes first: a range pinned again after it was unpinned keeps its first id.
+  if (!mark.unpin.empty()) {
+    std::string firsts;
+    for (uint64_t first : mark.unpin) firsts += (firsts.empty() ? "" : ",") + std::to_string(first);
+    OUTBOX_RETURN_IF_ERROR(conn.exec(
+        fmt::format("DELETE FROM outbox_scan_holes WHERE source = {} AND first_id IN ({})", sourceLiteral_, firsts)));
+  }
+  if (mark.pin.empty()) return Status::ok();
+  std::string values;
+  for (const IdRange& r : mark.pin) {
+    values += fmt::format("{}({}, {}, {})", values.empty() ? "" : ",", sourceLiteral_, r.first, r.last);
+  }
+  return conn.exec(fmt::format(
+      "INSERT INTO outbox_scan_holes (source, first_id, last_id) VALUES {} ON DUPLICATE KEY UPDATE last_id = "
+      "GREATEST(last_id, VALUES(last_id))",
+      values));
+}
+
+Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) {
   if (rows.empty()) return saveScan(mark);
   std::string values, ids;
   values.reserve(rows.size() * 24);
@@ -169,7 +192,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
                                            **quarantined));
     }
     // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
-    return conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values));
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values)));
+    return recordPins(conn, mark);
   });
   if (!s.isOk()) return s;
   v = expectedAssignedThrough;

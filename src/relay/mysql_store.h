@@ -34,9 +34,10 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override;
   Result<std::optional<uint64_t>> nextAutoId() override;
   Result<uint64_t> initialFloor() override;
-  Status saveScan(ScanMark mark) override;
+  Result<std::vector<IdRange>> pinnedHoles() override;
+  Status saveScan(const ScanMark& mark) override;
   Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
-  Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) override;
+  Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) override;
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
   Status moveEpochStart(uint64_t seq) override;
@@ -76,6 +77,8 @@ class MysqlOutboxStore final : public OutboxStore {
   Status guardedStateWrite(db::Connection& conn, const std::string& assignments, const std::string& condition,
                            const char* what);
   Status guardedStateWrite(const std::string& assignments, const std::string& condition, const char* what);
+  // The pinned holes' changes of `mark` (outbox_scan_holes), on `conn` inside a transaction.
+  Status recordPins(db::Connection& conn, const ScanMark& mark);
 
   const SourceConfig& source_;
   std::chrono::seconds idleTransactionTimeout_;

@@ -222,6 +222,15 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64
   return without({IdRange{floor + 1, cursor}}, resolved);
 }
 
+Result<std::vector<IdRange>> MysqlOutboxStore::pinnedHoles() {
+  auto rows = queryRows(fmt::format(
+      "SELECT first_id, last_id FROM outbox_scan_holes WHERE source = {} ORDER BY first_id", sourceLiteral_));
+  if (!rows.isOk()) return rows.status();
+  std::vector<IdRange> out;
+  while (rows->next()) out.push_back(IdRange{rows->u64(0), rows->u64(1)});
+  return out;
+}
+
 Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {
   return session_.run([&](db::Connection& conn) -> Result<std::optional<uint64_t>> {
     // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.

@@ -107,9 +107,18 @@ inline std::vector<std::vector<IdRange>> statementChunks(const std::vector<IdRan
 }
 
 // What the assign transaction also records: where the scan stands once the batch is versioned.
+// Every id at or below `cursor` is resolved (versioned, quarantined, never used), above `floor`,
+// or inside a range of outbox_scan_holes (the holes kept for a while): `pin` adds ranges there,
+// `unpin` deletes them by first id (none of their ids is open any more).
 struct ScanMark {
   uint64_t cursor = 0;
   uint64_t floor = 0;
+  std::vector<IdRange> pin;
+  std::vector<uint64_t> unpin;
+  // Whether recording this mark changes what `recorded` says.
+  bool differsFrom(const ScanMark& recorded) const {
+    return cursor != recorded.cursor || floor != recorded.floor || !pin.empty() || !unpin.empty();
+  }
 };
 
 // The stream's last message, as reconcile needs it.
@@ -170,20 +179,24 @@ class OutboxStore {
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
   // open holes of a scan that restarts), as ascending ranges.
   virtual Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) = 0;
+  // The ranges of outbox_scan_holes (ScanMark::pin), ascending by first id.
+  virtual Result<std::vector<IdRange>> pinnedHoles() = 0;
   // The id the table's AUTO_INCREMENT gives next (nullopt when the server does not say).
   virtual Result<std::optional<uint64_t>> nextAutoId() = 0;
   // Where a source never scanned starts: just below its lowest row without a version, and below
   // every row a transaction open now may hold.
   virtual Result<uint64_t> initialFloor() = 0;
-  // Records the scan's progress when a poll assigned nothing.
-  virtual Status saveScan(ScanMark mark) = 0;
+  // Records the scan's progress when a poll assigned nothing: the cursor, the floor and the pinned
+  // holes' changes, in one transaction.
+  virtual Status saveScan(const ScanMark& mark) = 0;
   // Rows with versions from `fromVersion` up to `throughVersion`, in version order.
   virtual Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) = 0;
   // One transaction: gives `rows` (in id order) versions expectedAssignedThrough+1... (one
-  // multi-row INSERT into the versions table), moves assigned_through and records `mark`,
+  // multi-row INSERT into the versions table), moves assigned_through and records `mark` (with
+  // the pinned holes' changes),
   // provided assigned_through is still `expectedAssignedThrough` and the source is not halted.
   // Sets each row's version on success.
-  virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, ScanMark mark) = 0;
+  virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) = 0;
   // Moves published_through/published_stream_seq forward (never back).
   virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
   // Sets published_through/published_stream_seq to what the stream holds (reconcile).

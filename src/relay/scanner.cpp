@@ -13,6 +13,8 @@ Scanner::Scanner(OutboxStore& store, const Clock& clock) : store_(store), clock_
 Status Scanner::reset(const SourceState& state) {
   valid_ = false;
   holes_.clear();
+  openIds_ = 0;
+  pinned_.clear();
   epoch_ = state.epoch;
   if (!state.scanCursor) {
     auto floor = store_.initialFloor();
@@ -24,8 +26,17 @@ Status Scanner::reset(const SourceState& state) {
     const uint64_t floor = std::min(state.scanFloor.value_or(0), cursor_);
     auto ranges = store_.unresolved(floor, cursor_);
     if (!ranges.isOk()) return ranges.status();
+    auto pinned = store_.pinnedHoles();
+    if (!pinned.isOk()) return pinned.status();
     const auto now = clock_.now();
     for (const IdRange& r : *ranges) open(r, now);
+    // Recorded holes may hold ids resolved since: the next polls find those out (a visible row
+    // with a version closes, a dead id dies) and the range is unpinned once none is left.
+    for (const IdRange& r : *pinned) {
+      if (r.first > cursor_) continue;
+      pinned_[r.first] = std::min(r.last, cursor_);
+      open(IdRange{r.first, std::min(r.last, cursor_)}, now);
+    }
     recorded_ = ScanMark{cursor_, floor};
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
@@ -130,7 +141,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     }
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
-  batch.mark = ScanMark{cursor_, floorWithout(batch.rows)};
+  markFor(batch, now);
   if (readThrough) cutAt(batch, *readThrough + 1);  // rows above it wait for the late rows below them
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.
@@ -146,12 +157,61 @@ void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
   const auto now = clock_.now();
   for (auto it = first; it != batch.rows.end(); ++it) open(IdRange{it->id, it->id}, now);
   batch.rows.erase(first, batch.rows.end());
-  batch.mark.floor = floorWithout(batch.rows);
+  batch.mark.floor = floorWithout(batch.rows, batch.mark);
 }
 
 void Scanner::committed(const Batch& batch) {
   for (const auto& r : batch.rows) close(IdRange{r.id, r.id});
-  recorded_ = batch.mark;
+  for (uint64_t first : batch.mark.unpin) pinned_.erase(first);
+  for (const IdRange& r : batch.mark.pin) {
+    uint64_t& last = pinned_[r.first];
+    last = std::max(last, r.last);
+  }
+  recorded_ = ScanMark{batch.mark.cursor, batch.mark.floor};
+}
+
+void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
+  ScanMark& mark = batch.mark;
+  mark = ScanMark{cursor_, 0};
+  // One pass over the holes: which to pin, the oldest, and what has been open too long.
+  Clock::TimePoint oldest = now;
+  uint64_t stuckIds = 0;
+  const Hole* stuck = nullptr;
+  uint64_t stuckFirst = 0;
+  for (const auto& [first, hole] : holes_) {
+    oldest = std::min(oldest, hole.found);
+    if (now - hole.found >= kPinAfter && !pinned(first, hole.last, mark)) mark.pin.push_back(IdRange{first, hole.last});
+    if (now - hole.found >= kStuckAfter) {
+      stuckIds += hole.last - first + 1;
+      if (stuck == nullptr || hole.found < stuck->found) {
+        stuck = &hole;
+        stuckFirst = first;
+      }
+    }
+  }
+  oldestHoleAge_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - oldest);
+  // A recorded range with no open id left (its rows versioned, quarantined or never used).
+  for (const auto& [first, last] : pinned_) {
+    auto it = holes_.upper_bound(last);
+    const bool open = it != holes_.begin() && std::prev(it)->second.last >= first;
+    if (!open) mark.unpin.push_back(first);
+  }
+  mark.floor = floorWithout(batch.rows, mark);
+  if (stuck != nullptr && now - lastStuckLog_ >= kStuckAfter) {
+    lastStuckLog_ = now;
+    spdlog::warn("scan: {} ids have been open holes for over {} s, the oldest ({}..{}) for {} s: a transaction still "
+                 "holds them (an XA transaction left PREPARED shows in XA RECOVER; an open one in "
+                 "information_schema.INNODB_TRX), or a statement that began before they were found still runs. Rows "
+                 "committed after them are published meanwhile; theirs will be when they commit",
+                 stuckIds, kStuckAfter.count(), stuckFirst, stuck->last,
+                 std::chrono::duration_cast<std::chrono::seconds>(now - stuck->found).count());
+  }
+}
+
+bool Scanner::pinned(uint64_t first, uint64_t last, const ScanMark& mark) const {
+  auto it = pinned_.upper_bound(first);
+  if (it != pinned_.begin() && std::prev(it)->second >= last) return true;
+  return std::any_of(mark.pin.begin(), mark.pin.end(), [&](const IdRange& r) { return r.first <= first && r.last >= last; });
 }
 
 void Scanner::open(IdRange ids, Clock::TimePoint now) {
@@ -165,12 +225,16 @@ void Scanner::open(IdRange ids, Clock::TimePoint now) {
     }
   }
   while (it != holes_.end() && it->first <= ids.last) {
-    if (it->first > ids.first) holes_.emplace(ids.first, Hole{it->first - 1, now, nullptr});
+    if (it->first > ids.first) {
+      holes_.emplace(ids.first, Hole{it->first - 1, now, nullptr});
+      openIds_ += it->first - ids.first;
+    }
     ids.first = it->second.last + 1;
     if (ids.first > ids.last) return;
     ++it;
   }
   holes_.emplace(ids.first, Hole{ids.last, now, nullptr});
+  openIds_ += ids.size();
 }
 
 void Scanner::close(IdRange ids) {
@@ -184,6 +248,7 @@ void Scanner::close(IdRange ids) {
       continue;
     }
     it = holes_.erase(it);
+    openIds_ -= std::min(hole.last, ids.last) - std::max(first, ids.first) + 1;
     if (first < ids.first) holes_.emplace(first, Hole{ids.first - 1, hole.found, hole.holders, hole.probeAfter});
     if (hole.last > ids.last) {
       holes_.emplace(ids.last + 1, Hole{hole.last, hole.found, hole.holders, hole.probeAfter});
@@ -192,10 +257,12 @@ void Scanner::close(IdRange ids) {
   }
 }
 
-uint64_t Scanner::floorWithout(const std::vector<OutboxRow>& assigned) const {
-  // The floor is below the lowest open id the batch does not version. Rows are in id order.
+uint64_t Scanner::floorWithout(const std::vector<OutboxRow>& assigned, const ScanMark& mark) const {
+  // The floor is below the lowest open id the batch does not version and no recorded range
+  // covers. Rows are in id order.
   size_t i = 0;
   for (const auto& [first, hole] : holes_) {
+    if (pinned(first, hole.last, mark)) continue;
     uint64_t id = first;
     while (i < assigned.size() && assigned[i].id < id) ++i;
     while (id <= hole.last && i < assigned.size() && assigned[i].id == id) {
@@ -220,17 +287,5 @@ Status Scanner::checkAutoIncrement() {
       **next, cursor_, cursor_, cursor_ + 1));
 }
 
-uint64_t Scanner::openHoles() const {
-  uint64_t ids = 0;
-  for (const auto& [first, hole] : holes_) ids += hole.last - first + 1;
-  return ids;
-}
-
-std::chrono::milliseconds Scanner::oldestHoleAge() const {
-  if (holes_.empty()) return std::chrono::milliseconds(0);
-  auto oldest = holes_.begin()->second.found;
-  for (const auto& [first, hole] : holes_) oldest = std::min(oldest, hole.found);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - oldest);
-}
 
 }  // namespace outbox

@@ -36,6 +36,12 @@ class Scanner {
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
   // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
   static constexpr std::chrono::seconds kAutoIncrementCheck{10};
+  // A hole open this long is recorded in outbox_scan_holes (ScanMark::pin) and the floor moves on
+  // past it: a scan that starts again reads the recorded holes and the rows above the floor, not
+  // every row since the oldest hole (a transaction held open for days).
+  static constexpr std::chrono::seconds kPinAfter{5};
+  // Holes open longer than this are named in the log, once a kStuckAfter.
+  static constexpr std::chrono::seconds kStuckAfter{60};
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -45,8 +51,9 @@ class Scanner {
 
   Scanner(OutboxStore& store, const Clock& clock);
 
-  // Starts over from what the database says: the open holes of (scan_floor, scan_cursor] are
-  // rebuilt (visible ones come back as late rows on the next poll). A source never scanned starts
+  // Starts over from what the database says: the open holes of (scan_floor, scan_cursor] and those
+  // recorded in outbox_scan_holes are rebuilt (visible ones come back as late rows on the next
+  // poll), in O(open holes + rows above the floor). A source never scanned starts
   // at store.initialFloor(). Both this and next() fail, permanently, while the table's
   // AUTO_INCREMENT is at or below the cursor (truncated, recreated, restored): new rows would
   // take ids the scan has passed.
@@ -64,9 +71,9 @@ class Scanner {
   bool valid() const { return valid_; }
 
   // The ids of the open holes.
-  uint64_t openHoles() const;
-  // Age of the oldest open hole (zero when none).
-  std::chrono::milliseconds oldestHoleAge() const;
+  uint64_t openHoles() const { return openIds_; }
+  // Age of the oldest open hole (zero when none), as of the last poll.
+  std::chrono::milliseconds oldestHoleAge() const { return oldestHoleAge_; }
   // The mark as last recorded in the database.
   const ScanMark& recorded() const { return recorded_; }
 
@@ -82,7 +89,14 @@ class Scanner {
   void open(IdRange ids, Clock::TimePoint now);
   // Closes the open ids of `ids` (a hole split in two keeps what it knew).
   void close(IdRange ids);
-  uint64_t floorWithout(const std::vector<OutboxRow>& assigned) const;
+  // Whether ids first..last lie inside a range recorded in outbox_scan_holes, or one `mark` pins.
+  bool pinned(uint64_t first, uint64_t last, const ScanMark& mark) const;
+  // The floor once `assigned` (in id order) is versioned: below the lowest open id neither
+  // assigned nor pinned.
+  uint64_t floorWithout(const std::vector<OutboxRow>& assigned, const ScanMark& mark) const;
+  // The batch's mark: the cursor, the holes to pin (open kPinAfter, not pinned yet), the recorded
+  // ranges with no open id left to unpin, and the floor. Also names long-open holes in the log.
+  void markFor(Batch& batch, Clock::TimePoint now);
   Status checkAutoIncrement();
 
   OutboxStore& store_;
@@ -90,7 +104,13 @@ class Scanner {
   bool valid_ = false;
   uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;
-  std::map<uint64_t, Hole> holes_;  // first id -> hole: disjoint, in (floor, cursor]
+  std::map<uint64_t, Hole> holes_;  // first id -> hole: disjoint, at or below the cursor
+  uint64_t openIds_ = 0;            // the ids of holes_
+  std::chrono::milliseconds oldestHoleAge_{0};
+  Clock::TimePoint lastStuckLog_;
+  // The ranges of outbox_scan_holes (first -> last) as last recorded: each covers open holes or
+  // ids resolved since; one with no open id left is unpinned by the next mark.
+  std::map<uint64_t, uint64_t> pinned_;
   ScanMark recorded_;
   Clock::TimePoint lastBusyRead_;
   Clock::TimePoint lastAutoIncrementCheck_;

@@ -258,9 +258,9 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_only_its_source_until_quarantined) {
   BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE outbox_id = {}", poisoned.outboxTable(),
                                          poisonId)) == 0u);
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_quarantine") == 1u);
-  // A published row cannot be quarantined.
+  // A published row cannot be quarantined: refused as asked (exit 2).
   auto late = runBridge({"quarantine", "--config", config, "--source", poisoned.name, "--id", "1", "--reason", "x"});
-  BOOST_TEST(late.exitCode == 1);
+  BOOST_TEST(late.exitCode == 2);
   BOOST_TEST(late.err.find("already has version") != std::string::npos, late.err);
   BOOST_TEST(bridge.stop() == 0);
 }

@@ -36,8 +36,8 @@ struct TlsAccount {
       exec(fmt::format("GRANT SELECT, DELETE ON `{}`.`{}` TO '{}'@'127.0.0.1'", db.name(), outboxTable, user));
       for (const std::string& table : {outboxTable + "_versions", std::string("outbox_source_state"),
                                       std::string("outbox_bridge_lease"), std::string("outbox_bridge_candidate"),
-                                      std::string("outbox_quarantine"),
-                                      std::string("outbox_epoch_history")}) {
+                                      std::string("outbox_quarantine"), std::string("outbox_epoch_history"),
+                                      std::string("outbox_scan_holes")}) {
         exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON `{}`.`{}` TO '{}'@'127.0.0.1'", db.name(), table, user));
       }
     }

@@ -126,7 +126,8 @@ class FakeStore final : public OutboxStore {
     }
     return static_cast<uint64_t>(rows.size());
   }
-  Status saveScan(ScanMark mark) override {
+  Result<std::vector<IdRange>> pinnedHoles() override { return std::vector<IdRange>{}; }
+  Status saveScan(const ScanMark& mark) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
     state.scanCursor = mark.cursor;
@@ -143,7 +144,7 @@ class FakeStore final : public OutboxStore {
     if (static_cast<int>(out.size()) > limit) out.resize(static_cast<size_t>(limit));
     return out;
   }
-  Status assign(std::vector<OutboxRow>& batch, uint64_t expected, ScanMark mark) override {
+  Status assign(std::vector<OutboxRow>& batch, uint64_t expected, const ScanMark& mark) override {
     std::lock_guard lock(mu);
     if (failNextAssigns > 0) {
       --failNextAssigns;

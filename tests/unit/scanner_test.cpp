@@ -85,7 +85,9 @@ class TableStore final : public OutboxStore {
     }
     return out;
   }
+  uint64_t unresolvedSpan = 0;  // ids unresolved() was asked about: a restart's cost
   Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override {
+    if (cursor > floor) unresolvedSpan += cursor - floor;
     std::vector<IdRange> out;
     for (uint64_t id = floor + 1; id <= cursor; ++id) {
       auto it = rows.find(id);
@@ -103,10 +105,27 @@ class TableStore final : public OutboxStore {
     if (autoIncrement != 0) return std::optional<uint64_t>{autoIncrement};
     return std::optional<uint64_t>{rows.empty() ? 1 : rows.rbegin()->first + 1};
   }
+  // outbox_scan_holes: first -> last.
+  std::map<uint64_t, uint64_t> pinnedTable;
+  Result<std::vector<IdRange>> pinnedHoles() override {
+    std::vector<IdRange> out;
+    for (const auto& [first, last] : pinnedTable) out.push_back(IdRange{first, last});
+    return out;
+  }
+  void record(const ScanMark& mark) {
+    for (uint64_t first : mark.unpin) pinnedTable.erase(first);
+    for (const IdRange& r : mark.pin) pinnedTable[r.first] = std::max(pinnedTable[r.first], r.last);
+  }
   Result<uint64_t> initialFloor() override { return uint64_t{0}; }
-  Status saveScan(ScanMark) override { return Status::ok(); }
+  Status saveScan(const ScanMark& mark) override {
+    record(mark);
+    return Status::ok();
+  }
   Result<std::vector<OutboxRow>> readAssigned(uint64_t, uint64_t, int) override { return std::vector<OutboxRow>{}; }
-  Status assign(std::vector<OutboxRow>&, uint64_t, ScanMark) override { return Status::ok(); }
+  Status assign(std::vector<OutboxRow>&, uint64_t, const ScanMark& mark) override {
+    record(mark);
+    return Status::ok();
+  }
   Status markPublished(uint64_t, uint64_t) override { return Status::ok(); }
   Status setPublished(uint64_t, uint64_t) override { return Status::ok(); }
   Status moveEpochStart(uint64_t) override { return Status::ok(); }
@@ -133,6 +152,7 @@ struct Fixture {
       ids.push_back(r.id);
       store.rows[r.id].version = nextVersion++;
     }
+    store.record(batch->mark);
     scanner.committed(*batch);
     return ids;
   }
@@ -144,21 +164,71 @@ using Ids = std::vector<uint64_t>;
 
 // A transaction left open (connection 7, between statements) keeps its own id open, whatever
 // happens around it and however long; the others flow; when it commits, its row comes next.
+// Once open kPinAfter, the hole is recorded in outbox_scan_holes and the floor moves past it;
+// the record goes once the row is versioned.
 BOOST_AUTO_TEST_CASE(an_open_transaction_keeps_only_its_own_id_open) {
   Fixture f;
   f.store.insert(1, 7, false);
   for (uint64_t id = 2; id <= 5; ++id) f.store.insert(id, 8, true);
   BOOST_TEST((f.poll() == Ids{2, 3, 4, 5}));
+  BOOST_TEST(f.scanner.recorded().floor == 0u);
   for (int i = 0; i < 50; ++i) {
     f.clock.advance(1s);
     BOOST_TEST(f.poll().empty());
   }
   BOOST_TEST(f.scanner.openHoles() == 1u);  // the idle transaction's row is locked: not dead
-  BOOST_TEST(f.scanner.recorded().floor == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 5u);
+  BOOST_TEST((f.store.pinnedTable == std::map<uint64_t, uint64_t>{{1, 1}}));
   f.store.commit(7);
   BOOST_TEST((f.poll() == Ids{1}));
   BOOST_TEST(f.scanner.openHoles() == 0u);
   BOOST_TEST(f.scanner.recorded().floor == 5u);
+  BOOST_TEST(f.poll().empty());
+  BOOST_TEST(f.store.pinnedTable.empty());
+}
+
+// Issue 19, finding 4: a row held open for days (an XA transaction left PREPARED) pinned
+// scan_floor below it, and every session start read every versioned id since: O(rows since the
+// floor), past the read timeout at a few million, and the source never published again. Now the
+// hole is recorded once it has been open kPinAfter, the floor moves on, and a restart reads the
+// recorded holes and the ids above the floor: O(open holes), however many rows came after.
+BOOST_AUTO_TEST_CASE(a_restart_costs_the_open_holes_not_the_rows_since_the_oldest) {
+  Fixture f;
+  f.store.insert(1, 7, false);  // held open for good
+  for (uint64_t id = 2; id <= 101; ++id) f.store.insert(id, 8, true);
+  f.poll();
+  f.clock.advance(Scanner::kPinAfter);
+  f.poll();
+  for (uint64_t id = 102; id <= 100'000; ++id) f.store.insert(id, 8, true);
+  while (!f.poll(10'000).empty()) {
+  }
+  BOOST_TEST(f.scanner.recorded().cursor == 100'000u);
+  BOOST_TEST(f.scanner.recorded().floor == 100'000u);
+  SourceState state;
+  state.scanCursor = f.scanner.recorded().cursor;
+  state.scanFloor = f.scanner.recorded().floor;
+  f.store.unresolvedSpan = 0;
+  Scanner restarted(f.store, f.clock);
+  BOOST_REQUIRE(restarted.reset(state).isOk());
+  BOOST_TEST(f.store.unresolvedSpan == 0u);  // nothing above the floor to read
+  BOOST_TEST(restarted.openHoles() == 1u);
+  // The held row commits after the restart: it is found, and the record goes.
+  f.store.commit(7);
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  auto batch = restarted.next(100);
+  BOOST_REQUIRE(batch.isOk());
+  BOOST_REQUIRE_EQUAL(batch->rows.size(), 1u);
+  BOOST_TEST(batch->rows[0].id == 1u);
+  f.store.rows[1].version = f.nextVersion++;
+  f.store.record(batch->mark);
+  restarted.committed(*batch);
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  auto after = restarted.next(100);
+  BOOST_REQUIRE(after.isOk());
+  BOOST_TEST((after->mark.unpin == std::vector<uint64_t>{1}));
+  f.store.record(after->mark);
+  BOOST_TEST(f.store.pinnedTable.empty());
+  BOOST_TEST(restarted.openHoles() == 0u);
 }
 
 // An id is taken inside a statement before its row exists: while the connection that may hold
