@@ -50,13 +50,27 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
         "this server is a Galera node (wsrep_on): every producer of this source must write through this node, or a "
         "row committed on another node could be lost (ARCHITECTURE.md section 3a)");
   }
+  // A replication applier with work left may hold any open hole (section 3a): the scan asks each
+  // time a hole could die, from the replication status when the account may read it.
+  auto replication = conn.query("SHOW ALL SLAVES STATUS");
+  if (!replication.isOk() && replication.status().cause() == Cause::kServer) {
+    replication = conn.query("SHOW REPLICA STATUS");  // MySQL: the MariaDB statement is a syntax error
+  }
+  if (!replication.isOk() && replication.status().cause() == Cause::kAccessDenied) {
+    notes.push_back(fmt::format(
+        "the database user cannot read the replication status (SHOW ALL SLAVES STATUS): if this server is a promoted "
+        "replica whose applier is stopped with transactions left in its relay log, the bridge cannot see them, and "
+        "an outbox row they hold could be lost (ARCHITECTURE.md section 3a); a running applier is still seen. Run: "
+        "GRANT SLAVE MONITOR ON *.* TO {}; (MySQL: GRANT REPLICATION CLIENT)",
+        grantee(conn)));
+  }
   auto appliers = conn.query(
       "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker')");
   if (appliers.isOk() && appliers->next() && appliers->u64(0) > 0) {
     notes.push_back(
-        "this server also applies replicated writes (replica threads are running): every producer of this source "
-        "must write through this server; an outbox row that arrives by replication carries an id another server "
-        "gave it, and could be lost (ARCHITECTURE.md section 3a)");
+        "this server also applies replicated writes (replica threads are running): while its applier has work left "
+        "no open hole is given up (its rows carry ids another server handed out), and every producer of this source "
+        "must still write through this server (ARCHITECTURE.md section 3a)");
   }
   return Status::ok();
 }

@@ -31,6 +31,10 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override;
   Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override;
   Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) override;
+  // From SHOW ALL SLAVES STATUS (MariaDB, needs SLAVE MONITOR) or SHOW REPLICA STATUS (MySQL,
+  // REPLICATION CLIENT); without the grant, from the applier threads' state in PROCESSLIST, which
+  // cannot show a stopped SQL thread's unapplied relay log. Logs when the answer changes.
+  Result<bool> applierWorkLeft() override;
   Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override;
   Result<std::optional<uint64_t>> nextAutoId() override;
   Result<uint64_t> initialFloor() override;
@@ -84,6 +88,7 @@ class MysqlOutboxStore final : public OutboxStore {
   std::chrono::seconds idleTransactionTimeout_;
   ServerCheck check_;
   bool notesLogged_ = false;
+  bool applierWorkLeft_ = false;  // what applierWorkLeft() last said
   std::string table_;        // quoted identifier
   std::string versions_;     // `<outbox_table>_versions`, quoted
   std::string sourceLiteral_;  // the source's name as an SQL string

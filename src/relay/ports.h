@@ -176,6 +176,14 @@ class OutboxStore {
   // row and no lock error there. Called once no statement that could have taken them still runs:
   // such an id was rolled back or never used.
   virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
+  // Whether a replication applier on this server has work left (section 3a, "Replica appliers"):
+  // a replication connection whose relay log holds events it has not executed — its SQL thread
+  // running or stopped (started, it applies them) — or an applier thread busy applying. Such an
+  // applier writes rows with ids another server handed out (a promoted replica still catching
+  // up, a second primary) and shows in no ConnectionReading, so it may hold any open hole: while
+  // it has work left, no hole dies. One that has executed everything it received holds none.
+  // Asked after the new-row read it guards and before unheld().
+  virtual Result<bool> applierWorkLeft() = 0;
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
   // open holes of a scan that restarts), as ascending ranges.
   virtual Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) = 0;

@@ -126,6 +126,14 @@ Result<Scanner::Batch> Scanner::next(int limit) {
         break;
       }
     }
+    // A replication applier with work left may hold any hole, suspects or not (its rows carry ids
+    // another server handed out): no hole dies until it has applied what it has. Asked after (1):
+    // what an idle applier committed before it is visible to the probe.
+    if (!mayBeDead.empty()) {
+      auto applying = store_.applierWorkLeft();
+      if (!applying.isOk()) return applying.status();
+      if (*applying) mayBeDead.clear();
+    }
     if (!mayBeDead.empty()) {
       auto dead = store_.unheld(mayBeDead);
       if (!dead.isOk()) return dead.status();

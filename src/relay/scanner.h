@@ -19,8 +19,9 @@ namespace outbox {
 // range: a million rolled-back ids cost one entry). Its suspects are the connections inside a
 // statement at the first reading after it was found; each later reading drops those seen between
 // statements (or gone). Ids of a hole with no suspect left die only where a NOWAIT locking probe
-// then finds no row and no lock (an open transaction's row is locked). Time alone never kills a
-// hole.
+// then finds no row and no lock (an open transaction's row is locked), and only while no
+// replication applier on the server has work left (it may hold any id: store.applierWorkLeft()).
+// Time alone never kills a hole.
 //
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) probe the
 // holes, in that order: a change visible in (1) follows, in its entity's order, changes that

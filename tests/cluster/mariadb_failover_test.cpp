@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,25 @@ namespace {
 unsigned replicaPort() {
   if (stack().mysqlReplicaPort == 0) throw std::runtime_error("OUTBOX_TEST_MYSQL_REPLICA_PORT is not set (tools/stack env)");
   return stack().mysqlReplicaPort;
+}
+
+// Runs `sql` on the replica as its administrator (the OS user's socket account tools/stack made):
+// the stack's outbox account there lacks READ_ONLY ADMIN.
+void asReplicaAdmin(const std::string& sql) {
+  auto r = runCommand(fmt::format("mariadb --no-defaults --protocol=socket --socket='{}/mariadb-replica/mysqld.sock' "
+                                  "-u\"$(id -un)\" -e \"{}\"",
+                                  stack().stackDir, sql));
+  if (r.exitCode != 0) throw std::runtime_error(fmt::format("replica admin '{}': {}", sql, r.err));
+}
+
+// The named column of a one-row result (SHOW MASTER STATUS, SHOW SLAVE STATUS); "" when absent.
+std::string field(db::Connection& conn, const std::string& query, const std::string& column) {
+  auto rows = conn.query(query);
+  if (!rows.isOk() || !rows->next()) return "";
+  for (size_t i = 0; i < rows->columnCount(); ++i) {
+    if (rows->columns()[i].name == column) return std::string(rows->optText(i).value_or(""));
+  }
+  return "";
 }
 
 // A primary with a fresh replica; the bridge and the producers reach MariaDB through a proxy that
@@ -148,5 +168,75 @@ BOOST_AUTO_TEST_CASE(a_failover_to_a_lagging_replica_halts_until_an_epoch_bump_a
     lastEpoch = e;
   }
   BOOST_TEST(headerU64(epoch2.front(), "Outbox-Version") > epoch1Top);
+  BOOST_TEST(f.bridge->stop() == 0);
+}
+
+// Issue 19: the replica was promoted (made writable) while its applier still had a transaction
+// in its relay log — one that was open on the primary when the bridge read past its id, and
+// committed just before the primary died. The bridge on the promoted replica must keep that id
+// open until the applier has applied it: then publish it, once, with the next version.
+BOOST_AUTO_TEST_CASE(a_row_the_promoted_replica_applies_after_the_bridge_started_there_is_published) {
+  Failover f("foapply");
+  f.producers.reset();
+  const std::string table = f.source.outboxTable();
+  auto insert = [&](const std::string& key) {
+    return fmt::format("INSERT INTO `{}` (entity_type, entity_key, op, payload) VALUES ('item', '{}', 'upsert', "
+                       "'{{\"n\":1}}')",
+                       table, key);
+  };
+  // On the primary: T1 takes an id and stays open; T2 takes the next one and commits.
+  auto t1 = connectAt(stack().mysqlPort, f.database.name());
+  BOOST_REQUIRE(t1->begin().isOk());
+  BOOST_REQUIRE(t1->exec(insert("t1")).isOk());
+  BOOST_REQUIRE(connectAt(stack().mysqlPort, f.database.name())->exec(insert("t2")).isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+    auto state = f.database.state(f.source.name);
+    return f.database.unversioned(table) == 0 && state.publishedThrough == state.assignedThrough &&
+           f.database.scalar(fmt::format("SELECT COUNT(*) FROM `{}` WHERE entity_key = 't2'", table)) == 1;
+  }, 30s), f.bridge->log());
+  BOOST_REQUIRE(f.bridge->stop() == 0);
+  // The replica applies everything so far (T2, the bridge's own writes), then its applier stops.
+  auto primary = connectAt(stack().mysqlPort);
+  auto replica = connectAt(replicaPort());
+  const std::string position = field(*primary, "SELECT @@gtid_binlog_pos AS p", "p");
+  auto caughtUp = replica->queryU64(fmt::format("SELECT MASTER_GTID_WAIT('{}', 30)", position));
+  BOOST_REQUIRE(caughtUp.isOk() && caughtUp->value_or(1) == 0);
+  BOOST_REQUIRE(replica->exec("STOP SLAVE SQL_THREAD").isOk());
+  // T1 commits on the primary; the replica receives it into its relay log, and does not apply it.
+  BOOST_REQUIRE(t1->commit().isOk());
+  const std::string file = field(*primary, "SHOW MASTER STATUS", "File");
+  const std::string pos = field(*primary, "SHOW MASTER STATUS", "Position");
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+    return field(*replica, "SHOW SLAVE STATUS", "Master_Log_File") == file &&
+           field(*replica, "SHOW SLAVE STATUS", "Read_Master_Log_Pos") == pos;
+  }, 30s), "the replica's IO thread did not receive T1");
+  t1.reset();
+  primary.reset();
+  // The failover: the primary goes away, the replica is made writable as it is (its relay log,
+  // and its replication settings, kept), the address follows it, the bridge starts there.
+  stackCommand("stop", "mariadb");
+  asReplicaAdmin("SET GLOBAL read_only = 0");
+  f.proxy.retarget(static_cast<int>(replicaPort()));
+  f.database.moveTo(replicaPort());
+  BOOST_REQUIRE(f.database.unversioned(table) == 0);  // T1 is not there yet
+  f.bridge->start();
+  // A row written on the promoted replica is published: the bridge polls there, and has probed
+  // T1's id. Then a few more seconds of polls, in which a hole the applier holds could die.
+  BOOST_REQUIRE(connectAt(replicaPort(), f.database.name())->exec(insert("r1")).isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+    auto state = f.database.state(f.source.name);
+    return f.database.unversioned(table) == 0 && state.publishedThrough == state.assignedThrough;
+  }, 30s), f.bridge->log());
+  std::this_thread::sleep_for(3s);  // nothing to wait for: the bridge must do nothing wrong meanwhile
+  // The applier resumes and commits T1: its row must reach the stream, once.
+  BOOST_REQUIRE(replica->exec("START SLAVE SQL_THREAD").isOk());
+  BOOST_REQUIRE(waitUntil([&] {
+    return f.database.scalar(fmt::format("SELECT COUNT(*) FROM `{}` WHERE entity_key = 't1'", table)) == 1;
+  }, 30s));
+  StreamReader reader;
+  auto messages = requireStreamMatchesTable(f.database, f.source, reader, 30s, [&] { return f.bridge->log(); });
+  BOOST_TEST(headerU64(messages.front(), "Outbox-Version") == 1u);
+  BOOST_TEST(messages.back().headers.at("Outbox-Entity-Key") == "t1");  // the last version: T1, late
+  BOOST_TEST(f.database.state(f.source.name).epoch == 1u);
   BOOST_TEST(f.bridge->stop() == 0);
 }

@@ -24,8 +24,10 @@ struct TlsAccount {
   TestDatabase& database;
   std::string user;
   std::string password = "tls-pw-7c1e";
-  // `grants`: "ALL" on the database, or the README's least privileges for the outbox table named.
-  TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require, const std::string& outboxTable = "")
+  // `grants`: "ALL" on the database, or the README's least privileges for the outbox table named
+  // (without SLAVE MONITOR unless `slaveMonitor`).
+  TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require, const std::string& outboxTable = "",
+             bool slaveMonitor = true)
       : database(db), user(uniqueName(prefix, db)) {
     registerSecret(password);
     exec(fmt::format("CREATE USER '{}'@'127.0.0.1' IDENTIFIED BY '{}' REQUIRE {}", user, password, require));
@@ -42,6 +44,9 @@ struct TlsAccount {
       }
     }
     exec(fmt::format("GRANT PROCESS ON *.* TO '{}'@'127.0.0.1'", user));
+    if (!outboxTable.empty() && slaveMonitor) {
+      exec(fmt::format("GRANT SLAVE MONITOR ON *.* TO '{}'@'127.0.0.1'", user));
+    }
   }
   void exec(const std::string& sql) {
     Status s = database.sql().exec(sql);
@@ -153,6 +158,7 @@ BOOST_AUTO_TEST_CASE(the_bridge_works_through_verify_identity_with_the_least_pri
   BridgeProcess bridge(config);
   bridge.start();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 50; }, 20s), bridge.log());
+  BOOST_TEST(bridge.log().find("cannot read the replication status") == std::string::npos, bridge.log());
   auto snapshot = httpRequest(bridge.httpPort(), "GET", "/v1/sources/" + source.name + "/control-snapshot");
   BOOST_TEST(snapshot.status == 200);
   BOOST_TEST(snapshot.body.find("\"recordCount\":50") != std::string::npos, snapshot.body.substr(0, 300));
@@ -167,4 +173,33 @@ BOOST_AUTO_TEST_CASE(the_bridge_works_through_verify_identity_with_the_least_pri
   BOOST_TEST(bridge.log().find(account.password) == std::string::npos);
   BOOST_TEST(pruned.err.find(account.password) == std::string::npos);
   BOOST_TEST(bridge.log().find("ssl-mode=VERIFY_IDENTITY") != std::string::npos, bridge.log());  // the masked DSN
+}
+
+// Issue 19: SLAVE MONITOR lets the bridge see a promoted replica's stopped applier; a server
+// without replication works without it, and the bridge says once what to grant.
+BOOST_AUTO_TEST_CASE(the_bridge_works_without_slave_monitor_and_says_once_what_to_grant) {
+  TestDatabase database("mytlsnm");
+  const std::string name = uniqueName("tlsn", database);
+  SourceSpec deploy{name, &database, {}};
+  migrate(writeConfig({deploy}));
+  TlsAccount account(database, "tln", "SSL", deploy.outboxTable(), /*slaveMonitor=*/false);
+  SourceSpec source{name, &database,
+                    {{"dsn", fmt::format("\"{}\"", account.dsn("ssl-mode=VERIFY_IDENTITY&ssl-ca=" + tlsDir() + "/ca.pem"))},
+                     {"password", fmt::format("\"{}\"", account.password)}}};
+  BridgeProcess bridge(writeConfig({source}));
+  bridge.start();
+  insertRows(database.sql(), source.outboxTable(), 20);
+  auto open = database.connect();  // a hole the bridge probes: an id rolled back
+  BOOST_REQUIRE(open->begin().isOk());
+  BOOST_REQUIRE(open->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op) VALUES ('item', 'x', 'upsert')",
+                                       source.outboxTable())).isOk());
+  insertRows(database.sql(), source.outboxTable(), 30, 20);
+  open->rollback();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 50; }, 20s), bridge.log());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).scanFloor >= 51u; }, 20s), bridge.log());
+  const std::string log = bridge.log();
+  const auto first = log.find("GRANT SLAVE MONITOR ON *.*");
+  BOOST_TEST(first != std::string::npos, log);
+  BOOST_TEST(log.find("GRANT SLAVE MONITOR ON *.*", first + 1) == std::string::npos, log);
+  BOOST_TEST(bridge.stop() == 0);
 }

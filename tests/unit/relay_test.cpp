@@ -102,6 +102,7 @@ class FakeStore final : public OutboxStore {
     }
     return out;
   }
+  Result<bool> applierWorkLeft() override { return false; }
   Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override {
     std::lock_guard lock(mu);
     std::vector<IdRange> out;

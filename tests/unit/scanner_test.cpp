@@ -30,6 +30,7 @@ class TableStore final : public OutboxStore {
   uint64_t epoch = 1;
   int unheldCalls = 0;
   int rangeReads = 0;
+  bool applierBusy = false;  // a replication applier has work left (it may hold any id)
 
   void insert(uint64_t id, uint64_t connection, bool committed) { rows[id] = Row{committed, connection, 0}; }
   void commit(uint64_t connection) {
@@ -85,6 +86,7 @@ class TableStore final : public OutboxStore {
     }
     return out;
   }
+  Result<bool> applierWorkLeft() override { return applierBusy; }
   uint64_t unresolvedSpan = 0;  // ids unresolved() was asked about: a restart's cost
   Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) override {
     if (cursor > floor) unresolvedSpan += cursor - floor;
@@ -382,3 +384,31 @@ BOOST_AUTO_TEST_CASE(an_auto_increment_at_or_below_the_cursor_stops_the_scan) {
   BOOST_TEST(restarted.reset(state).isOk());
 }
 
+
+// Issue 19: on a promoted replica whose applier still has transactions of the old primary to
+// apply, any hole may be the applier's (its rows carry ids the old primary handed out, and it is
+// no suspect): no hole dies while it has work left, however long; the row it applies comes as a
+// late row. An applier with nothing left keeps nothing open.
+BOOST_AUTO_TEST_CASE(a_hole_never_dies_while_a_replication_applier_has_work_left) {
+  Fixture f;
+  f.store.applierBusy = true;
+  f.store.insert(2, 8, true);  // id 1: the old primary's, in the relay log
+  BOOST_TEST((f.poll() == Ids{2}));
+  for (int i = 0; i < 50; ++i) {
+    f.clock.advance(1s);
+    BOOST_TEST(f.poll().empty());
+  }
+  BOOST_TEST(f.store.unheldCalls == 0);
+  BOOST_TEST(f.scanner.openHoles() == 1u);
+  BOOST_TEST(f.scanner.recorded().floor == 0u);
+  f.store.insert(1, 99, true);  // the applier commits it, and has nothing left
+  f.store.applierBusy = false;
+  BOOST_TEST((f.poll() == Ids{1}));
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  // Caught up: an id never used dies as on any primary.
+  f.store.insert(4, 8, true);
+  BOOST_TEST((f.poll() == Ids{4}));
+  f.poll();
+  BOOST_TEST(f.scanner.openHoles() == 0u);
+  BOOST_TEST(f.scanner.recorded().floor == 4u);
+}
