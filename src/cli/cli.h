@@ -26,6 +26,16 @@ CLI::Option* addConfigOption(CLI::App* command, std::string& path);
 Config loadOrExit(const std::string& path, const std::string& command);
 const SourceConfig& sourceOrExit(const Config& config, const std::string& name);
 
+// Flag rules (CLI11 validators; a flag that breaks one exits 2 naming it):
+// a number of seconds from `min` to `max`, finite (CLI::Range lets NaN through).
+CLI::Validator secondsBetween(double min, double max);
+// A source name as the config has them (also: never a path to paste into a URL).
+CLI::Validator sourceName();
+// Every command's --source and --reason (1 to 1000 characters, not blank) follow one rule.
+void applyFlagRules(CLI::App& app);
+// --url of a bridge: http[s]://HOST[:PORT], no credentials; else Exit{2} naming `flag`.
+void requireBaseUrl(const std::string& flag, const std::string& url);
+
 // Each subcommand registers its options and returns the function that runs it.
 using Command = std::function<int()>;
 Command addRun(CLI::App& app);

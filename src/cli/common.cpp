@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "cli/cli.h"
 #include "common/log.h"
 
@@ -18,6 +20,67 @@ Config loadOrExit(const std::string& path, const std::string& command) {
   }
   setupLogging(config.logLevel, config.logFormat, command);
   return config;
+}
+
+CLI::Validator secondsBetween(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        double value = 0;
+        try {
+          size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size()) return "not a number of seconds";
+        } catch (const std::exception&) {
+          return "not a number of seconds";
+        }
+        if (!std::isfinite(value) || value < min || value > max) {
+          return fmt::format("must be a number of seconds from {} to {}", min, max);
+        }
+        return "";
+      },
+      "SECONDS");
+}
+
+CLI::Validator sourceName() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        return isSqlIdentifier(name) ? "" : "must be a source name (^[A-Za-z_][A-Za-z0-9_]{0,63}$)";
+      },
+      "NAME");
+}
+
+namespace {
+
+constexpr size_t kMaxReason = 1000;  // what outbox_epoch_history and outbox_quarantine keep
+
+CLI::Validator reasonText() {
+  return CLI::Validator(
+      [](std::string& reason) -> std::string {
+        if (reason.find_first_not_of(" \t\r\n") == std::string::npos) return "must not be empty";
+        if (reason.size() > kMaxReason) {
+          return fmt::format("is {} characters; at most {} are kept, so give a shorter one", reason.size(), kMaxReason);
+        }
+        return "";
+      },
+      "TEXT");
+}
+
+}  // namespace
+
+void applyFlagRules(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (CLI::Option* source = sub->get_option_no_throw("--source")) source->check(sourceName());
+    if (CLI::Option* reason = sub->get_option_no_throw("--reason")) reason->check(reasonText());
+    applyFlagRules(*sub);
+  }
+}
+
+void requireBaseUrl(const std::string& flag, const std::string& url) {
+  try {
+    checkHttpBaseUrl(flag, url);
+  } catch (const ConfigError& e) {
+    throw Exit{kExitUsage, fmt::format("{}: {}", e.key(), e.reason())};
+  }
 }
 
 const SourceConfig& sourceOrExit(const Config& config, const std::string& name) {

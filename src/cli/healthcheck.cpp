@@ -1,6 +1,7 @@
 // outbox-bridge healthcheck: GET /readyz (or another path) of a running bridge; exit 0 when it
 // answers 200. For container HEALTHCHECKs, where the image has no curl.
 
+#include <algorithm>
 #include <cstdio>
 
 #include <httplib.h>
@@ -22,10 +23,18 @@ Command addHealthcheck(CLI::App& app) {
   cmd->add_option("--config", args->config, fmt::format("TOML config file (or ${})", kConfigEnvironmentVariable))
       ->envname(kConfigEnvironmentVariable);
   cmd->add_option("--url", args->url, "base URL instead of the config's http.listen, e.g. http://127.0.0.1:8080");
-  cmd->add_option("--path", args->path, "path to ask (default /readyz; /healthz for liveness)");
-  cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")->check(CLI::PositiveNumber);
+  cmd->add_option("--path", args->path, "path to ask (default /readyz; /healthz for liveness)")
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            const bool plain = std::all_of(path.begin(), path.end(), [](unsigned char c) { return c > 32 && c < 127; });
+            return !path.empty() && path.front() == '/' && plain ? "" : "must be a path starting with '/' (e.g. /readyz)";
+          },
+          "PATH"));
+  cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")
+      ->check(secondsBetween(0.001, 3600));
   return [args]() {
     std::string base = args->url;
+    if (!base.empty()) requireBaseUrl("--url", base);
     const bool fromConfig = base.empty();
     if (fromConfig) {
       if (args->config.empty()) throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};

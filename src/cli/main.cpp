@@ -8,7 +8,6 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
-#include "common/log.h"
 #include "outbox_version.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +30,7 @@ int main(int argc, char** argv) {
   add(&addQuarantine);
   add(&addReplica);
   add(&addHealthcheck);
+  applyFlagRules(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -59,6 +59,13 @@ int main(int argc, char** argv) {
       spdlog::error("{}", e.message);
     }
     return e.code;
+  } catch (const outbox::ConfigError& e) {
+    std::fprintf(stderr, "outbox-bridge: config error: %s: %s\n", e.key().c_str(), e.reason().c_str());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    // No exception leaves a command unexplained (an abort would print only its type).
+    std::fprintf(stderr, "outbox-bridge: %s\n", e.what());
+    return kExitFailure;
   }
   return kExitUsage;
 }

@@ -28,9 +28,17 @@ std::string secretFromEnvironment(const std::string& var) {
   if (const char* v = std::getenv(var.c_str())) return v;
   const char* file = std::getenv((var + "_FILE").c_str());
   if (file == nullptr) return "";
-  std::ifstream in(file);
-  std::string line;
-  if (!in || !std::getline(in, line)) throw Exit{kExitUsage, fmt::format("replica: {}_FILE: cannot read '{}'", var, file)};
+  std::string content;
+  try {
+    content = readSmallFile(var + "_FILE", file, kMaxSecretBytes);
+  } catch (const ConfigError& e) {
+    throw Exit{kExitUsage, fmt::format("replica: {}: {}", e.key(), e.reason())};
+  }
+  std::string line = content.substr(0, content.find('\n'));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty() || line.find('\0') != std::string::npos) {
+    throw Exit{kExitUsage, fmt::format("replica: {}_FILE: '{}' holds no secret on its first line, or a NUL", var, file)};
+  }
   return line;
 }
 
@@ -67,11 +75,25 @@ Command addReplica(CLI::App& app) {
                                                                        envKeys.at(flag)))
         ->envname("OUTBOX_BRIDGE_NATS_" + envKeys.at(flag));
   }
-  cmd->add_option("--dump", args->dump, "write the replica as JSON to this file after each verification and at exit");
+  cmd->add_option("--dump", args->dump, "write the replica as JSON to this file after each verification and at exit")
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+            if (path.empty() || path.back() == '/') return "must name a file";
+            return CLI::ExistingDirectory(dir).empty() ? "" : fmt::format("the directory '{}' does not exist", dir);
+          },
+          "FILE"));
   cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)");
+      ->check(secondsBetween(0.001, 86400));
+  cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
+      ->check(secondsBetween(0, kMaxDuration.count() / 1000.0));
   return [args]() {
+    requireBaseUrl("--url", args->url);
+    try {
+      checkNatsUrls("--nats", args->nats);
+    } catch (const ConfigError& e) {
+      throw Exit{kExitUsage, fmt::format("{}: {}", e.key(), e.reason())};
+    }
     StopSignal stop;
     SignalWatcher signals(stop);
     Replica::Options options;

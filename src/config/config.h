@@ -27,6 +27,12 @@ class ConfigError : public std::runtime_error {
 
 using Duration = std::chrono::milliseconds;
 
+// The longest duration: its nanoseconds (what nats-server and std::chrono waits take) fit an
+// int64 (about 292 years).
+inline constexpr Duration kMaxDuration{INT64_MAX / 1'000'000};
+// `value` as an error message may echo it: at most 100 characters, control characters as \xNN.
+std::string shownValue(const std::string& value);
+
 // An integer config value; ConfigError naming `key` when `text` is not one.
 int64_t parseInteger(const std::string& key, const std::string& text);
 // "250ms", "30s", "2m", "1h", "1h30m", "7d"; a bare "0" is zero. Throws ConfigError(key, ...).
@@ -60,6 +66,14 @@ struct Dsn {
   // The DSN with the password replaced by "****" (or absent when there is none).
   std::string masked() const;
 };
+
+// HOST:PORT to listen on: HOST a name, an IPv4 address or [IPv6] (0.0.0.0 or [::] for every
+// interface), PORT 0 (any free port) to 65535. ConfigError(key, ...) otherwise.
+void checkListen(const std::string& key, const std::string& listen);
+// nats://HOST[:PORT] or tls://..., comma-separated, no credentials, ports 1 to 65535.
+void checkNatsUrls(const std::string& key, const std::string& urls);
+// http[s]://HOST[:PORT][/], no credentials (the URL is printed), nothing else after the port.
+void checkHttpBaseUrl(const std::string& key, const std::string& url);
 
 // `^[A-Za-z_][A-Za-z0-9_]{0,63}$`: the only names that may be spliced into SQL.
 bool isSqlIdentifier(const std::string& name);
@@ -132,6 +146,16 @@ struct Config {
 
   const SourceConfig* findSource(const std::string& name) const;
 };
+
+// The whole of the regular file `path`, at most `maxBytes`. A ConfigError naming `key` when it
+// cannot be read, is larger, or is not a regular file (a directory, a FIFO, a device such as
+// /dev/zero): nothing that could block or never end is read.
+std::string readSmallFile(const std::string& key, const std::string& path, size_t maxBytes);
+// A ConfigError naming `key` (`what`: a prefix for the part of it) unless `path` is empty or a
+// readable regular file.
+void requireRegularFile(const std::string& key, const std::string& path, const std::string& what = "");
+inline constexpr size_t kMaxConfigBytes = 1 << 20;  // a config file
+inline constexpr size_t kMaxSecretBytes = 64 << 10;  // a password, token or seed file
 
 using Environment = std::map<std::string, std::string>;
 Environment processEnvironment();

@@ -1,4 +1,4 @@
-// `check-config`'s rendering of a config, secrets masked.
+// `check-config`'s rendering of a config, secrets masked: TOML that parses back to the same config.
 #include <fmt/format.h>
 
 #include "config/config.h"
@@ -6,11 +6,27 @@
 namespace outbox {
 
 namespace {
+// A TOML basic string: quotes, backslashes and control characters escaped, so that no value can
+// end its line early or forge another (a newline in a value, a multi-line snapshot_query).
 std::string quoted(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out.push_back(ch);
+        }
+    }
   }
   return out + "\"";
 }

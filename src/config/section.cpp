@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 
 namespace outbox::config_detail {
 
@@ -22,11 +20,10 @@ std::string upper(std::string s) {
 }
 
 std::string readSecretFile(const std::string& key, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(key, fmt::format("cannot read file '{}'", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return trimNewline(buffer.str());
+  std::string secret = trimNewline(readSmallFile(key, path, kMaxSecretBytes));
+  if (secret.empty()) throw ConfigError(key, fmt::format("'{}' is empty", shownValue(path)));
+  if (secret.find('\0') != std::string::npos) throw ConfigError(key, fmt::format("'{}' holds a NUL byte", shownValue(path)));
+  return secret;
 }
 
 const toml::table* subTable(const toml::table& root, const std::string& key) {
@@ -44,7 +41,7 @@ int positiveInt(const std::string& key, int64_t value, int64_t max) {
 }
 
 void requireReadable(const std::string& key, const std::string& path, const std::string& what) {
-  if (!path.empty() && !std::ifstream(path)) throw ConfigError(key, fmt::format("{}cannot read '{}'", what, path));
+  requireRegularFile(key, path, what);
 }
 
 }  // namespace outbox::config_detail

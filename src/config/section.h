@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -19,9 +20,11 @@
 namespace outbox::config_detail {
 
 std::string upper(std::string s);
+// The secret in the regular file `path` (at most kMaxSecretBytes, one trailing newline dropped);
+// a ConfigError naming `key` when it is empty or holds a NUL.
 std::string readSecretFile(const std::string& key, const std::string& path);
-// Throws ConfigError(key, "cannot read '<path>'") (`what`: a prefix naming the part of the key)
-// unless `path` is empty or a readable file.
+// Throws ConfigError(key, ...) (`what`: a prefix naming the part of the key) unless `path` is
+// empty or a readable regular file.
 void requireReadable(const std::string& key, const std::string& path, const std::string& what = "");
 // The table `key` of `root`, or null when absent; a ConfigError when `key` is not a table.
 const toml::table* subTable(const toml::table& root, const std::string& key);
@@ -77,7 +80,7 @@ class Section {
       if (*text == name) return value;
       names += (names.empty() ? "" : ", ") + std::string(name);
     }
-    throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", *text, names));
+    throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", shownValue(*text), names));
   }
 
   // A path to a file that must be readable (PEM files, seeds, creds).
@@ -95,8 +98,15 @@ class Section {
       throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
     }
     if (file) return readSecretFile(keyName(key + "_file"), *file);
+    if (inlineValue && inlineValue->find('\0') != std::string::npos) {
+      throw ConfigError(keyName(key), "holds a NUL character");
+    }
     return inlineValue;
   }
+
+  // `key` is known but not read here (a source's name, read before the section existed); its
+  // environment variable stays unknown.
+  void markRead(const std::string& key) { read_.insert(key); }
 
   void finish() const {
     if (table_ == nullptr) return;
@@ -114,5 +124,16 @@ class Section {
   std::set<std::string>& consulted_;
   std::set<std::string> read_;
 };
+
+// One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
+SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
+                         std::set<std::string>& consulted);
+// max_age and duplicate_window, as nats-server will take them.
+void streamLimits(Section& sec, SourceConfig& source);
+// "" when `query` is empty or one SELECT (or WITH ... SELECT) statement; else why not (sql_text.cpp).
+std::string snapshotQueryProblem(const std::string& query);
+// The rules between sources (sources_apart.cpp): a ConfigError naming both when two would share a
+// state row, an outbox table, subjects or a route, or one's table is another's or the bridge's.
+void checkSourcesApart(const std::vector<SourceConfig>& sources);
 
 }  // namespace outbox::config_detail

@@ -1,7 +1,9 @@
 // Config values: integers, durations, the MySQL DSN, identifier and subject rules.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <regex>
+#include <string_view>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -11,32 +13,70 @@
 
 namespace outbox {
 
+std::string shownValue(const std::string& value) {
+  constexpr size_t kShown = 100;
+  std::string out;
+  for (size_t i = 0; i < value.size() && i < kShown; ++i) {
+    auto c = static_cast<unsigned char>(value[i]);
+    if (c < 32 || c == 127) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  if (value.size() > kShown) out += fmt::format("... ({} bytes)", value.size());
+  return out;
+}
+
 int64_t parseInteger(const std::string& key, const std::string& text) {
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    throw ConfigError(key, fmt::format("'{}' is out of range", shownValue(text)));
+  }
   if (ec != std::errc() || end != text.data() + text.size()) {
-    throw ConfigError(key, fmt::format("expected an integer, got '{}'", text));
+    throw ConfigError(key, fmt::format("expected an integer, got '{}'", shownValue(text)));
   }
   return value;
 }
 
+// A loop, not a regular expression: std::regex recurses once per character, and ~50,000 digits
+// overflowed the stack. Every sum and product is checked: a duration that does not fit is an
+// error, never a wrapped value.
 Duration parseDuration(const std::string& key, const std::string& text) {
   if (text == "0") return Duration(0);
-  static const std::regex part(R"((\d+)(ms|s|m|h|d))");
   if (text.empty()) throw ConfigError(key, "empty duration");
+  auto notADuration = [&] {
+    return ConfigError(key, fmt::format("'{}' is not a duration (use e.g. 250ms, 30s, 2m, 1h)", shownValue(text)));
+  };
+  auto outOfRange = [&] {
+    return ConfigError(key, fmt::format("'{}' is out of range (at most {}d)", shownValue(text),
+                                        kMaxDuration.count() / 86'400'000));
+  };
   int64_t total = 0;
-  auto begin = std::sregex_iterator(text.begin(), text.end(), part);
-  size_t consumed = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    if (static_cast<size_t>(it->position()) != consumed) break;
-    consumed += it->length();
-    int64_t n = parseInteger(key, (*it)[1].str());
-    std::string unit = (*it)[2].str();
-    int64_t scale = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60'000 : unit == "h" ? 3'600'000 : 86'400'000;
-    total += n * scale;
-  }
-  if (consumed != text.size()) {
-    throw ConfigError(key, fmt::format("'{}' is not a duration (use e.g. 250ms, 30s, 2m, 1h)", text));
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t digits = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    const size_t unitStart = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    if (digits == unitStart || unitStart == i) throw notADuration();
+    const std::string_view unit(text.data() + unitStart, i - unitStart);
+    const int64_t scale = unit == "ms" ? 1
+                          : unit == "s" ? 1000
+                          : unit == "m" ? 60'000
+                          : unit == "h" ? 3'600'000
+                          : unit == "d" ? 86'400'000
+                                        : 0;
+    if (scale == 0) throw notADuration();
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(text.data() + digits, text.data() + unitStart, n);
+    if (ec != std::errc() || end != text.data() + unitStart) throw outOfRange();
+    int64_t part = 0;
+    if (__builtin_mul_overflow(n, scale, &part) || __builtin_add_overflow(total, part, &total) ||
+        total > kMaxDuration.count()) {
+      throw outOfRange();
+    }
   }
   return Duration(total);
 }
@@ -94,9 +134,9 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
     if (close == std::string::npos) throw ConfigError(key, "an IPv6 host without its closing ']'");
     dsn.host = hostport.substr(1, close - 1);
     std::string after = hostport.substr(close + 1);
-    if (!after.empty() && after.front() != ':') throw ConfigError(key, fmt::format("'{}' after the IPv6 host", after));
+    if (!after.empty() && after.front() != ':') throw ConfigError(key, fmt::format("'{}' after the IPv6 host", shownValue(after)));
     if (!after.empty()) port = after.substr(1);
-    if (dsn.host.find(':') == std::string::npos) throw ConfigError(key, fmt::format("'{}' is not an IPv6 address", dsn.host));
+    if (dsn.host.find(':') == std::string::npos) throw ConfigError(key, fmt::format("'{}' is not an IPv6 address", shownValue(dsn.host)));
   } else {
     size_t colon = hostport.rfind(':');
     dsn.host = hostport.substr(0, colon);
@@ -110,7 +150,7 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
     int64_t p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
     if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
-      throw ConfigError(key, fmt::format("bad port '{}'", port));
+      throw ConfigError(key, fmt::format("bad port '{}'", shownValue(port)));
     }
     dsn.port = static_cast<unsigned>(p);
   }
@@ -127,13 +167,20 @@ SslMode defaultSslMode(const Dsn& dsn) {
 
 void parseParameters(const std::string& key, const std::string& query, Dsn& dsn) {
   bool modeGiven = false;
+  if (query.empty() || query.back() == '&' || query.find("&&") != std::string::npos) {
+    throw ConfigError(key, "an empty DSN parameter (a '?' or '&' with nothing after it)");
+  }
+  std::set<std::string> given;
   std::stringstream parts(query);
   std::string item;
   while (std::getline(parts, item, '&')) {
     size_t eq = item.find('=');
     std::string name = item.substr(0, eq);
+    if (!given.insert(name).second) {
+      throw ConfigError(key, fmt::format("DSN parameter '{}' given twice", shownValue(name)));
+    }
     std::string value = eq == std::string::npos ? "" : percentDecode(key, item.substr(eq + 1));
-    if (value.empty()) throw ConfigError(key, fmt::format("DSN parameter '{}' has no value", name));
+    if (value.empty()) throw ConfigError(key, fmt::format("DSN parameter '{}' has no value", shownValue(name)));
     if (name == "socket") {
       dsn.socket = value;
     } else if (name == "ssl-mode") {
@@ -150,7 +197,7 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
       if (!known) {
         throw ConfigError(key, fmt::format("ssl-mode '{}' is not one of DISABLED, PREFERRED, REQUIRED, VERIFY_CA, "
                                            "VERIFY_IDENTITY",
-                                           value));
+                                           shownValue(value)));
       }
       modeGiven = true;
     } else if (name == "ssl-ca") {
@@ -161,12 +208,12 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
       dsn.sslKey = value;
     } else {
       throw ConfigError(key, fmt::format("unknown DSN parameter '{}' (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key)",
-                                         name));
+                                         shownValue(name)));
     }
   }
   // The library uses a socket only for localhost; for another host it would go over TCP.
   if (!dsn.socket.empty() && dsn.host != "localhost") {
-    throw ConfigError(key, fmt::format("socket= needs the host localhost, not '{}'", dsn.host));
+    throw ConfigError(key, fmt::format("socket= needs the host localhost, not '{}'", shownValue(dsn.host)));
   }
   const bool anyFile = !dsn.sslCa.empty() || !dsn.sslCert.empty() || !dsn.sslKey.empty();
   if (!modeGiven) dsn.sslMode = defaultSslMode(dsn);
@@ -189,8 +236,17 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   const std::string scheme = "mysql://";
   if (text.rfind(scheme, 0) != 0) throw ConfigError(key, std::string("must start with mysql:// (") + kDsnForm + ")");
   std::string rest = text.substr(scheme.size());
-  size_t at = rest.rfind('@', rest.find('/'));
+  // USER[:PASSWORD] ends at the first '@'. Another '@' before the parameters, or a '/', '?' or '#'
+  // in it, and where the password ends is a guess: whichever way it went, part of the password
+  // would be echoed as a port, a host or a database. Refuse, and echo nothing of it.
+  size_t at = rest.find('@');
   if (at == std::string::npos) throw ConfigError(key, std::string("no USER@ (") + kDsnForm + ")");
+  const size_t path = rest.find('/', at);
+  const size_t query = rest.find('?', path == std::string::npos ? at : path);
+  if (rest.find_first_of("/?#[]", 0) < at || rest.find('@', at + 1) < query) {
+    throw ConfigError(key, "the user or password holds an unescaped '@', '/', '?', '#', '[' or ']', so where it ends "
+                           "is ambiguous: %-escape them (@ as %40, / as %2F, ? as %3F, # as %23)");
+  }
   Dsn dsn;
   std::string userinfo = rest.substr(0, at);
   rest = rest.substr(at + 1);
@@ -198,6 +254,10 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   dsn.user = percentDecode(key, userinfo.substr(0, colon));
   if (colon != std::string::npos) dsn.password = percentDecode(key, userinfo.substr(colon + 1));
   if (dsn.user.empty()) throw ConfigError(key, "the user is empty");
+  // The MySQL client takes C strings: a NUL would cut the name or the password there.
+  if (dsn.user.find('\0') != std::string::npos || dsn.password.find('\0') != std::string::npos) {
+    throw ConfigError(key, "the user or password holds %00 (a NUL), which the MySQL client cannot send");
+  }
 
   size_t slash = rest.find('/');
   if (slash == std::string::npos) throw ConfigError(key, std::string("no /DATABASE (") + kDsnForm + ")");
@@ -206,7 +266,7 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   size_t q = pathquery.find('?');
   dsn.database = pathquery.substr(0, q);
   if (!isSqlIdentifier(dsn.database)) {
-    throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", dsn.database));
+    throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(dsn.database)));
   }
   if (q != std::string::npos) parseParameters(key, pathquery.substr(q + 1), dsn);
   return dsn;

@@ -286,3 +286,20 @@ BOOST_AUTO_TEST_CASE(log_format_is_text_or_json) {
   BOOST_TEST(renderMasked(parseConfig(kMinimal, {{"OUTBOX_BRIDGE_LOG_FORMAT", "json"}}, "t")).find("format = \"json\"") !=
              std::string::npos);
 }
+
+// Issue 24, items 5 and 9: durations by a loop, every sum and product checked.
+BOOST_AUTO_TEST_CASE(durations_never_wrap) {
+  BOOST_TEST(parseDuration("k", "7d").count() == 604'800'000);
+  BOOST_TEST(parseDuration("k", "1m30s250ms").count() == 90'250);
+  BOOST_TEST(parseDuration("k", "106751d").count() == 106751LL * 86'400'000);
+  for (const char* bad : {"106751991167301d", "9223372036854775807ms1ms", "106752d", "99999999999999999999s"}) {
+    try {
+      parseDuration("k", bad);
+      BOOST_ERROR(bad << " was taken");
+    } catch (const ConfigError& e) {
+      BOOST_TEST(e.reason().find("out of range") != std::string::npos, e.reason());
+    }
+  }
+  BOOST_CHECK_THROW(parseDuration("k", std::string(50'000, '9') + "s"), ConfigError);
+  for (const char* bad : {"1.5s", "-1s", "1s ", " 1s", "1S", "1sms", "ms"}) BOOST_CHECK_THROW(parseDuration("k", bad), ConfigError);
+}

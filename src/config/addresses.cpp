@@ -1,0 +1,114 @@
+// Network addresses a config or a flag names: listen addresses, nats-server URLs, a bridge's base
+// URL. Checked where they enter, so that what the libraries would refuse later (or misread: a
+// port 99999, a trailing space, credentials to be printed with the URL) is a config error now.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+
+namespace outbox {
+
+namespace {
+
+bool isHostName(const std::string& host) {
+  if (host.empty() || host.size() > 253 || host.front() == '-' || host.front() == '.') return false;
+  return std::all_of(host.begin(), host.end(), [](unsigned char c) {
+    return c < 128 && (std::isalnum(c) || c == '.' || c == '-' || c == '_');
+  });
+}
+
+bool isIpv6(const std::string& host) {
+  return !host.empty() && host.find(':') != std::string::npos &&
+         std::all_of(host.begin(), host.end(), [](unsigned char c) { return std::isxdigit(c) || c == ':' || c == '.'; });
+}
+
+// HOST[:PORT] (HOST a name, an IPv4 address or [IPv6]); "" when it is one, else why not.
+std::string hostPortProblem(const std::string& text, bool portRequired, int minPort, int* port = nullptr) {
+  std::string host, digits;
+  bool hasPort = false;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos) return "an IPv6 host without its closing ']'";
+    host = text.substr(1, close - 1);
+    if (!isIpv6(host)) return "the host in brackets is not an IPv6 address";
+    std::string after = text.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return "something other than :PORT after the host";
+    hasPort = !after.empty();
+    if (hasPort) digits = after.substr(1);
+  } else {
+    size_t colon = text.find(':');
+    host = text.substr(0, colon);
+    hasPort = colon != std::string::npos;
+    if (hasPort) digits = text.substr(colon + 1);
+    if (host.empty()) return "the host is empty (e.g. 127.0.0.1, or 0.0.0.0 for every interface)";
+    if (!isHostName(host)) return "the host is not a name or an address (an IPv6 address goes in brackets)";
+  }
+  if (!hasPort) return portRequired ? "no :PORT" : "";
+  int p = -1;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), p);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || p < minPort || p > 65535) {
+    return fmt::format("the port must be a number from {} to 65535", minPort);
+  }
+  if (port != nullptr) *port = p;
+  return "";
+}
+
+}  // namespace
+
+void checkListen(const std::string& key, const std::string& listen) {
+  std::string problem = hostPortProblem(listen, true, 0);
+  if (!problem.empty()) {
+    throw ConfigError(key, fmt::format("'{}' is not HOST:PORT: {}", shownValue(listen), problem));
+  }
+}
+
+void checkNatsUrls(const std::string& key, const std::string& urls) {
+  if (urls.empty()) throw ConfigError(key, "is empty");
+  std::stringstream list(urls);
+  std::string url;
+  size_t count = 0;
+  while (std::getline(list, url, ',')) {
+    ++count;
+    // Credentials in a URL would be shown wherever the URL is (logs, errors, check-config).
+    if (url.find('@') != std::string::npos) {
+      throw ConfigError(key, "no credentials in the URL: set user and password_file, or token_file");
+    }
+    std::string rest;
+    if (url.rfind("nats://", 0) == 0) {
+      rest = url.substr(7);
+    } else if (url.rfind("tls://", 0) == 0) {
+      rest = url.substr(6);
+    } else {
+      throw ConfigError(key, fmt::format("'{}' must start with nats:// or tls://", shownValue(url)));
+    }
+    if (!rest.empty() && rest.back() == '/') rest.pop_back();
+    std::string problem = hostPortProblem(rest, false, 1);
+    if (!problem.empty()) throw ConfigError(key, fmt::format("'{}': {}", shownValue(url), problem));
+  }
+  if (count == 0 || urls.back() == ',') throw ConfigError(key, "an empty server in the list");
+}
+
+void checkHttpBaseUrl(const std::string& key, const std::string& url) {
+  if (url.find('@') != std::string::npos) {
+    throw ConfigError(key, "no credentials in the URL (it is printed in messages): give http[s]://HOST[:PORT]");
+  }
+  std::string rest;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("https://", 0) == 0) {
+    rest = url.substr(8);
+  } else {
+    throw ConfigError(key, fmt::format("'{}' must start with http:// or https://", shownValue(url)));
+  }
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  std::string problem = hostPortProblem(rest, false, 1);
+  if (!problem.empty()) {
+    throw ConfigError(key, fmt::format("'{}' is not http[s]://HOST[:PORT]: {}", shownValue(url), problem));
+  }
+}
+
+}  // namespace outbox

@@ -1,0 +1,155 @@
+// One [[source]] table: its keys, their defaults and the rules each value must follow on its own
+// (the rules between sources are in sources_apart.cpp).
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "config/section.h"
+
+namespace outbox::config_detail {
+
+namespace {
+
+bool isStreamName(const std::string& name) {
+  if (name.empty() || name.size() > 255) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return c > 32 && c < 127 && c != '.' && c != '*' && c != '>' && c != '/' && c != '\\';
+  });
+}
+
+bool isSubject(const std::string& subject) {
+  if (subject.empty()) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = subject.find('.', start);
+    std::string token = subject.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!isSubjectToken(token)) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// The HTTP server's own routes, which an alias must not shadow.
+std::string snapshotPathProblem(const std::string& path) {
+  if (path.front() != '/') return "must start with '/'";
+  if (path.size() > 1024) return "is longer than 1024 characters";
+  const bool plain = std::all_of(path.begin(), path.end(), [](unsigned char c) {
+    return c < 128 && (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~');
+  });
+  if (!plain) return "may hold only letters, digits and / - _ . ~";
+  if (path.find("//") != std::string::npos || path.find("/./") != std::string::npos ||
+      path.find("/../") != std::string::npos || path.ends_with("/.") || path.ends_with("/..")) {
+    return "must not hold an empty, '.' or '..' segment";
+  }
+  for (const char* route : {"/", "/metrics", "/healthz", "/readyz", "/v1"}) {
+    if (path == route) return fmt::format("would shadow the bridge's own route {}", route);
+  }
+  if (path.rfind("/v1/", 0) == 0) return "would shadow the bridge's own routes under /v1/";
+  return "";
+}
+
+}  // namespace
+
+SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
+                         std::set<std::string>& consulted) {
+  SourceConfig s;
+  // The name decides the environment prefix, so it is read from TOML first.
+  std::set<std::string> none;  // the name is never taken from the environment
+  Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env, none);
+  auto name = nameOnly.str("name");
+  if (!name) throw ConfigError(fmt::format("source[{}].name", index), "is required");
+  if (!isSqlIdentifier(*name)) {
+    throw ConfigError(fmt::format("source[{}].name", index),
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(*name)));
+  }
+  s.name = *name;
+  Section sec(&table, fmt::format("source.{}.", s.name),
+              "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env, consulted);
+  sec.markRead("name");  // in the file only: OUTBOX_BRIDGE_SOURCE_<S>_NAME is no key
+
+  auto dsn = sec.str("dsn");
+  if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
+  s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
+  requireReadable(sec.keyName("dsn"), s.dsn.sslCa, "ssl-ca: ");
+  requireReadable(sec.keyName("dsn"), s.dsn.sslCert, "ssl-cert: ");
+  requireReadable(sec.keyName("dsn"), s.dsn.sslKey, "ssl-key: ");
+  if (auto password = sec.secret("password")) s.dsn.password = *password;
+
+  auto table_name = sec.str("outbox_table");
+  s.outboxTable = table_name.value_or(s.name + "_control_outbox");
+  // Its versions table, `<outbox_table>_versions`, must fit MySQL's 64-character identifiers.
+  if (!isSqlIdentifier(s.outboxTable) || s.outboxTable.size() > kMaxOutboxTableLength) {
+    throw ConfigError(sec.keyName("outbox_table"),
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,54}}$ (at most 55 characters: the "
+                                  "bridge keeps a '<outbox_table>_versions' table beside it){}",
+                                  shownValue(s.outboxTable),
+                                  table_name ? "" : "; it defaults to '<name>_control_outbox': set outbox_table"));
+  }
+  s.snapshotQuery = sec.str("snapshot_query").value_or("");
+  if (std::string problem = snapshotQueryProblem(s.snapshotQuery); !problem.empty()) {
+    throw ConfigError(sec.keyName("snapshot_query"), problem);
+  }
+  s.stream = sec.str("stream").value_or("CONTROL_" + upper(s.name));
+  if (!isStreamName(s.stream)) {
+    throw ConfigError(sec.keyName("stream"), fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', "
+                                                         "'>', '/')",
+                                                         shownValue(s.stream)));
+  }
+  s.subjectPrefix = sec.str("subject_prefix").value_or("control." + s.name);
+  if (!isSubject(s.subjectPrefix)) {
+    throw ConfigError(sec.keyName("subject_prefix"), fmt::format("'{}' is not a valid subject without wildcards",
+                                                                 shownValue(s.subjectPrefix)));
+  }
+  // nats-server keeps $JS, $JSC, $NRG and $SYS for itself (its API, clustering, system events).
+  if (s.subjectPrefix.front() == '$') {
+    throw ConfigError(sec.keyName("subject_prefix"), fmt::format("'{}': subjects starting with '$' belong to "
+                                                                 "nats-server ($JS.API, $SYS, ...)",
+                                                                 shownValue(s.subjectPrefix)));
+  }
+  if (auto v = sec.integer("batch_size")) s.batchSize = positiveInt(sec.keyName("batch_size"), *v, 100000);
+  if (auto v = sec.duration("poll_interval")) {
+    if (v->count() < 1 || *v > std::chrono::hours(1)) {
+      throw ConfigError(sec.keyName("poll_interval"), "must be from 1ms to 1h");
+    }
+    s.pollInterval = *v;
+  }
+  s.snapshotKey = sec.str("snapshot_key").value_or("");
+  s.snapshotPath = sec.str("snapshot_path").value_or("");
+  if (std::string problem = s.snapshotPath.empty() ? "" : snapshotPathProblem(s.snapshotPath); !problem.empty()) {
+    throw ConfigError(sec.keyName("snapshot_path"), fmt::format("'{}' {}", shownValue(s.snapshotPath), problem));
+  }
+  if (auto v = sec.oneOf<OnPoison>("on_poison", {{"halt", OnPoison::kHalt}, {"quarantine", OnPoison::kQuarantine}})) {
+    s.onPoison = *v;
+  }
+  if (auto v = sec.integer("replicas")) s.replicas = positiveInt(sec.keyName("replicas"), *v, 5);
+  streamLimits(sec, s);
+  sec.finish();
+  return s;
+}
+
+// nats-server's rules for a stream (server/stream.go, checkStreamCfg): max_age 0 (for ever) or at
+// least 100ms; the duplicate window at least 100ms (ours: 1s) and, with a max_age, not above it.
+// A duplicate window left unset follows a shorter max_age down, as nats-server's default does.
+void streamLimits(Section& sec, SourceConfig& s) {
+  auto window = sec.duration("duplicate_window");
+  if (auto v = sec.duration("max_age")) s.maxAge = *v;
+  if (s.maxAge.count() != 0 && s.maxAge < std::chrono::seconds(1)) {
+    throw ConfigError(sec.keyName("max_age"), fmt::format("{} is too short: 0 (keep for ever) or at least 1s (nats-server "
+                                                          "wants 100ms, and the duplicate_window, at least 1s, within it)",
+                                                          formatDuration(s.maxAge)));
+  }
+  if (window) {
+    if (window->count() < 1000) throw ConfigError(sec.keyName("duplicate_window"), "must be at least 1s");
+    if (s.maxAge.count() != 0 && *window > s.maxAge) {
+      throw ConfigError(sec.keyName("duplicate_window"),
+                        fmt::format("{} is longer than max_age ({}): nats-server refuses such a stream",
+                                    formatDuration(*window), formatDuration(s.maxAge)));
+    }
+    s.duplicateWindow = *window;
+  } else if (s.maxAge.count() != 0) {
+    s.duplicateWindow = std::min(s.duplicateWindow, s.maxAge);
+  }
+}
+
+}  // namespace outbox::config_detail
