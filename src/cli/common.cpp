@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "admin/actions.h"
 #include "cli/cli.h"
 #include "common/log.h"
 
@@ -51,7 +52,7 @@ CLI::Validator sourceName() {
 
 namespace {
 
-constexpr size_t kMaxReason = 1000;  // what outbox_epoch_history and outbox_quarantine keep
+using admin::kMaxReason;  // what outbox_epoch_history and outbox_quarantine keep
 
 CLI::Validator reasonText() {
   return CLI::Validator(
