@@ -80,7 +80,7 @@ void Relay::run() {
     lease_->release();  // a standby need not wait out the TTL
     metrics_.leader = false;
   }
-  log_->info("relay stopped at published version {}", tracker_.contiguousVersion());
+  log_->info("relay stopped at published version {}", window_.contiguousVersion());
 }
 
 bool Relay::awaitLeadership() {
@@ -131,12 +131,12 @@ Status Relay::session() {
   OUTBOX_RETURN_IF_ERROR(beginSession());
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(checkLeadership());
-    OUTBOX_RETURN_IF_ERROR(processAcks());
+    OUTBOX_RETURN_IF_ERROR(takeAcks());
     OUTBOX_RETURN_IF_ERROR(checkAckDeadline());
     logProgress();
     if (prefetcher_.busy()) {
       // Wait briefly for the batch being prepared, without letting acks pile up.
-      auto ready = prefetcher_.take(inFlight_.empty() ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
+      auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
     } else if (clock_.now() >= nextPoll_ && roomFor(static_cast<size_t>(source_.batchSize))) {
       OUTBOX_RETURN_IF_ERROR(poll());
@@ -167,7 +167,7 @@ Status Relay::beginSession() {
 }
 
 Status Relay::poll() {
-  if (nextVersion_ > state_.assignedThrough) {
+  if (window_.nextVersion() > state_.assignedThrough) {
     startBatch();
     return Status::ok();
   }
@@ -194,7 +194,7 @@ void Relay::startBatch() {
 
 void Relay::waitForWork() {
   const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(nextPoll_ - clock_.now());
-  if (inFlight_.empty()) {
+  if (window_.inFlight() == 0) {
     clock_.waitFor(stop_, std::max(untilPoll, std::chrono::milliseconds(0)));
     return;
   }
@@ -227,20 +227,21 @@ std::chrono::milliseconds Relay::nextPollDelay(bool rowsCame) {
 }
 
 bool Relay::roomFor(size_t rows) const {
-  return inFlight_.size() + rows <= static_cast<size_t>(options_.maxInFlight);
+  return window_.inFlight() + rows <= static_cast<size_t>(options_.maxInFlight);
 }
 
 Status Relay::publishTail() {
-  auto rows = store_.readAssigned(nextVersion_, state_.assignedThrough, source_.batchSize);
+  const uint64_t from = window_.nextVersion();
+  auto rows = store_.readAssigned(from, state_.assignedThrough, source_.batchSize);
   if (!rows.isOk()) {
     metrics_.errorsDatabase++;
     return rows.status();
   }
   for (size_t i = 0; i <= rows->size(); ++i) {
-    if (i == rows->size() ? rows->empty() : (*rows)[i].version != nextVersion_ + i) {
+    if (i == rows->size() ? rows->empty() : (*rows)[i].version != from + i) {
       return haltWith(fmt::format("version {} is missing from {} (pruned?), so the stream cannot be repaired; run "
                                   "'outbox-bridge epoch bump'",
-                                  nextVersion_ + i, source_.outboxTable));
+                                  from + i, source_.outboxTable));
     }
   }
   return publishRows(*rows);
@@ -296,8 +297,7 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     }
     firstPublish_ = false;
     ++expectedSeq_;
-    ++nextVersion_;
-    inFlight_.push_back({row.version, row.createdAtMicros, sentAt});
+    window_.sent(row, sentAt);
   }
   return Status::ok();
 }

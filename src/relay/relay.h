@@ -2,8 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -16,7 +14,7 @@
 #include "config/config.h"
 #include "lease/lease.h"
 #include "metrics/source_metrics.h"
-#include "relay/ack_tracker.h"
+#include "relay/ack_window.h"
 #include "relay/batch.h"
 #include "relay/ports.h"
 #include "relay/scanner.h"
@@ -80,27 +78,20 @@ class Relay {
   // How long after a poll started the next one starts, when its batch was not full.
   std::chrono::milliseconds nextPollDelay(bool rowsCame);
   Status publishRows(const std::vector<OutboxRow>& rows);
-  // Applies the acks received so far; marks; returns the first publish failure, if any.
-  Status processAcks();
-  // applyAcks() and retireAcknowledged(): returns the first failure's text ("" when none).
-  std::string takeAcks();
-  // Applies acks of versions this session sent and the stream has not yet acknowledged; ignores
-  // the rest (an ack queued by an earlier session, a second ack of the same version). Returns
-  // the first failure's text ("" when none).
-  std::string applyAcks();
-  // Drops the in-flight versions now below the contiguous mark, counting them as published
-  // (rows, commit-to-ack latency).
-  void retireAcknowledged();
+  // Takes the acks received so far and marks; returns the first publish failure, if any.
+  Status takeAcks();
+  // Counts what `taken` published (rows, commit-to-ack latency) and its failure (errors); returns
+  // that failure as a transient Status (the session reconciles), else ok.
+  Status count(const AckWindow::Taken& taken);
   // A publish unanswered past ack_timeout ends the session: reconcile finds what the stream has.
   Status checkAckDeadline();
   // Waits for acks or for the next poll, whichever is due first (at most 50 ms).
   void waitForWork();
   Status mark(bool force);
   // After a failure: takes acks until every publish in flight is answered (bounded by `limit`),
-  // then a last mark. Marks nothing unless this session's reconcile set the ack state up.
+  // then a last mark, and closes the window. Marks nothing unless this session's reconcile
+  // opened the window.
   void settle(std::chrono::milliseconds limit);
-  // Forgets what is in flight; settle() will mark nothing until reconcile() sets it up again.
-  void dropAckState();
   Status haltWith(const std::string& reason, std::optional<HaltedRow> row = std::nullopt);
   // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
   void logProgress();
@@ -123,23 +114,11 @@ class Relay {
   Prefetcher<Batch> prefetcher_;
 
   SourceState state_;
-  uint64_t nextVersion_ = 1;   // the next version to publish
   uint64_t expectedSeq_ = 0;   // the stream's last sequence once everything sent is stored
   bool firstPublish_ = true;   // the session has sent nothing yet: fence on the sequence only
-  // The ack state of this session: valid from reconcile() to the end of settle(). Marks come only
-  // from it, never from a tracker an earlier session left behind.
-  bool ackStateValid_ = false;
-  AckTracker tracker_;
-  struct Sent {
-    uint64_t version;
-    int64_t createdAtMicros;  // the row's created_at, for commit-to-ack latency
-    Clock::TimePoint sentAt;  // its ack is due by sentAt + ackTimeout
-  };
-  // Versions sent and not yet below the contiguous mark, oldest first: its size bounds the
-  // tracker's memory, its front is the oldest publish still waiting for an ack.
-  std::deque<Sent> inFlight_;
-  std::set<uint64_t> failed_;  // versions in flight whose publish failed (answered, never acked)
-  std::vector<VersionAck> acks_;
+  // This session's publishes in flight, from reconcile() to the end of settle(): marks come only
+  // from it.
+  AckWindow window_;
   Clock::TimePoint nextPoll_;
   Clock::TimePoint pollStarted_;  // when the batch being prepared was started
   // The shortest wait between polls, while rows flow; it grows to poll_interval as the time since

@@ -9,7 +9,7 @@
 namespace outbox {
 
 Status Relay::reconcile() {
-  dropAckState();
+  window_.close();
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;
@@ -57,10 +57,8 @@ Status Relay::reconcile() {
     state_.publishedThrough = streamVersion;
     state_.publishedStreamSeq = streamVersionSeq;
   }
-  tracker_.reset(streamVersion, streamVersionSeq);
-  ackStateValid_ = true;
+  window_.open(streamVersion, streamVersionSeq);
   firstPublish_ = true;
-  nextVersion_ = streamVersion + 1;
   expectedSeq_ = tip.lastSeq;
   metrics_.publishedVersion = streamVersion;
   log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
