@@ -40,14 +40,14 @@ void Relay::run() {
   while (!stop_.stopped()) {
     progressed_ = false;
     if (!awaitLeadership()) break;
-    Status s = session();
+    SessionEnd end = session();
     metrics_.running = false;
     settle(stop_.stopped() ? std::min(options_.ackTimeout, std::chrono::milliseconds(2000)) : options_.ackTimeout);
     publisher_.abandon();
     if (stop_.stopped()) break;
-    if (std::exchange(handingOver_, false)) {
+    if (const auto* handOver = std::get_if<HandOver>(&end)) {
       // What was in flight is settled: give the lease up, staying a candidate.
-      log_->info("{}", s.message());
+      log_->info("handing the source over to {}, which leads fewer sources", handOver->to);
       lease_->handOver();
       metrics_.leader = false;
       metrics_.halted = metrics_.paused = false;  // the new leader's to say
@@ -55,6 +55,7 @@ void Relay::run() {
       lastProblem.clear();
       continue;
     }
+    const Status& s = std::get<Status>(end);
     if (progressed_) backoff.reset();
     if (s.isPermanent() && state_.paused) {
       if (s.message() != lastProblem) log_->info("{}", s.message());
@@ -120,17 +121,14 @@ Status Relay::checkLeadership() {
     metrics_.leader = false;
     return Status::transient(fmt::format("lost the lease (now held by {}): standing by", lease_->currentHolder()));
   }
-  if (!lease_->lighter().empty()) {
-    handingOver_ = true;
-    return Status::transient(fmt::format("handing the source over to {}, which leads fewer sources", lease_->lighter()));
-  }
   return Status::ok();
 }
 
-Status Relay::session() {
+Relay::SessionEnd Relay::session() {
   OUTBOX_RETURN_IF_ERROR(beginSession());
   while (!stop_.stopped()) {
     OUTBOX_RETURN_IF_ERROR(checkLeadership());
+    if (lease_ != nullptr && !lease_->lighter().empty()) return HandOver{lease_->lighter()};
     OUTBOX_RETURN_IF_ERROR(takeAcks());
     OUTBOX_RETURN_IF_ERROR(checkAckDeadline());
     logProgress();

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -47,13 +48,20 @@ class Relay {
   void run();
 
  private:
+  // A session ends to leave the source to `to`, a candidate that leads fewer sources: not a
+  // failure, so no backoff, no halt.
+  struct HandOver {
+    std::string to;
+  };
+  // How a session ended: a Status (ok: stop was requested; else the failure), or a hand-over.
+  using SessionEnd = std::variant<Status, HandOver>;
+
   // One leadership session: set up, then the loop — take acks, publish a ready batch, poll for
-  // the next, wait — until a failure or stop.
-  Status session();
+  // the next, wait — until a failure, stop, or a lighter candidate to hand the source to.
+  SessionEnd session();
   // Waits as a standby until this process holds the lease (or stop). False on stop.
   bool awaitLeadership();
-  // Ok while we may act as leader of the lease epoch the session started with, and while no
-  // instance leading fewer sources stands for this one (then sets handingOver_).
+  // Ok while we may act as leader of the lease epoch the session started with.
   Status checkLeadership();
   // Guards every write with this session's lease and epoch, connects, and reconciles; the
   // session's first batch then rebuilds the scan.
@@ -129,7 +137,6 @@ class Relay {
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;
   bool progressed_ = false;
-  bool handingOver_ = false;  // the session ended to hand the source to a lighter instance
 };
 
 }  // namespace outbox
