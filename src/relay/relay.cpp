@@ -30,7 +30,8 @@ Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assign
       metrics_(metrics),
       clock_(clock),
       options_(options),
-      scanner_(assignStore, clock) {
+      scanner_(assignStore, clock),
+      pacer_(source.pollInterval) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
 }
 
@@ -136,7 +137,7 @@ Relay::SessionEnd Relay::session() {
       // Wait briefly for the batch being prepared, without letting acks pile up.
       auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
-    } else if (clock_.now() >= nextPoll_ && roomFor(static_cast<size_t>(source_.batchSize))) {
+    } else if (pacer_.due(clock_.now()) && roomFor(static_cast<size_t>(source_.batchSize))) {
       OUTBOX_RETURN_IF_ERROR(poll());
     } else {
       waitForWork();
@@ -160,7 +161,8 @@ Status Relay::beginSession() {
   OUTBOX_RETURN_IF_ERROR(reconcile());
   rescan_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
   metrics_.running = true;
-  nextPoll_ = lastMark_ = lastRowsAt_ = clock_.now();
+  lastMark_ = clock_.now();
+  pacer_.begin(lastMark_);
   return Status::ok();
 }
 
@@ -170,12 +172,12 @@ Status Relay::poll() {
     return Status::ok();
   }
   OUTBOX_RETURN_IF_ERROR(publishTail());
-  nextPoll_ = clock_.now();  // the rest of the tail, or new rows, next
+  pacer_.pollAt(clock_.now());  // the rest of the tail, or new rows, next
   return Status::ok();
 }
 
 void Relay::startBatch() {
-  pollStarted_ = clock_.now();
+  pacer_.started(clock_.now());
   std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
   if (std::exchange(rescan_, false)) from = state_;
   prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough] {
@@ -191,7 +193,7 @@ void Relay::startBatch() {
 }
 
 void Relay::waitForWork() {
-  const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(nextPoll_ - clock_.now());
+  const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(pacer_.next() - clock_.now());
   if (window_.inFlight() == 0) {
     clock_.waitFor(stop_, std::max(untilPoll, std::chrono::milliseconds(0)));
     return;
@@ -211,17 +213,6 @@ void Relay::logProgress() {
   }
   loggedPublishedRows_ = rows;
   lastProgressLog_ = now;
-}
-
-std::chrono::milliseconds Relay::nextPollDelay(bool rowsCame) {
-  // The wait grows with the time since rows last came: a producer that pauses for a moment (a
-  // slow commit, a GC) finds the relay still polling every few ms; one that stopped costs a poll
-  // per poll_interval after a few seconds.
-  auto now = clock_.now();
-  if (rowsCame) lastRowsAt_ = now;
-  auto sinceRows = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastRowsAt_);
-  const auto longest = std::chrono::duration_cast<std::chrono::milliseconds>(source_.pollInterval);
-  return std::min(std::max(kFlowingPoll, sinceRows / 8), longest);
 }
 
 bool Relay::roomFor(size_t rows) const {
@@ -255,11 +246,8 @@ Status Relay::onBatch(Batch& batch) {
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();
   bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
-  // Polls follow the flow: while rows come, the next poll follows at once (a full batch) or within
-  // milliseconds; the wait grows to poll_interval as rows stop coming (nextPollDelay). Waits count
-  // from when a poll started, so the time a batch takes is not added to the wait of a row
-  // committed just after its read.
-  nextPoll_ = full || batch.poison ? now : pollStarted_ + nextPollDelay(batch.read > 0);
+  // Polls follow the flow: at once after a full batch, within milliseconds while rows come.
+  pacer_.batchArrived(now, full || batch.poison, batch.read > 0);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();

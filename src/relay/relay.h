@@ -17,6 +17,7 @@
 #include "metrics/source_metrics.h"
 #include "relay/ack_window.h"
 #include "relay/batch.h"
+#include "relay/poll_pacer.h"
 #include "relay/ports.h"
 #include "relay/scanner.h"
 
@@ -83,8 +84,6 @@ class Relay {
   // deals with the poison row that ended it, if any.
   Status onBatch(Batch& batch);
   bool roomFor(size_t rows) const;
-  // How long after a poll started the next one starts, when its batch was not full.
-  std::chrono::milliseconds nextPollDelay(bool rowsCame);
   Status publishRows(const std::vector<OutboxRow>& rows);
   // Takes the acks received so far and marks; returns the first publish failure, if any.
   Status takeAcks();
@@ -127,12 +126,7 @@ class Relay {
   // This session's publishes in flight, from reconcile() to the end of settle(): marks come only
   // from it.
   AckWindow window_;
-  Clock::TimePoint nextPoll_;
-  Clock::TimePoint pollStarted_;  // when the batch being prepared was started
-  // The shortest wait between polls, while rows flow; it grows to poll_interval as the time since
-  // rows last came grows.
-  static constexpr std::chrono::milliseconds kFlowingPoll{2};
-  Clock::TimePoint lastRowsAt_;
+  PollPacer pacer_;
   Clock::TimePoint lastMark_;
   Clock::TimePoint lastProgressLog_;
   uint64_t loggedPublishedRows_ = 0;
