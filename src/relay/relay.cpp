@@ -12,12 +12,6 @@
 
 namespace outbox {
 
-namespace {
-
-constexpr std::chrono::seconds kProgressInterval{30};
-
-}  // namespace
-
 Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assignStore, Publisher& publisher,
              LeaderLease* lease, StopSignal& stop, SourceMetrics& metrics, const Clock& clock, Options options)
     : source_(source),
@@ -31,7 +25,8 @@ Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assign
       clock_(clock),
       options_(options),
       scanner_(assignStore, clock),
-      pacer_(source.pollInterval) {
+      pacer_(source.pollInterval),
+      progress_(log_) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
 }
 
@@ -132,7 +127,7 @@ Relay::SessionEnd Relay::session() {
     if (lease_ != nullptr && !lease_->lighter().empty()) return HandOver{lease_->lighter()};
     OUTBOX_RETURN_IF_ERROR(takeAcks());
     OUTBOX_RETURN_IF_ERROR(checkAckDeadline());
-    logProgress();
+    progress_.tick(clock_.now(), metrics_.publishedRows.load(), state_.publishedThrough, state_.publishedStreamSeq);
     if (prefetcher_.busy()) {
       // Wait briefly for the batch being prepared, without letting acks pile up.
       auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
@@ -200,19 +195,6 @@ void Relay::waitForWork() {
   }
   auto wait = roomFor(static_cast<size_t>(source_.batchSize)) ? untilPoll : std::chrono::milliseconds(50);
   publisher_.waitForAcks(std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(50)));
-}
-
-void Relay::logProgress() {
-  auto now = clock_.now();
-  if (now - lastProgressLog_ < kProgressInterval) return;
-  uint64_t rows = metrics_.publishedRows.load();
-  if (rows != loggedPublishedRows_ && lastProgressLog_ != Clock::TimePoint{}) {
-    log_->info("published {} rows in the last {} s; through version {} (seq {})", rows - loggedPublishedRows_,
-               std::chrono::duration_cast<std::chrono::seconds>(now - lastProgressLog_).count(),
-               state_.publishedThrough, state_.publishedStreamSeq);
-  }
-  loggedPublishedRows_ = rows;
-  lastProgressLog_ = now;
 }
 
 bool Relay::roomFor(size_t rows) const {

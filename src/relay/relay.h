@@ -19,6 +19,7 @@
 #include "relay/batch.h"
 #include "relay/poll_pacer.h"
 #include "relay/ports.h"
+#include "relay/progress_log.h"
 #include "relay/scanner.h"
 
 namespace outbox {
@@ -100,8 +101,6 @@ class Relay {
   // opened the window.
   void settle(std::chrono::milliseconds limit);
   Status haltWith(const std::string& reason, std::optional<HaltedRow> row = std::nullopt);
-  // One info line every kProgressInterval while rows flow, so the log shows the relay is alive.
-  void logProgress();
 
   const SourceConfig& source_;
   std::shared_ptr<spdlog::logger> log_;  // lines about this source
@@ -128,8 +127,7 @@ class Relay {
   AckWindow window_;
   PollPacer pacer_;
   Clock::TimePoint lastMark_;
-  Clock::TimePoint lastProgressLog_;
-  uint64_t loggedPublishedRows_ = 0;
+  ProgressLog progress_;
   bool progressed_ = false;
 };
 
