@@ -48,8 +48,10 @@ Status MysqlOutboxStore::setUp(db::Connection& conn) {
     notesLogged_ = true;
   }
   if (idleTransactionTimeout_.count() > 0) {
-    // MariaDB only; MySQL has no such variable, and there the server's wait_timeout applies.
-    (void)conn.exec(fmt::format("SET SESSION idle_transaction_timeout = {}", idleTransactionTimeout_.count()));
+    // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
+    // long, in a transaction or not, is closed and its locks released; the next call reconnects).
+    (void)conn.exec(fmt::format("SET SESSION {} = {}", mysql_ ? "wait_timeout" : "idle_transaction_timeout",
+                                idleTransactionTimeout_.count()));
   }
   return conn.exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
 }

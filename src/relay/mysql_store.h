@@ -12,9 +12,10 @@ namespace outbox {
 // OutboxStore over one MySQL/MariaDB connection. Not thread-safe.
 class MysqlOutboxStore final : public OutboxStore {
  public:
-  // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout, 0: server default): a process
-  // frozen in the middle of a transaction (SIGSTOP, a VM stall) must not hold its row locks —
-  // and so block the instance that takes over — for longer than this.
+  // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout; on MySQL, which lacks it,
+  // wait_timeout; 0: server default): a process frozen in the middle of a transaction (SIGSTOP, a
+  // VM stall) must not hold its row locks — and so block the instance that takes over — for longer
+  // than this.
   // `check`: whether every connect first checks what the relay needs of the server
   // (db::checkServer: the PROCESS privilege, a primary); a shortfall is a permanent error naming
   // the fix. kCheckAndWarn also logs, once, what the operator should know (a Galera node).
