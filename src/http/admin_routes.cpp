@@ -80,6 +80,12 @@ void HttpServer::adminRoutes() {
           p.haltedRowId ? std::to_string(*p.haltedRowId) : std::string("null"), p.paused ? "true" : "false", p.pendingRows,
           p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder), p.leaseEpoch,
           p.leaseExpiresInSeconds);
+      // Ids the scan has kept open for a while, and who may be holding them.
+      std::string holes;
+      for (const auto& [first, last] : p.recordedHoles) {
+        holes += fmt::format(R"({}{{"first":{},"last":{}}})", holes.empty() ? "" : ",", first, last);
+      }
+      out += fmt::format(R"(,"longOpenHoles":[{}],"heldBy":{})", holes, p.heldBy.empty() ? "null" : jsonQuoted(p.heldBy));
     } else {
       out += fmt::format(R"(,"error":{})", jsonQuoted(p.error));
     }

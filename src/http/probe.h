@@ -6,6 +6,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 #include <vector>
 
 #include "config/config.h"
@@ -29,6 +31,10 @@ struct SourceProbeResult {
   std::string leaseHolder;        // empty: no lease row yet
   uint64_t leaseEpoch = 0;
   double leaseExpiresInSeconds = 0;  // negative: expired
+  // Ranges of outbox_scan_holes (ids the scan has kept open 5 s or more; the first few), and who
+  // may be holding them (db::OpenTransactions::describe; empty when none are recorded).
+  std::vector<std::pair<uint64_t, uint64_t>> recordedHoles;
+  std::string heldBy;
 };
 
 // Asks a source's database, on a connection of its own, at most once per `maxAge`.

@@ -40,6 +40,7 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<std::optional<uint64_t>> nextAutoId() override;
   Result<uint64_t> initialFloor() override;
   Result<std::vector<IdRange>> pinnedHoles() override;
+  Result<std::string> openTransactionsOlderThan(std::chrono::seconds olderThan) override;
   Status saveScan(const ScanMark& mark) override;
   Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
   Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) override;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "db/open_transactions.h"
 #include "relay/mysql_store.h"
 
 namespace outbox {
@@ -229,6 +230,14 @@ Result<std::vector<IdRange>> MysqlOutboxStore::pinnedHoles() {
   std::vector<IdRange> out;
   while (rows->next()) out.push_back(IdRange{rows->u64(0), rows->u64(1)});
   return out;
+}
+
+Result<std::string> MysqlOutboxStore::openTransactionsOlderThan(std::chrono::seconds olderThan) {
+  return session_.run([&](db::Connection& conn) -> Result<std::string> {
+    auto open = db::openTransactions(conn, olderThan, 5);
+    if (!open.isOk()) return open.status();
+    return open->describe();
+  });
 }
 
 Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {

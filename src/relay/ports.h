@@ -189,6 +189,9 @@ class OutboxStore {
   virtual Result<std::vector<IdRange>> unresolved(uint64_t floor, uint64_t cursor) = 0;
   // The ranges of outbox_scan_holes (ScanMark::pin), ascending by first id.
   virtual Result<std::vector<IdRange>> pinnedHoles() = 0;
+  // For people: the transactions open at least `olderThan` that may hold long-open holes (each
+  // connection, its user, host and age; XA transactions left PREPARED by xid); empty when none.
+  virtual Result<std::string> openTransactionsOlderThan(std::chrono::seconds olderThan) = 0;
   // The id the table's AUTO_INCREMENT gives next (nullopt when the server does not say).
   virtual Result<std::optional<uint64_t>> nextAutoId() = 0;
   // Where a source never scanned starts: just below its lowest row without a version, and below

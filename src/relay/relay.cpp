@@ -24,7 +24,7 @@ Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assign
       metrics_(metrics),
       clock_(clock),
       options_(options),
-      scanner_(assignStore, clock),
+      scanner_(assignStore, clock, log_),
       pacer_(source.pollInterval),
       progress_(log_) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);

@@ -8,7 +8,8 @@
 
 namespace outbox {
 
-Scanner::Scanner(OutboxStore& store, const Clock& clock) : store_(store), clock_(clock) {}
+Scanner::Scanner(OutboxStore& store, const Clock& clock, std::shared_ptr<spdlog::logger> log)
+    : store_(store), clock_(clock), log_(log ? std::move(log) : spdlog::default_logger()) {}
 
 Status Scanner::reset(const SourceState& state) {
   valid_ = false;
@@ -143,7 +144,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
         ids += r.size();
       }
       if (!dead->empty()) {
-        spdlog::debug("scan: {} ids of open holes resolved as never committed ({}..{}); {} still open", ids,
+        log_->debug("scan: {} ids of open holes resolved as never committed ({}..{}); {} still open", ids,
                       dead->front().first, dead->back().last, openHoles());
       }
     }
@@ -207,12 +208,16 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
   mark.floor = floorWithout(batch.rows, mark);
   if (stuck != nullptr && now - lastStuckLog_ >= kStuckAfter) {
     lastStuckLog_ = now;
-    spdlog::warn("scan: {} ids have been open holes for over {} s, the oldest ({}..{}) for {} s: a transaction still "
-                 "holds them (an XA transaction left PREPARED shows in XA RECOVER; an open one in "
-                 "information_schema.INNODB_TRX), or a statement that began before they were found still runs. Rows "
-                 "committed after them are published meanwhile; theirs will be when they commit",
-                 stuckIds, kStuckAfter.count(), stuckFirst, stuck->last,
-                 std::chrono::duration_cast<std::chrono::seconds>(now - stuck->found).count());
+    const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - stuck->found);
+    // Who may hold them: the transactions open since before the oldest was found.
+    auto holders = store_.openTransactionsOlderThan(age);
+    std::string heldBy = !holders.isOk() ? "(who holds them could not be read: " + holders.status().message() + ")"
+                         : holders->empty() ? "no transaction that old is open: a statement that began before they "
+                                              "were found still runs"
+                                            : "open since before: " + *holders;
+    log_->warn("scan: {} ids have been open holes for over {} s, the oldest ({}..{}) for {} s; {}. Rows committed "
+                 "after them are published meanwhile; theirs will be when they commit",
+                 stuckIds, kStuckAfter.count(), stuckFirst, stuck->last, age.count(), heldBy);
   }
 }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include <spdlog/logger.h>
+
 #include "common/clock.h"
 #include "common/status.h"
 #include "relay/ports.h"
@@ -50,7 +52,8 @@ class Scanner {
     ScanMark mark;                // the cursor and floor once `rows` are versioned
   };
 
-  Scanner(OutboxStore& store, const Clock& clock);
+  // Lines about the scan go to `log` (the source's logger; the default one when null).
+  Scanner(OutboxStore& store, const Clock& clock, std::shared_ptr<spdlog::logger> log = nullptr);
 
   // Starts over from what the database says: the open holes of (scan_floor, scan_cursor] and those
   // recorded in outbox_scan_holes are rebuilt (visible ones come back as late rows on the next
@@ -102,6 +105,7 @@ class Scanner {
 
   OutboxStore& store_;
   const Clock& clock_;
+  std::shared_ptr<spdlog::logger> log_;
   bool valid_ = false;
   uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;

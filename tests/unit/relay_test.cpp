@@ -127,6 +127,7 @@ class FakeStore final : public OutboxStore {
     }
     return static_cast<uint64_t>(rows.size());
   }
+  Result<std::string> openTransactionsOlderThan(std::chrono::seconds) override { return std::string(); }
   Result<std::vector<IdRange>> pinnedHoles() override { return std::vector<IdRange>{}; }
   Status saveScan(const ScanMark& mark) override {
     std::lock_guard lock(mu);

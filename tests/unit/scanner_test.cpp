@@ -109,6 +109,7 @@ class TableStore final : public OutboxStore {
   }
   // outbox_scan_holes: first -> last.
   std::map<uint64_t, uint64_t> pinnedTable;
+  Result<std::string> openTransactionsOlderThan(std::chrono::seconds) override { return std::string(); }
   Result<std::vector<IdRange>> pinnedHoles() override {
     std::vector<IdRange> out;
     for (const auto& [first, last] : pinnedTable) out.push_back(IdRange{first, last});
