@@ -8,7 +8,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include <vector>
 
 #include "config/config.h"
 #include "db/session.h"

@@ -29,7 +29,9 @@ std::optional<size_t> columnOf(const db::Rows& rows, std::initializer_list<std::
 // What the replication connections of SHOW ALL SLAVES STATUS / SHOW REPLICA STATUS (one row
 // each) have received and not executed, for people; nullopt when none has any. An event group is
 // executed when its transaction committed: a connection whose executed position is its received
-// one has nothing left, whether its threads run or not.
+// one has nothing left, whether its SQL thread runs or not — unless its IO thread runs (or tries
+// to connect): then its upstream is a live writer (a second primary) that may send a transaction
+// holding any hole at any moment, even between this reading and the probe.
 Result<std::optional<std::string>> relayLogBacklog(db::Rows& rows) {
   const auto name = columnOf(rows, {"Connection_name", "Channel_Name"});
   const auto readFile = columnOf(rows, {"Master_Log_File", "Source_Log_File"});
@@ -37,7 +39,8 @@ Result<std::optional<std::string>> relayLogBacklog(db::Rows& rows) {
   const auto execFile = columnOf(rows, {"Relay_Master_Log_File", "Relay_Source_Log_File"});
   const auto execPos = columnOf(rows, {"Exec_Master_Log_Pos", "Exec_Source_Log_Pos"});
   const auto sqlRunning = columnOf(rows, {"Slave_SQL_Running", "Replica_SQL_Running"});
-  if (!readFile || !readPos || !execFile || !execPos || !sqlRunning) {
+  const auto ioRunning = columnOf(rows, {"Slave_IO_Running", "Replica_IO_Running"});
+  if (!readFile || !readPos || !execFile || !execPos || !sqlRunning || !ioRunning) {
     return Status::permanent(
         "the server's replication status lacks the received and executed positions the bridge compares "
         "(Master_Log_File, Read_Master_Log_Pos, Relay_Master_Log_File, Exec_Master_Log_Pos, Slave_SQL_Running): an "
@@ -48,6 +51,12 @@ Result<std::optional<std::string>> relayLogBacklog(db::Rows& rows) {
     const std::string_view executed = rows.optText(*execFile).value_or("");
     const uint64_t receivedPos = rows.isNull(*readPos) ? 0 : rows.u64(*readPos);
     const uint64_t executedPos = rows.isNull(*execPos) ? 0 : rows.u64(*execPos);
+    const std::string_view io = rows.optText(*ioRunning).value_or("No");
+    if (io != "No") {
+      return std::optional<std::string>(fmt::format(
+          "replication connection '{}' is receiving from a live upstream (IO thread: {}; a second primary?)",
+          name ? rows.optText(*name).value_or("") : "", io));
+    }
     if (received == executed && executedPos >= receivedPos) continue;
     return std::optional<std::string>(fmt::format(
         "replication connection '{}' has executed its relay log through {}:{} of {}:{} received (SQL thread "
@@ -63,14 +72,19 @@ Result<std::optional<std::string>> relayLogBacklog(db::Rows& rows) {
 Result<bool> MysqlOutboxStore::applierWorkLeft() {
   auto backlog = session_.run([&](db::Connection& conn) -> Result<std::optional<std::string>> {
     auto status = conn.query(mysql_ ? "SHOW REPLICA STATUS" : "SHOW ALL SLAVES STATUS");
+    // MySQL before 8.0.22 knows only the older words.
+    if (mysql_ && !status.isOk() && status.status().cause() == Cause::kServer) status = conn.query("SHOW SLAVE STATUS");
     if (status.isOk()) return relayLogBacklog(*status);
     if (status.status().cause() != Cause::kAccessDenied) return status.status();
-    // Without the grant (db::checkServer said so at connect) only a running applier shows: one not
-    // in its idle state may be applying. A stopped SQL thread with events left goes unseen.
+    // Without the grant (db::checkServer said so at connect) only running replication threads show:
+    // a receiving one (a live upstream), or an applier not in its idle state. A stopped SQL thread
+    // with events left goes unseen. (MySQL shows them as `system user` with COMMAND Connect: any
+    // of those counts.)
     auto threads = conn.query(
-        "SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker') AND "
+        "SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE COMMAND = 'Slave_IO' OR "
+        "(USER = 'system user' AND COMMAND = 'Connect') OR (COMMAND IN ('Slave_SQL', 'Slave_worker') AND "
         "STATE NOT LIKE '%has read all relay log%' AND STATE NOT IN ('Waiting for work from SQL thread', "
-        "'Waiting for an event from Coordinator') ORDER BY ID LIMIT 1");
+        "'Waiting for an event from Coordinator')) ORDER BY ID LIMIT 1");
     if (!threads.isOk()) return threads.status();
     if (!threads->next()) return std::optional<std::string>();
     return std::optional<std::string>(
