@@ -1,3 +1,4 @@
+#include <atomic>
 #include <csignal>
 #include <memory>
 #include <thread>
@@ -57,6 +58,23 @@ void checkServerAtStart(const SourceConfig& source) {
   }
 }
 
+HttpServer::Options httpOptionsOf(const Config& config) {
+  HttpServer::Options o;
+  if (!splitListen(config.http.listen, o.host, o.port)) {
+    throw Exit{kExitUsage, fmt::format("config error: http.listen: '{}' must be HOST:PORT", config.http.listen)};
+  }
+  o.tlsCert = config.http.tlsCert;
+  o.tlsKey = config.http.tlsKey;
+  if (!config.http.metricsListen.empty() && !splitListen(config.http.metricsListen, o.metricsHost, o.metricsPort)) {
+    throw Exit{kExitUsage,
+               fmt::format("config error: http.metrics_listen: '{}' must be HOST:PORT", config.http.metricsListen)};
+  }
+  o.maxSnapshotStreams = static_cast<size_t>(config.http.maxSnapshotStreams);
+  o.stuckAfter = config.http.stuckAfter;
+  o.adminToken = config.http.adminToken;
+  return o;
+}
+
 }  // namespace
 
 Command addRun(CLI::App& app) {
@@ -73,8 +91,31 @@ Command addRun(CLI::App& app) {
     spdlog::info("outbox-bridge {} starting as {}: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, makeHolderId(),
                  config.sources.size(), config.nats.url);
 
-    auto natsConnection = connectNats(config.nats, stop);
+    // Listen first (issue 24, 11): /healthz and /readyz answer while nats-server or a database
+    // is still out of reach, and say so.
+    std::vector<std::unique_ptr<SourceMetrics>> metrics;
+    std::vector<HttpSource> httpSources;
+    for (const auto& source : config.sources) {
+      metrics.push_back(std::make_unique<SourceMetrics>());
+      httpSources.push_back({&source, metrics.back().get()});
+    }
+    // Declared before the server, so it outlives the server's handlers on every way out.
+    std::unique_ptr<nats::Connection> natsConnection;
+    std::atomic<nats::Connection*> natsNow{nullptr};
+    HttpServer http(httpOptionsOf(config), httpSources, [&natsNow] {
+      const nats::Connection* nc = natsNow.load();
+      if (nc == nullptr) return NatsLink{false, 0, "nats-server is not connected yet (connecting at start)"};
+      return NatsLink{nc->isConnected(), nats::Connection::reconnects(), nc->problem()};
+    });
+    if (Status s = http.start(); !s.isOk()) {
+      // A certificate that does not load is the config's fault; an address in use is not.
+      if (s.isPermanent()) throw Exit{kExitUsage, "config error: " + s.message()};
+      throw Exit{kExitFailure, s.message()};
+    }
+
+    natsConnection = connectNats(config.nats, stop);
     if (!natsConnection) return kExitOk;
+    natsNow = natsConnection.get();
 
     struct SourceRuntime {
       std::unique_ptr<MysqlOutboxStore> store;
@@ -82,13 +123,13 @@ Command addRun(CLI::App& app) {
       std::unique_ptr<MysqlLeaseStore> leaseStore;
       std::unique_ptr<LeaderLease> lease;
       std::unique_ptr<JetStreamPublisher> publisher;
-      std::unique_ptr<SourceMetrics> metrics;
       std::unique_ptr<Relay> relay;
     };
     SteadyClock clock;
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
     std::vector<SourceRuntime> runtimes;
-    for (const auto& source : config.sources) {
+    for (size_t i = 0; i < config.sources.size(); ++i) {
+      const SourceConfig& source = config.sources[i];
       SourceRuntime rt;
       // Short enough that a frozen leader's open transaction is gone well before its lease.
       auto lockBound = std::max(std::chrono::seconds(1),
@@ -108,40 +149,14 @@ Command addRun(CLI::App& app) {
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {
         throw Exit{kExitFailure, fmt::format("source {}: {}", source.name, s.message())};
       }
-      rt.metrics = std::make_unique<SourceMetrics>();
       Relay::Options options;
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
-                                         *rt.metrics, clock, options);
+                                         *metrics[i], clock, options);
       sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,
                                       source.subjectPrefix);
       runtimes.push_back(std::move(rt));
-    }
-    HttpServer::Options httpOptions;
-    if (!splitListen(config.http.listen, httpOptions.host, httpOptions.port)) {
-      throw Exit{kExitUsage, fmt::format("config error: http.listen: '{}' must be HOST:PORT", config.http.listen)};
-    }
-    httpOptions.tlsCert = config.http.tlsCert;
-    httpOptions.tlsKey = config.http.tlsKey;
-    if (!config.http.metricsListen.empty() &&
-        !splitListen(config.http.metricsListen, httpOptions.metricsHost, httpOptions.metricsPort)) {
-      throw Exit{kExitUsage,
-                 fmt::format("config error: http.metrics_listen: '{}' must be HOST:PORT", config.http.metricsListen)};
-    }
-    httpOptions.maxSnapshotStreams = static_cast<size_t>(config.http.maxSnapshotStreams);
-    httpOptions.stuckAfter = config.http.stuckAfter;
-    httpOptions.adminToken = config.http.adminToken;
-    std::vector<HttpSource> httpSources;
-    for (size_t i = 0; i < config.sources.size(); ++i) {
-      httpSources.push_back({&config.sources[i], runtimes[i].metrics.get()});
-    }
-    nats::Connection* nc = natsConnection.get();
-    HttpServer http(httpOptions, httpSources, [nc] { return NatsLink{nc->isConnected(), nats::Connection::reconnects()}; });
-    if (Status s = http.start(); !s.isOk()) {
-      // A certificate that does not load is the config's fault; an address in use is not.
-      if (s.isPermanent()) throw Exit{kExitUsage, "config error: " + s.message()};
-      throw Exit{kExitFailure, s.message()};
     }
 
     std::vector<std::thread> threads;
@@ -149,6 +164,7 @@ Command addRun(CLI::App& app) {
     for (auto& t : threads) t.join();
     http.stop();
     runtimes.clear();
+    natsNow = nullptr;
     natsConnection.reset();
     nats::shutdownLibrary();
     spdlog::info("outbox-bridge stopped");

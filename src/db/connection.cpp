@@ -8,10 +8,14 @@
 #include <mysqld_error.h>
 
 #include "config/config.h"
+#include "db/auth_guard.h"
 
 namespace outbox::db {
 
-void initLibrary() { mysql_library_init(0, nullptr, nullptr); }
+void initLibrary() {
+  mysql_library_init(0, nullptr, nullptr);
+  registerAuthGuards();
+}
 
 namespace {
 
@@ -192,19 +196,28 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   unsigned protocol = p.socket.empty() ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
   mysql_options(mysql, MYSQL_OPT_PROTOCOL, &protocol);
   setTls(mysql, p);
+  setAuthPolicy(mysql, p.sslMode);
   if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), p.database.c_str(), p.port,
                          p.socket.empty() ? nullptr : p.socket.c_str(), CLIENT_FOUND_ROWS) == nullptr) {
-    Status s = fromMysql(mysql, fmt::format("connect to {}:{}/{}{}", p.host, p.port, p.database, tlsSettings(p)));
+    const std::string what = fmt::format("connect to {}:{}/{}{}", p.host, p.port, p.database, tlsSettings(p));
+    Status s = fromMysql(mysql, what);
     std::string hint;
     if (mysql_errno(mysql) == ER_ACCESS_DENIED_ERROR && p.sslMode == SslMode::kDisabled) {
       hint = "; if the account requires TLS (REQUIRE SSL), set ssl-mode=REQUIRED or stronger in the DSN";
+    } else if (mysql_errno(mysql) == CR_PLUGIN_NOT_ALLOWED) {
+      // auth_guard.h; the library's own text names the plugin wrongly after a switch.
+      s = fromMysql(CR_PLUGIN_NOT_ALLOWED,
+                    "the server asked for an authentication plugin that sends the password as it is "
+                    "(mysql_clear_password or dialog) over a connection without TLS: refused",
+                    what);
+      hint = "; such a login needs ssl-mode=REQUIRED or stronger";
     }
     // A refused login or an unknown database will not fix itself quickly, but the operator may
     // fix it while we wait: the caller retries with backoff either way.
     return Status::transient(s.message() + hint).because(s.cause());
   }
-  // The library falls back to plain text when the server offers no TLS unless it verifies the
-  // server's identity: REQUIRED and VERIFY_CA are checked here.
+  // The guard (auth_guard.h) refused a server without TLS before the login; a second look after
+  // it, should the library ever take another path.
   if (p.sslMode >= SslMode::kRequired && mysql_get_ssl_cipher(mysql) == nullptr) {
     return Status::transient(fmt::format("connect to {}:{}/{}{}: the server offers no TLS (its ssl_cert and ssl_key "
                                          "are not set)",

@@ -205,7 +205,9 @@ void HttpServer::healthRoutes(httplib::Server& svr) {
 
   svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
     std::vector<std::string> reasons;
-    if (!nats_().connected) reasons.push_back("nats-server is not connected");
+    if (NatsLink nats = nats_(); !nats.connected) {
+      reasons.push_back(nats.problem.empty() ? "nats-server is not connected" : nats.problem);
+    }
     for (auto& probe : probes_) {
       auto r = probe->get();
       if (!r.reachable) reasons.push_back(r.error);

@@ -31,6 +31,7 @@ struct HttpSource {
 struct NatsLink {
   bool connected = false;
   uint64_t reconnects = 0;
+  std::string problem;  // why it is not connected, for /readyz ("" for a generic reason)
 };
 
 // The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics, and the admin

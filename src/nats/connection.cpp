@@ -4,6 +4,10 @@
 
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -11,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/c_deleter.h"
 #include "nats/jetstream.h"
 #include "nats/nkey.h"
@@ -173,10 +178,83 @@ std::string securitySettings(const NatsConfig& o) {
 
 }  // namespace
 
+struct Connection::Renewal {
+  OptionsPtr options;                 // to connect again; nats.c copies them per connection
+  std::unique_ptr<std::string> seed;  // an nkey seed the connections sign with; outlives them
+  std::string url;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::shared_ptr<natsConnection> nc;  // GUARDED_BY(mu)
+  uint64_t generation = 0;             // GUARDED_BY(mu)
+  bool closed = false;                 // GUARDED_BY(mu): the server closed nc; a new one is being made
+  std::string reason;                  // GUARDED_BY(mu): what it said
+  bool stopping = false;               // GUARDED_BY(mu)
+  std::thread thread;
+
+  static std::shared_ptr<natsConnection> own(natsConnection* nc) { return {nc, NatsDeleter()}; }
+  void replaceClosed();
+};
+
+namespace {
+
+// nats.c calls it on its own thread when a connection is closed for good — by the server (an
+// -ERR), or by us. The closure is a weak_ptr that is never freed: nats.c may run a callback it
+// queued after the Connection is gone.
+void onClosed(natsConnection* nc, void* closure) {
+  auto renewal = static_cast<std::weak_ptr<Connection::Renewal>*>(closure)->lock();
+  if (!renewal) return;
+  const char* text = nullptr;
+  natsConnection_GetLastError(nc, &text);
+  {
+    std::lock_guard lock(renewal->mu);
+    if (renewal->stopping || renewal->nc.get() != nc) return;
+    renewal->closed = true;
+    renewal->reason = text != nullptr && *text != '\0' ? text : "no reason given";
+  }
+  renewal->cv.notify_all();
+}
+
+}  // namespace
+
+// The thread's loop: waits for a closed connection, then connects anew until it works or stops.
+void Connection::Renewal::replaceClosed() {
+  std::unique_lock lock(mu);
+  while (true) {
+    cv.wait(lock, [&] { return stopping || closed; });
+    if (stopping) return;
+    spdlog::error("nats: nats-server closed the connection ({}); making a new one (publishing waits)", reason);
+    Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+    while (!stopping) {
+      lock.unlock();
+      natsConnection* fresh = nullptr;
+      natsStatus s = natsConnection_Connect(&fresh, options.get());
+      Status failed = s == NATS_OK ? Status::ok() : fromNats(s, 0, "connect to nats-server at " + url);
+      lock.lock();
+      if (s == NATS_OK) {
+        std::shared_ptr<natsConnection> old = std::exchange(nc, own(fresh));
+        lock.unlock();
+        old.reset();  // closed already; destroyed outside the lock
+        lock.lock();
+        ++generation;
+        closed = false;
+        reason.clear();
+        ++reconnectCount;
+        spdlog::info("nats: connected anew to {} after nats-server closed the connection", connectedUrl(fresh));
+        break;
+      }
+      auto delay = backoff.next();
+      spdlog::warn("nats: {}; retrying in {} ms", failed.message(), delay.count());
+      cv.wait_for(lock, delay, [&] { return stopping; });
+    }
+  }
+}
+
 Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, const std::string& name) {
+  auto renewal = std::make_shared<Renewal>();
+  renewal->url = o.url;
   natsOptions* raw = nullptr;
   if (natsStatus s = natsOptions_Create(&raw); s != NATS_OK) return fromNats(s, 0, "nats options");
-  OptionsPtr options(raw);
+  renewal->options.reset(raw);
   // natsOptions_SetURL takes one URL; a cluster's list goes in as servers.
   std::vector<std::string> urls;
   std::stringstream list(o.url);
@@ -196,9 +274,10 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
   if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(raw, &onDisconnected, nullptr);
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(raw, &onReconnected, nullptr);
   if (s == NATS_OK) s = natsOptions_SetDiscoveredServersCB(raw, &onDiscoveredServers, nullptr);
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(raw, &onClosed, new std::weak_ptr<Renewal>(renewal));
   if (s != NATS_OK) return fromNats(s, 0, "nats options");
-  auto seed = std::make_unique<std::string>();
-  OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o, *seed));
+  renewal->seed = std::make_unique<std::string>();
+  OUTBOX_RETURN_IF_ERROR(setSecurity(raw, o, *renewal->seed));
   natsConnection* nc = nullptr;
   s = natsConnection_Connect(&nc, raw);
   if (s != NATS_OK) {
@@ -217,7 +296,36 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
   const std::string discovered = discoveredServers(nc);
   spdlog::info("nats: connected to {}{}", connectedUrl(nc),
                discovered.empty() ? "" : "; the cluster also offers " + discovered);
-  return std::unique_ptr<Connection>(new Connection(nc, std::move(seed)));
+  {
+    std::lock_guard lock(renewal->mu);
+    renewal->nc = Renewal::own(nc);
+  }
+  return std::unique_ptr<Connection>(new Connection(std::move(renewal)));
+}
+
+Connection::Connection(std::shared_ptr<Renewal> renewal) : renewal_(std::move(renewal)) {
+  renewal_->thread = std::thread([r = renewal_.get()] { r->replaceClosed(); });
+}
+
+Connection::~Connection() {
+  {
+    std::lock_guard lock(renewal_->mu);
+    renewal_->stopping = true;
+  }
+  renewal_->cv.notify_all();
+  renewal_->thread.join();
+  std::shared_ptr<natsConnection> last;
+  {
+    std::lock_guard lock(renewal_->mu);
+    last = std::move(renewal_->nc);
+  }
+  last.reset();  // closes it, outside the lock (the closed callback takes it)
+}
+
+std::shared_ptr<natsConnection> Connection::current(uint64_t* generation) const {
+  std::lock_guard lock(renewal_->mu);
+  if (generation != nullptr) *generation = renewal_->generation;
+  return renewal_->nc;
 }
 
 void NatsDeleter::operator()(natsConnection* nc) const {
@@ -232,10 +340,20 @@ void NatsDeleter::operator()(natsSubscription* sub) const {
   natsSubscription_Destroy(sub);
 }
 
-int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(nc_.get()); }
+int64_t Connection::maxPayload() const { return natsConnection_GetMaxPayload(current(nullptr).get()); }
 
 uint64_t Connection::reconnects() { return reconnectCount; }
 
-bool Connection::isConnected() const { return natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED; }
+bool Connection::isConnected() const {
+  return natsConnection_Status(current(nullptr).get()) == NATS_CONN_STATUS_CONNECTED;
+}
+
+std::string Connection::problem() const {
+  {
+    std::lock_guard lock(renewal_->mu);
+    if (renewal_->closed) return "nats-server closed the connection (" + renewal_->reason + "); making a new one";
+  }
+  return isConnected() ? "" : "nats-server is not connected (reconnecting)";
+}
 
 }  // namespace outbox::nats

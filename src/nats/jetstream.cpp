@@ -36,21 +36,35 @@ constexpr int64_t kNanosPerMilli = 1'000'000;
 
 Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std::chrono::milliseconds ackTimeout,
                                                      int maxPending, const std::string& domain) {
-  std::unique_ptr<JetStream> js(new JetStream());
+  std::unique_ptr<JetStream> js(new JetStream(connection));
   js->ackTimeout_ = ackTimeout;
+  js->maxPending_ = maxPending;
+  js->domain_ = domain;
+  OUTBOX_RETURN_IF_ERROR(js->follow());
+  return js;
+}
+
+Status JetStream::follow() {
+  uint64_t generation = 0;
+  std::shared_ptr<natsConnection> nc = connection_.current(&generation);
+  if (js_ && generation == generation_) return Status::ok();
+  if (js_) abandonPending();  // sent on the closed connection: no ack will come
   jsOptions options;
   jsOptions_Init(&options);
-  options.Wait = ackTimeout.count();
-  if (!domain.empty()) options.Domain = domain.c_str();
-  options.PublishAsync.MaxPending = maxPending;
+  options.Wait = ackTimeout_.count();
+  if (!domain_.empty()) options.Domain = domain_.c_str();
+  options.PublishAsync.MaxPending = maxPending_;
   options.PublishAsync.AckHandler = &JetStream::onAck;
-  options.PublishAsync.AckHandlerClosure = js.get();
-  options.PublishAsync.StallWait = ackTimeout.count();
+  options.PublishAsync.AckHandlerClosure = this;
+  options.PublishAsync.StallWait = ackTimeout_.count();
   jsCtx* ctx = nullptr;
-  natsStatus s = natsConnection_JetStream(&ctx, connection.nc_.get(), &options);
-  js->js_.reset(ctx);
+  natsStatus s = natsConnection_JetStream(&ctx, nc.get(), &options);
   if (s != NATS_OK) return fromNats(s, 0, "jetstream context");
-  return js;
+  js_.reset(ctx);
+  nc_ = std::move(nc);
+  generation_ = generation;
+  publishedAsync_ = false;
+  return Status::ok();
 }
 
 JetStream::~JetStream() {
@@ -82,6 +96,7 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
 }
 
 Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), settings.name.c_str(), nullptr, &code);
@@ -121,6 +136,7 @@ Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
 }
 
 Result<StreamState> JetStream::streamState(const std::string& stream) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), stream.c_str(), nullptr, &code);
@@ -136,6 +152,7 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
 }
 
 Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   natsMsg* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetMsg(&raw, js_.get(), stream.c_str(), seq, nullptr, &code);
@@ -184,6 +201,7 @@ Result<std::optional<StoredMessage>> Subscription::next(std::chrono::millisecond
 
 Result<std::unique_ptr<Subscription>> JetStream::subscribe(const std::string& stream, const std::string& subject,
                                                            uint64_t startSeq) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   jsSubOptions options;
   jsSubOptions_Init(&options);
   options.Stream = stream.c_str();
@@ -220,6 +238,7 @@ Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& strea
 }
 
 Status JetStream::deleteStream(const std::string& stream) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_DeleteStream(js_.get(), stream.c_str(), nullptr, &code);
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return Status::ok();
@@ -227,12 +246,14 @@ Status JetStream::deleteStream(const std::string& stream) {
 }
 
 Status JetStream::deleteMessage(const std::string& stream, uint64_t seq) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_DeleteMsg(js_.get(), stream.c_str(), seq, nullptr, &code);
   return s == NATS_OK ? Status::ok() : fromNats(s, code, fmt::format("delete message {} from {}", seq, stream));
 }
 
 Status JetStream::publishAsync(const OutgoingMessage& message) {
+  OUTBOX_RETURN_IF_ERROR(follow());
   natsMsg* raw = nullptr;
   natsStatus s = natsMsg_Create(&raw, message.subject.c_str(), nullptr, message.data.data(),
                                 static_cast<int>(message.data.size()));

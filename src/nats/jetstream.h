@@ -47,25 +47,34 @@ Status fromNats(int natsStatus, int jsErrCode, std::string_view what);
 // Call once at exit, after every Connection is gone.
 void shutdownLibrary();
 
-// One connection to nats-server that reconnects by itself forever. Thread-safe (nats.c is).
+// One connection to nats-server that is never given up: nats.c reconnects a lost one by itself,
+// and one the server closes (nats.c then stops: an -ERR such as "Maximum Control Line Exceeded")
+// is replaced by a new one from a thread of this object, with backoff, logged both ways. JetStream
+// contexts made on it follow the replacement on their next call. Thread-safe.
 class Connection {
  public:
   // With the [nats] settings of the config (the URL or URLs, a login, TLS); `name` names the
   // client to the server. With any TLS setting, or a tls:// URL, the connection is TLS.
   static Result<std::unique_ptr<Connection>> connect(const NatsConfig& config, const std::string& name = "outbox-bridge");
-  // Closing drains nothing: callers finish their publishes first.
+  // Stops replacing and closes; drains nothing: callers finish their publishes first.
+  ~Connection();
   int64_t maxPayload() const;
   bool isConnected() const;
+  // Why the connection is not up, for /readyz ("" while it is).
+  std::string problem() const;
   // Times a connection of this process was lost and made again (to the same server or another of
-  // the cluster). Counted for the process, not the object: nats.c may still run a reconnect
-  // callback it queued after the connection is destroyed.
+  // the cluster), or closed by the server and replaced. Counted for the process, not the object:
+  // nats.c may still run a reconnect callback it queued after the connection is destroyed.
   static uint64_t reconnects();
+
+  struct Renewal;  // the connection now, and the thread that replaces a closed one (connection.cpp)
 
  private:
   friend class JetStream;
-  Connection(natsConnection* nc, std::unique_ptr<std::string> seed) : seed_(std::move(seed)), nc_(nc) {}
-  std::unique_ptr<std::string> seed_;  // an nkey seed the connection signs with; outlives nc_
-  NatsHandle<natsConnection> nc_;
+  explicit Connection(std::shared_ptr<Renewal> renewal);
+  // The natsConnection now and its generation (one more for each replacement).
+  std::shared_ptr<natsConnection> current(uint64_t* generation) const;
+  std::shared_ptr<Renewal> renewal_;
 };
 
 struct StreamSettings {
@@ -131,6 +140,8 @@ struct AckEvent {
 class JetStream {
  public:
   // `domain`: the JetStream domain to address ("" for the server's own).
+  // A connection the server closed and the owner replaced is followed on the next call: the
+  // publishes in flight on the old one are abandoned (no AckEvent comes for them).
   static Result<std::unique_ptr<JetStream>> create(Connection& connection, std::chrono::milliseconds ackTimeout,
                                                    int maxPending, const std::string& domain = "");
   ~JetStream();  // abandons the publishes still waiting for their ack
@@ -164,9 +175,16 @@ class JetStream {
   void abandonPending();
 
  private:
-  JetStream() = default;
+  explicit JetStream(Connection& connection) : connection_(connection) {}
   static void onAck(jsCtx* js, natsMsg* msg, ::jsPubAck* pa, ::jsPubAckErr* pae, void* closure);
+  // Makes the context on the connection's current natsConnection when it is not made on it yet.
+  Status follow();
 
+  Connection& connection_;
+  int maxPending_ = 0;
+  std::string domain_;
+  uint64_t generation_ = 0;                 // of the natsConnection js_ was made on
+  std::shared_ptr<natsConnection> nc_;      // that natsConnection; outlives js_
   std::chrono::milliseconds ackTimeout_{5000};
   bool publishedAsync_ = false;  // nats.c 3.4 crashes on a pending-list request before any async publish
   std::mutex mu_;

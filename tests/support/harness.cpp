@@ -541,7 +541,8 @@ struct TcpProxy::Impl {
   std::atomic<uint64_t> generation{0};  // retarget() ends the connections of older generations
   std::thread acceptor;
   std::mutex mu;
-  std::vector<std::thread> pipes;
+  std::vector<std::thread> pipes;  // GUARDED_BY(mu)
+  std::string lastWords;           // GUARDED_BY(mu): sent to a client a new generation ends
 
   static int connectTo(int port) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -586,6 +587,14 @@ struct TcpProxy::Impl {
       }
       if (closed) break;
     }
+    if (!stopping && generation != born) {
+      std::string words;
+      {
+        std::lock_guard lock(mu);
+        words = lastWords;
+      }
+      if (!words.empty()) ::send(client, words.data(), words.size(), MSG_NOSIGNAL);
+    }
     ::close(client);
     ::close(server);
   }
@@ -629,7 +638,19 @@ void TcpProxy::cut() { impl_->cut = true; }
 void TcpProxy::heal() { impl_->cut = false; }
 
 void TcpProxy::retarget(int targetPort) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->lastWords.clear();
+  }
   impl_->target = targetPort;
+  ++impl_->generation;
+}
+
+void TcpProxy::closeClients(const std::string& lastWords) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->lastWords = lastWords;
+  }
   ++impl_->generation;
 }
 

@@ -229,6 +229,10 @@ class TcpProxy {
   void cut();
   void heal();
   void retarget(int targetPort);
+  // Writes `lastWords` to every open client and closes it (and its server side), as a server
+  // closes a connection with an error ("-ERR 'Maximum Control Line Exceeded'\r\n"); new
+  // connections go through as before.
+  void closeClients(const std::string& lastWords);
 
  private:
   struct Impl;
