@@ -25,9 +25,15 @@ class PollPacer {
   void started(Clock::TimePoint now) { started_ = now; }
   // The batch of the poll started last arrived at `now`. `pollAgain`: it was full, or ended at a
   // poison row, so the next poll is due at once. Else the next is due nextDelay() after that poll
-  // started; `rowsCame`: it read rows.
+  // started. `rowsCame`: it read rows — a full batch too, so the poll after a drain still follows
+  // the flow.
   void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame) {
-    next_ = pollAgain ? now : started_ + nextDelay(now, rowsCame);
+    if (pollAgain) {
+      if (rowsCame) lastRowsAt_ = now;
+      next_ = now;
+      return;
+    }
+    next_ = started_ + nextDelay(now, rowsCame);
   }
   // The next poll is due at `now` (the assigned tail has more, or new rows may be waiting).
   void pollAt(Clock::TimePoint now) { next_ = now; }
@@ -44,7 +50,7 @@ class PollPacer {
   const std::chrono::milliseconds longest_;
   Clock::TimePoint next_;        // when the next poll is due
   Clock::TimePoint started_;     // when the batch being prepared was started
-  Clock::TimePoint lastRowsAt_;  // when a poll last read rows (and was not full: see batchArrived)
+  Clock::TimePoint lastRowsAt_;  // when a poll last read rows
 };
 
 }  // namespace outbox
