@@ -30,7 +30,9 @@ std::optional<uint64_t> parseRowId(std::string_view text) {
 }
 
 Status checkReason(std::string_view reason) {
-  if (reason.empty()) return Status::rejected("a reason is required (it is kept with the change)");
+  if (reason.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return Status::rejected("a reason is required (it is kept with the change)");
+  }
   if (reason.size() > kMaxReason) {
     return Status::rejected(fmt::format("the reason is {} characters long; at most {} are kept", reason.size(), kMaxReason));
   }

@@ -27,8 +27,8 @@ Status setPaused(const SourceConfig& source, bool paused);
 // wrapping); nullopt otherwise.
 std::optional<uint64_t> parseRowId(std::string_view text);
 
-// What an operator's reason must be: 1 to kMaxReason characters (it is kept in the database and
-// the log). kRejected otherwise.
+// What an operator's reason must be: 1 to kMaxReason characters, not only blanks (it is kept in
+// the database and the log). kRejected, saying why, otherwise.
 inline constexpr size_t kMaxReason = 1000;
 Status checkReason(std::string_view reason);
 

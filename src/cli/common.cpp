@@ -52,16 +52,12 @@ CLI::Validator sourceName() {
 
 namespace {
 
-using admin::kMaxReason;  // what outbox_epoch_history and outbox_quarantine keep
-
+// admin::checkReason's rule, checked where the flag enters.
 CLI::Validator reasonText() {
   return CLI::Validator(
       [](std::string& reason) -> std::string {
-        if (reason.find_first_not_of(" \t\r\n") == std::string::npos) return "must not be empty";
-        if (reason.size() > kMaxReason) {
-          return fmt::format("is {} characters; at most {} are kept, so give a shorter one", reason.size(), kMaxReason);
-        }
-        return "";
+        Status s = admin::checkReason(reason);
+        return s.isOk() ? std::string() : s.message();
       },
       "TEXT");
 }

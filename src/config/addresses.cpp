@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <initializer_list>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -57,6 +60,17 @@ std::string hostPortProblem(const std::string& text, bool portRequired, int minP
   return "";
 }
 
+// HOST[:PORT] of `url` after one of `schemes` (and a trailing '/'); nullopt without one of them.
+std::optional<std::string> afterScheme(const std::string& url, std::initializer_list<std::string_view> schemes) {
+  for (std::string_view scheme : schemes) {
+    if (url.rfind(scheme, 0) != 0) continue;
+    std::string rest = url.substr(scheme.size());
+    if (!rest.empty() && rest.back() == '/') rest.pop_back();
+    return rest;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void checkListen(const std::string& key, const std::string& listen) {
@@ -77,16 +91,9 @@ void checkNatsUrls(const std::string& key, const std::string& urls) {
     if (url.find('@') != std::string::npos) {
       throw ConfigError(key, "no credentials in the URL: set user and password_file, or token_file");
     }
-    std::string rest;
-    if (url.rfind("nats://", 0) == 0) {
-      rest = url.substr(7);
-    } else if (url.rfind("tls://", 0) == 0) {
-      rest = url.substr(6);
-    } else {
-      throw ConfigError(key, fmt::format("'{}' must start with nats:// or tls://", shownValue(url)));
-    }
-    if (!rest.empty() && rest.back() == '/') rest.pop_back();
-    std::string problem = hostPortProblem(rest, false, 1);
+    const auto rest = afterScheme(url, {"nats://", "tls://"});
+    if (!rest) throw ConfigError(key, fmt::format("'{}' must start with nats:// or tls://", shownValue(url)));
+    std::string problem = hostPortProblem(*rest, false, 1);
     if (!problem.empty()) throw ConfigError(key, fmt::format("'{}': {}", shownValue(url), problem));
   }
   if (count == 0 || urls.back() == ',') throw ConfigError(key, "an empty server in the list");
@@ -96,16 +103,9 @@ void checkHttpBaseUrl(const std::string& key, const std::string& url) {
   if (url.find('@') != std::string::npos) {
     throw ConfigError(key, "no credentials in the URL (it is printed in messages): give http[s]://HOST[:PORT]");
   }
-  std::string rest;
-  if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-  } else if (url.rfind("https://", 0) == 0) {
-    rest = url.substr(8);
-  } else {
-    throw ConfigError(key, fmt::format("'{}' must start with http:// or https://", shownValue(url)));
-  }
-  if (!rest.empty() && rest.back() == '/') rest.pop_back();
-  std::string problem = hostPortProblem(rest, false, 1);
+  const auto rest = afterScheme(url, {"http://", "https://"});
+  if (!rest) throw ConfigError(key, fmt::format("'{}' must start with http:// or https://", shownValue(url)));
+  std::string problem = hostPortProblem(*rest, false, 1);
   if (!problem.empty()) {
     throw ConfigError(key, fmt::format("'{}' is not http[s]://HOST[:PORT]: {}", shownValue(url), problem));
   }

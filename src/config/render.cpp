@@ -1,34 +1,19 @@
 // `check-config`'s rendering of a config, secrets masked: TOML that parses back to the same config.
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "config/config.h"
 
 namespace outbox {
 
 namespace {
 // A TOML basic string: quotes, backslashes and control characters escaped, so that no value can
-// end its line early or forge another (a newline in a value, a multi-line snapshot_query).
+// end its line early or forge another (a newline in a value, a multi-line snapshot_query). JSON's
+// string escapes are TOML's, but TOML wants DEL escaped too.
 std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out = jsonQuoted(s);
+  for (size_t at = out.find('\x7f'); at != std::string::npos; at = out.find('\x7f', at)) out.replace(at, 1, "\\u007f");
+  return out;
 }
 std::string mask(const std::string& secret) { return secret.empty() ? "\"\"" : "\"****\""; }
 }  // namespace

@@ -128,6 +128,10 @@ Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const
   return session_.run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
 }
 
+Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
+  return guardedStateWrite(conn, "s.source = s.source", "", what);
+}
+
 Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
   const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor);
   if (mark.pin.empty() && mark.unpin.empty()) return guardedStateWrite(assignments, "", "recording the scan");
@@ -242,7 +246,7 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
   return session_.transaction([&](db::Connection& conn) -> Status {
     // The state row first, as the assign does: one of the two waits for the other (and the
     // relay's own quarantine of a poison row is checked against its lease and epoch).
-    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, "s.source = s.source", "", "quarantining a row"));
+    OUTBOX_RETURN_IF_ERROR(lockState(conn, "quarantining a row"));
     // Read after the lock: a row committed by now is seen.
     auto exists = conn.queryU64(fmt::format("SELECT id FROM {} WHERE id = {}", table_, outboxId));
     if (!exists.isOk()) return exists.status();
@@ -297,7 +301,7 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
 Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
   return session_.transaction([&](db::Connection& conn) -> Status {
     // The lease and this session's epoch hold, and the row is ours until commit.
-    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, "s.source = s.source", "", "finishing the epoch bump"));
+    OUTBOX_RETURN_IF_ERROR(lockState(conn, "finishing the epoch bump"));
     auto rows = conn.query(fmt::format(
         "SELECT epoch, bump_from_epoch, assigned_through, published_through, published_stream_seq, {} "
         "FROM outbox_source_state s WHERE source = {} FOR UPDATE",

@@ -83,6 +83,9 @@ class MysqlOutboxStore final : public OutboxStore {
   Status guardedStateWrite(db::Connection& conn, const std::string& assignments, const std::string& condition,
                            const char* what);
   Status guardedStateWrite(const std::string& assignments, const std::string& condition, const char* what);
+  // Takes the state row's lock on `conn`, inside a transaction, where the write guard holds (else
+  // transient, as a refused write): what writers that must not interleave take first.
+  Status lockState(db::Connection& conn, const char* what);
   // The pinned holes' changes of `mark` (outbox_scan_holes), on `conn` inside a transaction.
   Status recordPins(db::Connection& conn, const ScanMark& mark);
 

@@ -224,7 +224,10 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
 bool Scanner::pinned(uint64_t first, uint64_t last, const ScanMark& mark) const {
   auto it = pinned_.upper_bound(first);
   if (it != pinned_.begin() && std::prev(it)->second >= last) return true;
-  return std::any_of(mark.pin.begin(), mark.pin.end(), [&](const IdRange& r) { return r.first <= first && r.last >= last; });
+  // mark.pin is ascending and disjoint: only the last range starting at or below `first` can cover it.
+  auto pin = std::upper_bound(mark.pin.begin(), mark.pin.end(), first,
+                              [](uint64_t id, const IdRange& r) { return id < r.first; });
+  return pin != mark.pin.begin() && std::prev(pin)->last >= last;
 }
 
 void Scanner::open(IdRange ids, Clock::TimePoint now) {

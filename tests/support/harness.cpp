@@ -103,8 +103,7 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
-namespace {
-db::ConnectParams stackParams(const std::string& database = "", unsigned port = 0) {
+db::ConnectParams stackParams(const std::string& database, unsigned port) {
   db::ConnectParams p;
   p.host = stack().mysqlHost;
   p.port = port != 0 ? port : stack().mysqlPort;
@@ -113,7 +112,6 @@ db::ConnectParams stackParams(const std::string& database = "", unsigned port = 
   p.database = database;
   return p;
 }
-}  // namespace
 
 // The outbox tables of each config writeConfig() wrote: (database, table).
 std::map<std::string, std::vector<std::pair<std::string, std::string>>>& configuredTables() {

@@ -73,6 +73,8 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 
 // A connection as the stack's MySQL user to the server at `port` (the primary's or a replica's).
 std::unique_ptr<db::Connection> connectAt(unsigned port, const std::string& database = "");
+// How to reach the stack's MariaDB (at `port` when given), as its admin account.
+db::ConnectParams stackParams(const std::string& database = "", unsigned port = 0);
 
 // A uniquely named database, created on construction and dropped on destruction.
 class TestDatabase {
