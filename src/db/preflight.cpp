@@ -64,6 +64,17 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
         "GRANT SLAVE MONITOR ON *.* TO {}; (MySQL: GRANT REPLICATION CLIENT)",
         grantee(conn)));
   }
+  // MariaDB: without metadata_lock_info an open hole stays open while any statement runs on the
+  // server, one that cannot write the outbox table too (section 3a, "Costs bounded").
+  auto version = conn.query("SELECT VERSION() LIKE '%MariaDB%', (SELECT COUNT(*) FROM information_schema.PLUGINS "
+                            "WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE')");
+  if (version.isOk() && version->next() && version->u64(0) != 0 && version->u64(1) == 0) {
+    notes.push_back(
+        "the server does not show metadata locks (the metadata_lock_info plugin is not loaded): an open hole then "
+        "stays open while any client statement runs, one that cannot write the outbox table too (a report, a dump, "
+        "a SELECT SLEEP), and each poll reads every hole found meanwhile. Load it: INSTALL SONAME "
+        "'metadata_lock_info'; (or plugin_load_add = metadata_lock_info in the server's config)");
+  }
   auto appliers = conn.query(
       "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker')");
   if (appliers.isOk() && appliers->next() && appliers->u64(0) > 0) {

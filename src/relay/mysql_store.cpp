@@ -33,11 +33,20 @@ MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seco
       versions_("`" + source.outboxTable + "_versions`"),
       // A source name is an SQL identifier (config), so it needs no escaping.
       sourceLiteral_("'" + source.name + "'"),
+      // A table name is an SQL identifier too (config).
+      tableLiteral_("'" + source.outboxTable + "'"),
       session_(db::paramsFrom(source.dsn), [this](db::Connection& conn) { return setUp(conn); }) {}
 
 Status MysqlOutboxStore::setUp(db::Connection& conn) {
   if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
     mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
+  }
+  writersVisible_ = false;
+  if (!mysql_) {
+    auto plugin = conn.queryU64(
+        "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
+        "PLUGIN_STATUS = 'ACTIVE'");
+    writersVisible_ = plugin.isOk() && plugin->value_or(0) > 0;
   }
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;

@@ -98,6 +98,10 @@ class MysqlOutboxStore final : public OutboxStore {
   std::string versions_;     // `<outbox_table>_versions`, quoted
   std::string sourceLiteral_;  // the source's name as an SQL string
   bool mysql_ = false;  // MySQL rather than MariaDB: FOR SHARE NOWAIT (error 3572), cached statistics
+  // The server shows who may write the outbox table (MariaDB's metadata_lock_info plugin): the
+  // connection reading lists only those (readNew).
+  bool writersVisible_ = false;
+  std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
   db::Session session_;  // last: its setup uses the members above
 };

@@ -99,13 +99,43 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // scheduler workers). Not a replica's threads: they write rows with the ids another server
   // gave them, outside section 3a's scope (producers write through this server), and an idle
   // applier would otherwise keep every hole open for good.
-  auto busy = queryRows(
-      "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', "
-      "'Binlog Dump GTID', 'Slave_IO', 'Slave_SQL', 'Slave_worker') AND NOT (USER = 'system user' AND HOST = '') "
-      "AND ID <> CONNECTION_ID() ORDER BY ID");
-  if (!busy.isOk()) return busy.status();
+  auto busy = [](const char* p) {  // PROCESSLIST's alias, with its dot
+    return fmt::format("{0}COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', 'Binlog Dump GTID', 'Slave_IO', "
+                       "'Slave_SQL', 'Slave_worker') AND NOT ({0}USER = 'system user' AND {0}HOST = '') AND "
+                       "{0}ID <> CONNECTION_ID()",
+                       p);
+  };
   ConnectionReading reading;
-  while (busy->next()) reading.busy.push_back(busy->u64(0));
+  // Where the server shows metadata locks, only those of them that may write the outbox table: a
+  // statement that writes it, through a trigger, function or procedure too, holds a metadata lock
+  // on it other than a reader's from before it takes an id until its transaction ends (the lock
+  // is taken when the statement opens its tables). One without such a lock holds no id of the
+  // table now, and any it takes later are above the scan cursor: a report, a dump or a
+  // SELECT SLEEP(600) keeps no hole open. With each, how long it has held its oldest such lock.
+  if (writersVisible_) {
+    auto writers = queryRows(fmt::format(
+        "SELECT p.ID, MAX(m.LOCK_TIME_MS), MAX(m.LOCK_TIME_MS IS NULL) FROM information_schema.PROCESSLIST p JOIN "
+        "information_schema.METADATA_LOCK_INFO m ON m.THREAD_ID = p.ID WHERE {} AND m.TABLE_SCHEMA = DATABASE() "
+        "AND m.TABLE_NAME = {} AND m.LOCK_MODE NOT IN ('MDL_SHARED', 'MDL_SHARED_HIGH_PRIO', 'MDL_SHARED_READ', "
+        "'MDL_SHARED_READ_ONLY') GROUP BY p.ID ORDER BY p.ID",
+        busy("p."), tableLiteral_));
+    if (writers.isOk()) {
+      while (writers->next()) {
+        reading.busy.push_back(writers->u64(0));
+        reading.writingFor.push_back(writers->isNull(1) || writers->u64(2) != 0
+                                         ? ConnectionReading::kUnknown
+                                         : std::chrono::milliseconds(writers->u64(1)));
+      }
+      out.busy = std::move(reading);
+      return out;
+    }
+    // The plugin was unloaded since the connection began: every busy connection is a suspect.
+    if (writers.status().cause() != Cause::kServer || writers.status().isTransient()) return writers.status();
+    writersVisible_ = false;
+  }
+  auto all = queryRows("SELECT ID FROM information_schema.PROCESSLIST WHERE " + busy("") + " ORDER BY ID");
+  if (!all.isOk()) return all.status();
+  while (all->next()) reading.busy.push_back(all->u64(0));
   out.busy = std::move(reading);
   return out;
 }

@@ -65,14 +65,28 @@ struct ScannedRow {
 
 // Which client connections are inside a statement, read just after a read of new rows
 // (information_schema.PROCESSLIST: every connection not between statements, but the server's own
-// threads and the reader). An outbox id is taken inside a statement, so a connection seen between
-// statements (or gone) after a hole was found no longer can be about to insert it. (Not by
-// statement id: MariaDB gives each instruction of a trigger or stored function a new QUERY_ID
-// while the INSERT that fired it still runs.) PROCESSLIST is read live; INNODB_TRX, which the
-// contract names, is served from a cache InnoDB refreshes only when nobody read it for 100 ms,
-// so a reading of it can predate the read it follows (docs/design.md).
+// threads and the reader), and where the server shows metadata locks (MariaDB's
+// metadata_lock_info) only those holding one on the outbox table that a writer takes. An outbox id
+// is taken inside a statement that holds such a lock until its transaction ends, so a connection
+// seen between statements, without that lock, or gone, after a hole was found, cannot be about to
+// insert it. (Not by statement id or start: MariaDB gives each instruction of a trigger or
+// stored function a new QUERY_ID and TIME_MS while the INSERT that fired it, holding ids it
+// reserved, still runs.) Both are read live; INNODB_TRX, which the contract names, is served
+// from a cache InnoDB refreshes only when nobody read it for 100 ms, so a reading of it can
+// predate the read it follows, and a statement takes its id before its InnoDB transaction
+// starts (docs/design.md).
+//
+// Where the server shows it, also how long each has held that lock: one whose every such lock was
+// taken after a hole was found began writing the table after its ids were taken (the lock is held
+// from before a statement takes an id until its transaction ends), so it holds none of them —
+// the contract's "retire suspects by statement start", by the one clock that no trigger resets.
 struct ConnectionReading {
   std::vector<uint64_t> busy;  // connection ids, ascending
+  // Parallel to `busy` (or empty: unknown for all): how long the connection has held its oldest
+  // writer's metadata lock on the outbox table, rounded down to the millisecond; kUnknown when
+  // the server does not say.
+  std::vector<std::chrono::milliseconds> writingFor;
+  static constexpr std::chrono::milliseconds kUnknown = std::chrono::milliseconds::max();
 };
 
 struct NewRows {
