@@ -130,6 +130,26 @@ class BuildDependencies(unittest.TestCase):
                 missing.append(f"{dep['name']} ({files[0]}) comes from {package}")
         self.assertEqual(missing, [], "build dependencies missing from tools/packages.txt (role build)")
 
+    def test_every_header_the_build_includes_is_in_the_build_list(self):
+        # A header-only library (Boost.Beast and Asio) has no pkg-config file and no library to
+        # link: the compiler's own record of what each object included is where it shows.
+        out = run("ninja", "-C", BUILD, "-t", "deps", check=True).stdout
+        headers = {line.strip() for line in out.splitlines() if line.startswith("    /usr/include/")}
+        self.assertTrue(any("/boost/" in h for h in headers), "ninja's deps name no Boost header")
+        groups = {}
+        for h in sorted(headers):
+            parts = h.split("/")
+            # /usr/include/<dir>/... by <dir>; /usr/include/<arch>/<dir>/...; a top-level header alone.
+            key = "/".join(parts[:5] if parts[3].endswith("-linux-gnu") else parts[:4])
+            groups.setdefault(key, h)
+        missing = []
+        for key, header in sorted(groups.items()):
+            package = owner(header)
+            self.assertIsNotNone(package, f"no Debian package owns {header}")
+            if not in_base_image(package) and not covered(package, ["build"], depth=5):
+                missing.append(f"{header} comes from {package}")
+        self.assertEqual(missing, [], "headers from packages missing from tools/packages.txt (role build)")
+
     def test_the_build_tools_are_in_the_build_list(self):
         import json
         with open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8") as f:
