@@ -106,15 +106,24 @@ std::vector<int> statuses(const std::string& bytes) {
   return out;
 }
 
-// Sends `request` on one connection and returns the statuses of every answer that comes.
-std::vector<int> answersTo(int port, const std::string& request,
+// Sends `parts` on one connection, 300 ms apart (a server that answers before the body came
+// must still not read the body as a request), and returns the statuses of every answer.
+std::vector<int> answersTo(int port, const std::vector<std::string>& parts,
                            std::chrono::milliseconds quiet = 1500ms) {
   int fd = connectTo(port);
   BOOST_REQUIRE(fd >= 0);
-  sendAll(fd, request);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(300ms);
+    sendAll(fd, parts[i]);
+  }
   auto out = statuses(readAll(fd, quiet));
   ::close(fd);
   return out;
+}
+
+std::vector<int> answersTo(int port, const std::string& request,
+                           std::chrono::milliseconds quiet = 1500ms) {
+  return answersTo(port, std::vector<std::string>{request}, quiet);
 }
 
 // Asks /healthz every 100 ms on a fresh connection while it lives; each must answer 200.
@@ -268,22 +277,22 @@ BOOST_AUTO_TEST_CASE(header_floods_get_413_and_cost_no_memory) {
 BOOST_AUTO_TEST_CASE(a_request_body_is_never_read_as_a_request) {
   Bridge bridge;
   const std::string smuggled = "GET /v1/admin/sources HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string length = fmt::format("Content-Length: {}\r\n\r\n", smuggled.size());
   // A GET with a body.
-  BOOST_TEST(
-      answersTo(bridge.port,
-                fmt::format("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}",
-                            smuggled.size(), smuggled)) == std::vector<int>{200});
-  // The body of a request answered 405.
-  BOOST_TEST(
-      answersTo(bridge.port,
-                fmt::format("POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}",
-                            smuggled.size(), smuggled)) == std::vector<int>{405});
-  // The rest of a body answered 413.
-  const std::string big = std::string(20000, 'x') + smuggled;
+  BOOST_TEST(answersTo(bridge.port, {"GET /healthz HTTP/1.1\r\nHost: x\r\n" + length, smuggled}) ==
+             std::vector<int>{200});
+  // The body of a request answered 405, and of one answered 404.
+  BOOST_TEST(answersTo(bridge.port, {"POST /healthz HTTP/1.1\r\nHost: x\r\n" + length, smuggled}) ==
+             std::vector<int>{405});
+  BOOST_TEST(answersTo(bridge.port, {"GET /nope HTTP/1.1\r\nHost: x\r\n" + length, smuggled}) ==
+             std::vector<int>{404});
+  // The rest of a body answered 413: here an authorized pause, which must not happen.
+  const std::string pause =
+      fmt::format("POST {} HTTP/1.1\r\nHost: x\r\n{}\r\n", bridge.admin("pause"), bridge.auth());
   BOOST_TEST(answersTo(bridge.port,
-                       fmt::format("POST {} HTTP/1.1\r\nHost: x\r\n{}Content-Length: {}\r\n\r\n{}",
-                                   bridge.admin("pause"), bridge.auth(), big.size(), big)) ==
-             std::vector<int>{413});
+                       {fmt::format("POST {} HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n",
+                                    bridge.admin("pause")),
+                        pause}) == std::vector<int>{413});
   // Content-Length together with Transfer-Encoding: refused, and the connection closed.
   BOOST_TEST(
       answersTo(bridge.port, fmt::format("POST {} HTTP/1.1\r\nHost: x\r\n{}Content-Length: 5\r\n"
@@ -321,10 +330,9 @@ BOOST_AUTO_TEST_CASE(an_admin_post_cut_short_is_not_acted_on) {
              bridge.process.log());
 }
 
-// Item 19: a quarantine reason reached the log raw (a forged line, NUL bytes); denied admin
-// requests logged a line each; two pipelined requests got one answer; a 20 KB admin body got
-// 400; error bodies repeated invalid UTF-8 (invalid JSON).
-BOOST_AUTO_TEST_CASE(admin_input_cannot_forge_or_flood_the_log_and_answers_stay_valid) {
+// Item 19: a quarantine reason reached the log raw (a newline forged a line, NUL bytes made the
+// log binary).
+BOOST_AUTO_TEST_CASE(a_quarantine_reason_cannot_forge_a_log_line) {
   Bridge bridge;
   const std::map<std::string, std::string> auth{{"Authorization", std::string("Bearer ") + kToken}};
   BOOST_REQUIRE_EQUAL(httpRequest(bridge.port, "POST", bridge.admin("pause"), "", auth).status,
@@ -345,8 +353,13 @@ BOOST_AUTO_TEST_CASE(admin_input_cannot_forge_or_flood_the_log_and_answers_stay_
   std::string log = bridge.process.log();
   BOOST_TEST(log.find("\n" + forged) == std::string::npos, "a reason forged a log line");
   BOOST_TEST(log.find('\0') == std::string::npos, "the log holds a NUL byte");
-  BOOST_TEST(log.find("ok\\x0a2030-01-01") != std::string::npos, log);
+  BOOST_TEST(log.find("ok\\x0a2030-01-01") != std::string::npos,
+             "the reason is not in the log, escaped");
+}
 
+// Item 19: unauthenticated admin requests logged a line each (12,000 lines in 2 s).
+BOOST_AUTO_TEST_CASE(denied_admin_requests_are_logged_once_a_period_with_a_count) {
+  Bridge bridge;
   // Denied admin requests, as fast as four clients can send them for 2 s: a line or two, not one
   // each.
   std::atomic<int> denied{0};
@@ -377,7 +390,13 @@ BOOST_AUTO_TEST_CASE(admin_input_cannot_forge_or_flood_the_log_and_answers_stay_
                std::string::npos;
       },
       5s));
+}
 
+// Item 19: two pipelined requests got one answer; a 20 KB admin body got 400; an error body
+// repeated a path's invalid UTF-8 (invalid JSON).
+BOOST_AUTO_TEST_CASE(pipelined_oversized_and_non_utf8_requests_get_proper_answers) {
+  Bridge bridge;
+  const std::map<std::string, std::string> auth{{"Authorization", std::string("Bearer ") + kToken}};
   // Two pipelined requests get two answers.
   BOOST_TEST(
       answersTo(
