@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/json.h"
+#include "common/utf8.h"
 
 namespace outbox {
 
@@ -50,7 +51,7 @@ class LineFormatter final : public spdlog::formatter {
       line += '"';
     }
     line += R"(,"message":")";
-    appendJsonEscaped(line, message);
+    appendJsonEscaped(line, message, InvalidUtf8::kReplace);
     line += R"(","command":")";
     appendJsonEscaped(line, command_);
     line += fmt::format(R"(","pid":{}}})", static_cast<long>(::getpid()));
@@ -152,6 +153,22 @@ std::shared_ptr<spdlog::logger> resultLogger(const std::string& source) {
   std::lock_guard lock(loggersMutex());
   Loggers& l = loggers();
   return cached(l.results, source, l.stdoutSink, l.level);
+}
+
+std::string logSafe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c >= 0x80 ? utf8SequenceAt(text, i) : (c < 0x20 || c == 0x7f ? 0 : 1);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out.append(text.substr(i, n));
+      i += n - 1;
+    }
+  }
+  return out;
 }
 
 }  // namespace outbox

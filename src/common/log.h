@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <spdlog/logger.h>
 
@@ -28,5 +29,10 @@ std::shared_ptr<spdlog::logger> sourceLogger(const std::string& source);
 // files, the epoch bump): a cron job or a script reads them apart from the diagnostics on stderr.
 // `source` may be empty. Call setupLogging() first.
 std::shared_ptr<spdlog::logger> resultLogger(const std::string& source);
+
+// `text` for a field of a log line that a client or an operator wrote (a request path, a
+// quarantine reason): control bytes, DEL and bytes that are not UTF-8 as \xNN, so the field can
+// neither forge a second line nor make the log binary.
+std::string logSafe(std::string_view text);
 
 }  // namespace outbox

@@ -1,7 +1,5 @@
 // The admin API (README "Admin API"): status per source, leases, pause/resume, quarantine —
 // behind a bearer token compared in constant time.
-#include <httplib.h>
-
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <simdjson.h>
@@ -14,46 +12,26 @@
 
 namespace outbox {
 
-bool HttpServer::authorized(const httplib::Request& req, httplib::Response& res) const {
+bool HttpServer::authorized(const HttpRequest& req, HttpResponse& res) const {
   if (options_.adminToken.empty()) {
     jsonError(res, 403, "the admin API is disabled: set http.admin_token");
     return false;
   }
-  const std::string header = req.get_header_value("Authorization");
+  const std::string header = req.header("Authorization");
   const std::string expected = "Bearer " + options_.adminToken;
   if (header.size() != expected.size() || CRYPTO_memcmp(header.data(), expected.data(), expected.size()) != 0) {
-    res.set_header("WWW-Authenticate", "Bearer");
+    res.setHeader("WWW-Authenticate", "Bearer");
     jsonError(res, 401, "a valid bearer token is required");
     return false;
   }
   return true;
 }
 
-void HttpServer::postWithBody(const std::string& pattern, BodyHandler handler) {
-  // A content-reader handler runs before httplib reads the body, so a POST that sends none (no
-  // Content-Length, no chunked encoding: `curl -X POST URL`) is answered at once, as one with an
-  // empty body, instead of after a read timeout with 400.
-  main_.server->Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                                             const httplib::ContentReader& reader) {
-    std::string body;
-    if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-      bool tooLarge = false;
-      reader([&](const char* data, size_t size) {
-        body.append(data, size);
-        tooLarge = body.size() > options_.maxRequestBytes;
-        return !tooLarge;
-      });
-      if (tooLarge) return jsonError(res, 413, "request too large");
-    }
-    handler(req, body, res);
-  });
-}
-
 namespace {
 
 // The answer to an operator action that failed: 409 when it was refused as asked, 503 otherwise
 // (the database is what failed; its error goes to the log, not to the client).
-void failed(httplib::Response& res, const HttpSource& source, const char* action, const Status& s) {
+void failed(HttpResponse& res, const HttpSource& source, const char* action, const Status& s) {
   if (s.isRejected()) return jsonError(res, 409, s.message());
   sourceLogger(source.config->name)->warn("admin {}: {}", action, s.message());
   if (s.isTransient()) {
@@ -64,8 +42,14 @@ void failed(httplib::Response& res, const HttpSource& source, const char* action
 
 }  // namespace
 
-void HttpServer::adminRoutes() {
-  auto& svr = *main_.server;
+void HttpServer::adminRoutes(std::vector<Route>& routes) {
+  auto get = [&](const char* pattern, Handler handler) {
+    routes.push_back({"GET", std::regex(pattern), Pool::kApi, std::move(handler)});
+  };
+  // The body is read in full before a handler runs: a request cut short never reaches one.
+  auto post = [&](const char* pattern, Handler handler) {
+    routes.push_back({"POST", std::regex(pattern), Pool::kApi, std::move(handler)});
+  };
   auto statusJson = [this](size_t i) {
     const auto& s = sources_[i];
     auto p = probes_[i]->get();
@@ -96,20 +80,20 @@ void HttpServer::adminRoutes() {
     return out + "}";
   };
 
-  svr.Get("/v1/admin/sources", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
+  get("/v1/admin/sources", [this, statusJson](const HttpRequest& req, HttpResponse& res) {
     if (!authorized(req, res)) return;
     std::string out = "[";
     for (size_t i = 0; i < sources_.size(); ++i) out += (i ? "," : "") + statusJson(i);
-    res.set_content(out + "]", "application/json");
+    res.setContent(out + "]", "application/json");
   });
-  svr.Get(R"(/v1/admin/sources/([^/]+))", [this, statusJson](const httplib::Request& req, httplib::Response& res) {
+  get(R"(/v1/admin/sources/([^/]+))", [this, statusJson](const HttpRequest& req, HttpResponse& res) {
     if (!authorized(req, res)) return;
     for (size_t i = 0; i < sources_.size(); ++i) {
-      if (sources_[i].config->name == req.matches[1]) return res.set_content(statusJson(i), "application/json");
+      if (sources_[i].config->name == req.matches[1]) return res.setContent(statusJson(i), "application/json");
     }
-    jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+    jsonError(res, 404, fmt::format("unknown source '{}'", req.matches[1]));
   });
-  svr.Get("/v1/admin/leases", [this](const httplib::Request& req, httplib::Response& res) {
+  get("/v1/admin/leases", [this](const HttpRequest& req, HttpResponse& res) {
     if (!authorized(req, res)) return;
     // Who leads each source, whether that is this instance, and who else stands for it (with the
     // number of the database's sources each leads): how the sources are spread over instances.
@@ -132,14 +116,14 @@ void HttpServer::adminRoutes() {
           p.leaseEpoch, p.leaseExpiresInSeconds, live && p.leaseHolder == self,
           candidates.isOk() ? listed : "null");
     }
-    res.set_content(out + "]", "application/json");
+    res.setContent(out + "]", "application/json");
   });
 
   auto pauseOrResume = [this](bool pause) {
-    return [this, pause](const httplib::Request& req, const std::string&, httplib::Response& res) {
+    return [this, pause](const HttpRequest& req, HttpResponse& res) {
       if (!authorized(req, res)) return;
       const HttpSource* source = findSource(req.matches[1]);
-      if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+      if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", req.matches[1]));
       if (Status s = admin::setPaused(*source->config, pause); !s.isOk()) {
         return failed(res, *source, pause ? "pause" : "resume", s);
       }
@@ -147,24 +131,23 @@ void HttpServer::adminRoutes() {
       for (size_t i = 0; i < sources_.size(); ++i) {
         if (&sources_[i] == source) probes_[i]->invalidate();
       }
-      res.set_content(fmt::format(R"({{"source":{},"paused":{}}})", jsonQuoted(source->config->name),
+      res.setContent(fmt::format(R"({{"source":{},"paused":{}}})", jsonQuoted(source->config->name),
                                   pause ? "true" : "false"),
                       "application/json");
     };
   };
-  postWithBody(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
-  postWithBody(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
+  post(R"(/v1/admin/sources/([^/]+)/pause)", pauseOrResume(true));
+  post(R"(/v1/admin/sources/([^/]+)/resume)", pauseOrResume(false));
 
-  postWithBody(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const httplib::Request& req, const std::string& requestBody,
-                                                                httplib::Response& res) {
+  post(R"(/v1/admin/sources/([^/]+)/quarantine)", [this](const HttpRequest& req, HttpResponse& res) {
     if (!authorized(req, res)) return;
     const HttpSource* source = findSource(req.matches[1]);
-    if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", std::string(req.matches[1])));
+    if (source == nullptr) return jsonError(res, 404, fmt::format("unknown source '{}'", req.matches[1]));
     uint64_t id = 0;
     std::string reason;
     simdjson::dom::parser parser;
     simdjson::dom::element body;
-    if (parser.parse(requestBody).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
+    if (parser.parse(req.body).get(body) != simdjson::SUCCESS || body["id"].get_uint64().get(id) != simdjson::SUCCESS ||
         id == 0) {
       return jsonError(res, 400, R"(expected a JSON body {"id": <outbox row id>, "reason": "..."})");
     }
@@ -176,8 +159,8 @@ void HttpServer::adminRoutes() {
     auto cleared = admin::quarantine(*source->config, id, reason);
     if (!cleared.isOk()) return failed(res, *source, "quarantine", cleared.status());
     bool clearedHalt = *cleared;
-    sourceLogger(source->config->name)->info("row {} quarantined by the admin API: {}", id, reason);
-    res.set_content(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonQuoted(source->config->name),
+    sourceLogger(source->config->name)->info("row {} quarantined by the admin API: {}", id, logSafe(reason));
+    res.setContent(fmt::format(R"({{"source":{},"quarantined":{},"haltCleared":{}}})", jsonQuoted(source->config->name),
                                 id, clearedHalt ? "true" : "false"),
                     "application/json");
   });

@@ -1,11 +1,6 @@
 #include "http/server.h"
 
-#include <httplib.h>
-
-#include <array>
 #include <charconv>
-#include <mutex>
-#include <regex>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -19,25 +14,12 @@ namespace outbox {
 
 namespace {
 
-// httplib routes are regular expressions; a configured path is matched literally.
+// Route patterns are regular expressions; a configured path is matched literally.
 std::string escapeRegex(const std::string& path) {
   std::string out;
   for (char c : path) {
     if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
     out.push_back(c);
-  }
-  return out;
-}
-
-// `text` with control characters as \xNN: a request path cannot forge a log line.
-std::string printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
   }
   return out;
 }
@@ -60,126 +42,111 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
       nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
   for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
-  if (!options_.tlsCert.empty()) {
-    main_.server = std::make_unique<httplib::SSLServer>(options_.tlsCert.c_str(), options_.tlsKey.c_str());
-  } else {
-    main_.server = std::make_unique<httplib::Server>();
-  }
-  if (options_.metricsPort >= 0) metrics_.server = std::make_unique<httplib::Server>();
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 Status HttpServer::start() {
-  if (!main_.server->is_valid()) {
-    return Status::permanent(fmt::format("http.tls_cert, http.tls_key: cannot load the certificate {} with the key {} "
-                                         "(PEM files, the key matching the certificate)",
-                                         options_.tlsCert, options_.tlsKey));
-  }
-  const bool separate = metrics_.server != nullptr;
-  commonHandlers(*main_.server, /*health=*/!separate, /*api=*/true);
-  if (separate) commonHandlers(*metrics_.server, /*health=*/true, /*api=*/false);
-  adminRoutes();
-  snapshotRoutes(*main_.server);
-  healthRoutes(separate ? *metrics_.server : *main_.server);
-  // Every admin call is logged: who (the client's address), what, and the answer; never the token.
-  main_.server->set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (req.path.rfind("/v1/admin/", 0) != 0) return;
-    spdlog::info("admin {} {} from {}: {}", req.method, printable(req.path), req.remote_addr, res.status);
-  });
+  const bool separate = options_.metricsPort >= 0;
+  adminRoutes(mainRoutes_);
+  snapshotRoutes(mainRoutes_);
+  healthRoutes(separate ? metricsRoutes_ : mainRoutes_);
+  transport_ = std::make_unique<HttpTransport>(options_.limits);
   // Both addresses are bound before either serves: a failure leaves no thread to stop.
-  OUTBOX_RETURN_IF_ERROR(bind(main_, options_.host, options_.port));
-  if (separate) OUTBOX_RETURN_IF_ERROR(bind(metrics_, options_.metricsHost, options_.metricsPort));
-  for (Listener* l : {&main_, &metrics_}) {
-    if (l->server) l->thread = std::thread([l] { l->server->listen_after_bind(); });
+  auto main = transport_->listen(
+      options_.host, options_.port, options_.tlsCert, options_.tlsKey,
+      [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(mainRoutes_, std::move(r), std::move(reply)); },
+      [this](const HttpRequest& r, int status) { logAdminCall(r, status); });
+  if (!main.isOk()) return main.status();
+  ports_.main = *main;
+  if (separate) {
+    auto metrics = transport_->listen(
+        options_.metricsHost, options_.metricsPort, "", "",
+        [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(metricsRoutes_, std::move(r), std::move(reply)); },
+        nullptr);
+    if (!metrics.isOk()) return metrics.status();
+    ports_.metrics = *metrics;
   }
-  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, main_.port);
-  if (separate) spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, metrics_.port);
-  return Status::ok();
-}
-
-Status HttpServer::bind(Listener& l, const std::string& host, int port) {
-  size_t workers = options_.workers;
-  l.server->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-  l.server->set_payload_max_length(options_.maxRequestBytes);
-  l.server->set_read_timeout(std::chrono::seconds(5));
-  // A client that takes nothing for this long is dropped (and cannot hold up a shutdown longer).
-  l.server->set_write_timeout(std::chrono::seconds(10));
-  l.server->set_keep_alive_timeout(5);
-  l.port = port == 0 ? l.server->bind_to_any_port(host) : (l.server->bind_to_port(host, port) ? port : -1);
-  if (l.port <= 0) return Status::fatal(fmt::format("cannot listen on {}:{}", host, port));
+  healthPool_ = std::make_unique<TaskPool>(options_.healthWorkers);
+  apiPool_ = std::make_unique<TaskPool>(options_.workers);
+  transport_->start();
+  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, ports_.main);
+  if (separate) spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, ports_.metrics);
   return Status::ok();
 }
 
 void HttpServer::stop() {
   stopping_ = true;
-  for (Listener* l : {&main_, &metrics_}) {
-    if (l->thread.joinable()) {
-      // httplib's stop() does nothing until the listener thread has begun serving (a thread that
-      // has already ended never will: the wait is bounded).
-      for (int i = 0; i < 2000 && !l->server->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      l->server->stop();
-      l->thread.join();
-    }
-  }
+  if (!transport_) return;
+  // Connections close first (a streamed answer's next write fails at once), then the handlers
+  // still running end, then the transport's thread.
+  transport_->shutdown();
+  if (healthPool_) healthPool_->join();
+  if (apiPool_) apiPool_->join();
+  transport_->stop();
 }
 
-void HttpServer::commonHandlers(httplib::Server& svr, bool health, bool api) {
-  // Known GET routes, for 405 on other methods.
-  std::vector<std::regex> getRoutes;
-  if (health) {
-    for (const char* path : {"/healthz", "/readyz", "/metrics"}) getRoutes.emplace_back(path);
+void HttpServer::dispatch(const std::vector<Route>& routes, HttpRequest request, HttpTransport::Reply reply) {
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  const Route* found = nullptr;
+  std::string allowed;
+  for (const auto& route : routes) {
+    std::smatch m;
+    if (!std::regex_match(request.path, m, route.pattern)) continue;
+    if (route.method == request.method || (route.method == "GET" && get)) {
+      request.matches.assign(m.begin(), m.end());
+      found = &route;
+      break;
+    }
+    allowed = route.method;
   }
-  std::vector<std::string> aliasPaths;
-  if (api) {
-    getRoutes.emplace_back(R"(/v1/sources/[^/]+/control-snapshot)");
-    getRoutes.emplace_back(R"(/v1/admin/(sources|leases)(/[^/]+)?)");
-    for (const auto& s : sources_) {
-      if (!s.config->snapshotPath.empty()) aliasPaths.push_back(s.config->snapshotPath);
+  if (found == nullptr) {
+    HttpResponse res;
+    if (allowed.empty()) {
+      jsonError(res, 404, fmt::format("no route for {} {}", request.method, request.path));
+    } else {
+      res.setHeader("Allow", allowed == "GET" ? "GET, HEAD" : allowed);
+      jsonError(res, 405, fmt::format("method {} is not allowed on {}; use {}", request.method, request.path, allowed));
     }
+    return reply(std::move(res));
   }
-  const std::regex adminPost(api ? R"(/v1/admin/sources/[^/]+/(pause|resume|quarantine))" : "$^");
-  svr.set_pre_routing_handler([getRoutes, aliasPaths, adminPost](const httplib::Request& req, httplib::Response& res) {
-    if (std::regex_match(req.path, adminPost)) {
-      if (req.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
-      res.set_header("Allow", "POST");
-      jsonError(res, 405, fmt::format("method {} is not allowed on {}; use POST", req.method, req.path));
-      return httplib::Server::HandlerResponse::Handled;
+  TaskPool& pool = found->pool == Pool::kHealth ? *healthPool_ : *apiPool_;
+  pool.post([this, found, request = std::move(request), reply = std::move(reply)] {
+    if (stopping_.load()) return;  // unanswered: the connection closes
+    HttpResponse res;
+    try {
+      found->handler(request, res);
+    } catch (const std::exception&) {
+      res = HttpResponse();
+      jsonError(res, 500, "internal error");
     }
-    if (req.method == "GET" || req.method == "HEAD") return httplib::Server::HandlerResponse::Unhandled;
-    bool known = std::find(aliasPaths.begin(), aliasPaths.end(), req.path) != aliasPaths.end();
-    for (const auto& r : getRoutes) known = known || std::regex_match(req.path, r);
-    if (!known) {
-      // Without Content-Length or chunked encoding httplib would wait for a body until its read
-      // timeout and answer 400: answer 404 now. A request with a body is read (413 past the limit).
-      if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      jsonError(res, 404, fmt::format("no route for {} {}", req.method, req.path));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    res.set_header("Allow", "GET, HEAD");
-    jsonError(res, 405, fmt::format("method {} is not allowed on {}; use GET", req.method, req.path));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    switch (res.status) {
-      case 404: jsonError(res, 404, fmt::format("no route for {} {}", req.method, req.path)); break;
-      case 413: jsonError(res, 413, "request too large"); break;
-      case 414: jsonError(res, 414, "request URI too long"); break;
-      case 400: jsonError(res, 400, "bad request"); break;
-      default: jsonError(res, res.status, "request failed"); break;
-    }
-  });
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    jsonError(res, 500, "internal error");
+    reply(std::move(res));
   });
 }
 
-void HttpServer::healthRoutes(httplib::Server& svr) {
-  svr.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+void HttpServer::logAdminCall(const HttpRequest& request, int status) {
+  if (request.path.rfind("/v1/admin/", 0) != 0) return;
+  std::string suppressed;
+  if (status == 401 || status == 403) {
+    // A client without the token could otherwise write the log as fast as it can send.
+    std::lock_guard lock(deniedMu_);
+    auto now = std::chrono::steady_clock::now();
+    if (deniedLoggedAt_.time_since_epoch().count() != 0 && now - deniedLoggedAt_ < options_.deniedLogPeriod) {
+      ++deniedSuppressed_;
+      return;
+    }
+    if (deniedSuppressed_ > 0) {
+      suppressed = fmt::format(" ({} more denied admin requests not logged since the last such line)", deniedSuppressed_);
+    }
+    deniedLoggedAt_ = now;
+    deniedSuppressed_ = 0;
+  }
+  spdlog::info("admin {} {} from {}: {}{}", logSafe(request.method), logSafe(request.path), request.remoteAddr, status,
+               suppressed);
+}
+
+void HttpServer::healthRoutes(std::vector<Route>& routes) {
+  routes.push_back({"GET", std::regex("/healthz"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
     std::string stuck;
     for (size_t i = 0; i < sources_.size(); ++i) {
       const auto& s = sources_[i];
@@ -196,14 +163,14 @@ void HttpServer::healthRoutes(httplib::Server& svr) {
       }
     }
     if (stuck.empty()) {
-      res.set_content(R"({"status":"ok"})", "application/json");
+      res.setContent(R"({"status":"ok"})", "application/json");
     } else {
       res.status = 503;
-      res.set_content(R"({"status":"stuck","sources":{)" + stuck + "}}", "application/json");
+      res.setContent(R"({"status":"stuck","sources":{)" + stuck + "}}", "application/json");
     }
-  });
+  }});
 
-  svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+  routes.push_back({"GET", std::regex("/readyz"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
     std::vector<std::string> reasons;
     if (NatsLink nats = nats_(); !nats.connected) {
       reasons.push_back(nats.problem.empty() ? "nats-server is not connected" : nats.problem);
@@ -213,25 +180,25 @@ void HttpServer::healthRoutes(httplib::Server& svr) {
       if (!r.reachable) reasons.push_back(r.error);
     }
     if (reasons.empty()) {
-      res.set_content(R"({"status":"ready"})", "application/json");
+      res.setContent(R"({"status":"ready"})", "application/json");
       return;
     }
     std::string list;
     for (const auto& r : reasons) list += (list.empty() ? "" : ",") + jsonQuoted(r);
     res.status = 503;
-    res.set_content(R"({"status":"not ready","reasons":[)" + list + "]}", "application/json");
-  });
+    res.setContent(R"({"status":"not ready","reasons":[)" + list + "]}", "application/json");
+  }});
 
-  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_()), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  routes.push_back({"GET", std::regex("/metrics"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
+    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_()), "text/plain; version=0.0.4; charset=utf-8");
+  }});
 }
 
-void HttpServer::snapshotRoutes(httplib::Server& svr) {
-  auto snapshot = [this](const SourceConfig& source, const httplib::Request& req, httplib::Response& res) {
+void HttpServer::snapshotRoutes(std::vector<Route>& routes) {
+  auto snapshot = [this](const SourceConfig& source, const HttpRequest& req, HttpResponse& res) {
     bool summaryOnly = false;
-    if (req.has_param("summary")) {
-      std::string v = req.get_param_value("summary");
+    if (req.hasParam("summary")) {
+      const std::string& v = req.params.at("summary");
       if (v == "true" || v == "1") {
         summaryOnly = true;
       } else if (v != "false" && v != "0") {
@@ -242,15 +209,16 @@ void HttpServer::snapshotRoutes(httplib::Server& svr) {
     }
     if (activeSnapshots_.fetch_add(1) >= options_.maxSnapshotStreams) {
       activeSnapshots_.fetch_sub(1);
-      res.set_header("Retry-After", "1");
+      res.setHeader("Retry-After", "1");
       jsonError(res, 503, fmt::format("{} snapshot streams are in progress; retry shortly", options_.maxSnapshotStreams));
       snapshotMetrics_->record(source.name, 503, 0, 0);
       return;
     }
+    // The stream's slot is given back when the answer is done with (written, cut short or a HEAD).
+    std::shared_ptr<void> slot(nullptr, [this](void*) { activeSnapshots_.fetch_sub(1); });
     auto begin = std::chrono::steady_clock::now();
     auto opened = SnapshotStream::open(source, summaryOnly);
     if (!opened.isOk()) {
-      activeSnapshots_.fetch_sub(1);
       sourceLogger(source.name)->warn("snapshot failed: {}", opened.status().message());
       bool transient = opened.status().isTransient();
       jsonError(res, transient ? 503 : 500,
@@ -262,43 +230,38 @@ void HttpServer::snapshotRoutes(httplib::Server& svr) {
       return;
     }
     std::shared_ptr<SnapshotStream> stream = std::move(opened).value();
-    res.set_header("Cache-Control", "no-store");
-    res.set_chunked_content_provider(
-        "application/json",
-        [this, stream, &source, begin](size_t, httplib::DataSink& sink) {
-          Status s = stream->writeTo([this, &sink](std::string_view piece) {
-            return !stopping_.load() && sink.write(piece.data(), piece.size());
-          });
-          double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-          if (!s.isOk()) {
-            sourceLogger(source.name)->warn("snapshot cut short after {} records: {}",
-                                            stream->header().recordCount, s.message());
-            snapshotMetrics_->record(source.name, 499, elapsed, 0);
-            return false;
-          }
-          sink.done();
-          const auto& sum = stream->header();
-          sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms",
-                                          sum.recordCount, sum.epoch, sum.watermark, elapsed * 1000);
-          snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
-          return true;
-        },
-        [this](bool) { activeSnapshots_.fetch_sub(1); });
+    res.setHeader("Cache-Control", "no-store");
+    res.contentType = "application/json";
+    res.stream = [this, stream, slot, &source, begin](const HttpResponse::Write& write) {
+      Status s = stream->writeTo([this, &write](std::string_view piece) { return !stopping_.load() && write(piece); });
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      if (!s.isOk()) {
+        sourceLogger(source.name)->warn("snapshot cut short after {} records: {}", stream->header().recordCount,
+                                        s.message());
+        snapshotMetrics_->record(source.name, 499, elapsed, 0);
+        return false;
+      }
+      const auto& sum = stream->header();
+      sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", sum.recordCount,
+                                      sum.epoch, sum.watermark, elapsed * 1000);
+      snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
+      return true;
+    };
   };
 
-  svr.Get(R"(/v1/sources/([^/]+)/control-snapshot)", [this, snapshot](const httplib::Request& req, httplib::Response& res) {
-    std::string name = req.matches[1];
-    for (const auto& s : sources_) {
-      if (s.config->name == name) return snapshot(*s.config, req, res);
-    }
-    jsonError(res, 404, fmt::format("unknown source '{}'", name));
-  });
+  routes.push_back({"GET", std::regex(R"(/v1/sources/([^/]+)/control-snapshot)"), Pool::kApi,
+                    [this, snapshot](const HttpRequest& req, HttpResponse& res) {
+                      const std::string& name = req.matches[1];
+                      for (const auto& s : sources_) {
+                        if (s.config->name == name) return snapshot(*s.config, req, res);
+                      }
+                      jsonError(res, 404, fmt::format("unknown source '{}'", name));
+                    }});
   for (const auto& s : sources_) {
     if (s.config->snapshotPath.empty()) continue;
     const SourceConfig* config = s.config;
-    svr.Get(escapeRegex(config->snapshotPath), [config, snapshot](const httplib::Request& req, httplib::Response& res) {
-      snapshot(*config, req, res);
-    });
+    routes.push_back({"GET", std::regex(escapeRegex(config->snapshotPath)), Pool::kApi,
+                      [config, snapshot](const HttpRequest& req, HttpResponse& res) { snapshot(*config, req, res); }});
   }
 }
 

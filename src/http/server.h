@@ -1,23 +1,22 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/status.h"
 #include "config/config.h"
+#include "http/message.h"
 #include "http/probe.h"
+#include "http/task_pool.h"
+#include "http/transport.h"
 #include "metrics/snapshot_metrics.h"
 #include "metrics/source_metrics.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}
 
 namespace outbox {
 
@@ -35,9 +34,11 @@ struct NatsLink {
 };
 
 // The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics, and the admin
-// API under /v1/admin (bearer token: status, pause/resume, leases, quarantine). Runs its own
-// listener thread and a worker pool; every handler is thread-safe. Errors are JSON bodies
-// {"error": "..."} with a 4xx/5xx status and never contain SQL or credentials.
+// API under /v1/admin (bearer token: status, pause/resume, leases, quarantine). Requests are read
+// by an HttpTransport (every client held to its limits) and handled on two pools of threads: the
+// health routes on one of their own, so snapshots and admin calls cannot starve the probes.
+// Every handler is thread-safe. Errors are JSON bodies {"error": "..."} with a 4xx/5xx status and
+// never contain SQL or credentials.
 class HttpServer {
  public:
   struct Options {
@@ -50,9 +51,12 @@ class HttpServer {
     std::string metricsHost = "127.0.0.1";
     int metricsPort = -1;
     size_t maxSnapshotStreams = 4;       // concurrent snapshot streams; more get 503
-    size_t workers = 16;
+    size_t workers = 16;                 // snapshots and the admin API
+    size_t healthWorkers = 2;            // /healthz, /readyz, /metrics
     std::chrono::milliseconds stuckAfter{300'000};  // pending this long on a leader: /healthz 503
-    size_t maxRequestBytes = 16 * 1024;
+    HttpLimits limits;
+    // Unauthenticated admin requests: one log line per this period, with the count of the others.
+    std::chrono::milliseconds deniedLogPeriod{10'000};
     std::string adminToken;  // secret; empty: the admin API answers 403
   };
   // `nats` says how the NATS connection is now (/readyz, /metrics).
@@ -61,40 +65,52 @@ class HttpServer {
 
   // Binds and starts serving; fails when an address cannot be bound or the certificate not loaded.
   Status start();
-  int port() const { return main_.port; }
-  int metricsPort() const { return metrics_.port; }  // 0 when there is no separate listener
+  int port() const { return ports_.main; }
+  int metricsPort() const { return ports_.metrics; }  // 0 when there is no separate listener
   void stop();
 
  private:
-  struct Listener {
-    std::unique_ptr<httplib::Server> server;
-    std::thread thread;
-    int port = 0;
+  enum class Pool { kHealth, kApi };
+  using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
+  // One route: its method (GET also answers HEAD), path pattern, pool and handler. The routes of
+  // a listener are its one list: dispatch, 404 and 405 (with Allow) all come from it.
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    Pool pool;
+    Handler handler;
   };
-  // Binds `l` to host:port (0: any free port); start() then starts its thread.
-  Status bind(Listener& l, const std::string& host, int port);
-  // The pre-routing (404/405), error and exception handlers of a listener serving the health
-  // routes, the API (snapshots and admin), or both.
-  void commonHandlers(httplib::Server& svr, bool health, bool api);
-  void snapshotRoutes(httplib::Server& svr);
-  void healthRoutes(httplib::Server& svr);
-  void adminRoutes();
-  using BodyHandler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
-  // Registers a POST route whose handler gets the whole body ("" when the client sent none).
-  void postWithBody(const std::string& pattern, BodyHandler handler);
+  void snapshotRoutes(std::vector<Route>& routes);
+  void healthRoutes(std::vector<Route>& routes);
+  void adminRoutes(std::vector<Route>& routes);
+  // Finds the route of `request` and runs it on its pool; 404 or 405 when there is none.
+  void dispatch(const std::vector<Route>& routes, HttpRequest request, HttpTransport::Reply reply);
+  // The audit log of admin calls (who, what, the answer); denied ones at most once a period.
+  void logAdminCall(const HttpRequest& request, int status);
   // Whether the request carries the admin token; otherwise fills in 401/403.
-  bool authorized(const httplib::Request& req, httplib::Response& res) const;
+  bool authorized(const HttpRequest& req, HttpResponse& res) const;
   const HttpSource* findSource(const std::string& name) const;
 
   Options options_;
   std::vector<HttpSource> sources_;
   std::vector<std::unique_ptr<SourceProbe>> probes_;
   std::function<NatsLink()> nats_;
-  Listener main_;
-  Listener metrics_;  // no server unless Options::metricsPort >= 0
+  std::vector<Route> mainRoutes_;
+  std::vector<Route> metricsRoutes_;  // empty unless Options::metricsPort >= 0
+  struct Ports {
+    int main = 0;
+    int metrics = 0;
+  } ports_;
   std::unique_ptr<SnapshotMetrics> snapshotMetrics_;
+  std::mutex deniedMu_;
+  std::chrono::steady_clock::time_point deniedLoggedAt_;  // GUARDED_BY(deniedMu_)
+  uint64_t deniedSuppressed_ = 0;                         // GUARDED_BY(deniedMu_)
   std::atomic<size_t> activeSnapshots_{0};
-  std::atomic<bool> stopping_{false};  // snapshot streams end early once set
+  std::atomic<bool> stopping_{false};  // snapshot streams end early, queued requests go unanswered
+  // The transport after the pools: destroyed before them (stop() orders the rest).
+  std::unique_ptr<TaskPool> healthPool_;
+  std::unique_ptr<TaskPool> apiPool_;
+  std::unique_ptr<HttpTransport> transport_;
 };
 
 // "HOST:PORT" from config into host and port; false when malformed.

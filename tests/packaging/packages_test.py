@@ -130,6 +130,36 @@ class BuildDependencies(unittest.TestCase):
                 missing.append(f"{dep['name']} ({files[0]}) comes from {package}")
         self.assertEqual(missing, [], "build dependencies missing from tools/packages.txt (role build)")
 
+    def test_every_header_the_build_includes_is_in_the_build_list(self):
+        # A header-only library (Boost.Beast and Asio) has no pkg-config file and no library to
+        # link: the compiler's own record of what each object included is where it shows.
+        out = run("ninja", "-C", BUILD, "-t", "deps", check=True).stdout
+        headers = {line.strip() for line in out.splitlines() if line.startswith("    /usr/include/")}
+        self.assertTrue(any("/boost/" in h for h in headers), "ninja's deps name no Boost header")
+        groups = {}
+        for h in sorted(headers):
+            parts = h.split("/")
+            # /usr/include/<dir>/... by <dir>; /usr/include/<arch>/<dir>/...; a top-level header alone.
+            key = "/".join(parts[:5] if parts[3].endswith("-linux-gnu") else parts[:4])
+            groups.setdefault(key, h)
+        # One dpkg call for every group, and the packages installing role build brings, once.
+        owners = {}
+        for line in run("dpkg", "-S", *groups.values()).stdout.splitlines():
+            package, _, path = line.partition(": ")
+            owners[path.strip()] = package.split(":")[0].split(",")[0].strip()
+        reach = listed("build")
+        frontier = set(reach)
+        for _ in range(5):
+            frontier = {d for p in frontier for d in depends(p)} - reach
+            reach |= frontier
+        missing = []
+        for header in sorted(groups.values()):
+            package = owners.get(header)
+            self.assertIsNotNone(package, f"no Debian package owns {header}")
+            if package not in reach and not in_base_image(package):
+                missing.append(f"{header} comes from {package}")
+        self.assertEqual(missing, [], "headers from packages missing from tools/packages.txt (role build)")
+
     def test_the_build_tools_are_in_the_build_list(self):
         import json
         with open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8") as f:
