@@ -111,21 +111,17 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // on it other than a reader's from before it takes an id until its transaction ends (the lock
   // is taken when the statement opens its tables). One without such a lock holds no id of the
   // table now, and any it takes later are above the scan cursor: a report, a dump or a
-  // SELECT SLEEP(600) keeps no hole open. With each, how long it has held its oldest such lock.
+  // SELECT SLEEP(600) keeps no hole open. (Not by how long it has held the lock: the lock's age
+  // is on the server's clock, a hole's on this process's; docs/design.md.)
   if (writersVisible_) {
     auto writers = queryRows(fmt::format(
-        "SELECT p.ID, MAX(m.LOCK_TIME_MS), MAX(m.LOCK_TIME_MS IS NULL) FROM information_schema.PROCESSLIST p JOIN "
+        "SELECT DISTINCT p.ID FROM information_schema.PROCESSLIST p JOIN "
         "information_schema.METADATA_LOCK_INFO m ON m.THREAD_ID = p.ID WHERE {} AND m.TABLE_SCHEMA = DATABASE() "
         "AND m.TABLE_NAME = {} AND m.LOCK_MODE NOT IN ('MDL_SHARED', 'MDL_SHARED_HIGH_PRIO', 'MDL_SHARED_READ', "
-        "'MDL_SHARED_READ_ONLY') GROUP BY p.ID ORDER BY p.ID",
+        "'MDL_SHARED_READ_ONLY') ORDER BY p.ID",
         busy("p."), tableLiteral_));
     if (writers.isOk()) {
-      while (writers->next()) {
-        reading.busy.push_back(writers->u64(0));
-        reading.writingFor.push_back(writers->isNull(1) || writers->u64(2) != 0
-                                         ? ConnectionReading::kUnknown
-                                         : std::chrono::milliseconds(writers->u64(1)));
-      }
+      while (writers->next()) reading.busy.push_back(writers->u64(0));
       out.busy = std::move(reading);
       return out;
     }

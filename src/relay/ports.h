@@ -75,18 +75,8 @@ struct ScannedRow {
 // from a cache InnoDB refreshes only when nobody read it for 100 ms, so a reading of it can
 // predate the read it follows, and a statement takes its id before its InnoDB transaction
 // starts (docs/design.md).
-//
-// Where the server shows it, also how long each has held that lock: one whose every such lock was
-// taken after a hole was found began writing the table after its ids were taken (the lock is held
-// from before a statement takes an id until its transaction ends), so it holds none of them —
-// the contract's "retire suspects by statement start", by the one clock that no trigger resets.
 struct ConnectionReading {
   std::vector<uint64_t> busy;  // connection ids, ascending
-  // Parallel to `busy` (or empty: unknown for all): how long the connection has held its oldest
-  // writer's metadata lock on the outbox table, rounded down to the millisecond; kUnknown when
-  // the server does not say.
-  std::vector<std::chrono::milliseconds> writingFor;
-  static constexpr std::chrono::milliseconds kUnknown = std::chrono::milliseconds::max();
 };
 
 struct NewRows {

@@ -67,46 +67,32 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
   }
 
-  // (2) The reading narrows each hole's suspects to the connections still writing the table, and
-  // writing it since before the hole was found: one seen between statements, not writing the
-  // table, gone, or writing it only since later (a new statement or transaction: its oldest
-  // writer's lock is younger) has finished whatever could have taken the hole's ids. A hole with
-  // no suspect left may have died.
+  // (2) The reading narrows each hole's suspects to the connections inside a statement now (that
+  // may write the table, where the server shows it): one seen between statements, not writing
+  // the table, or gone, after the hole was found has finished what could have taken its ids. A
+  // hole with no suspect left may have died.
   std::vector<IdRange> mayBeDead;
   std::optional<uint64_t> readThrough;  // the holes were read only through this id
   if (read->busy) {
-    const ConnectionReading& reading = *read->busy;
-    const auto readDone = clock_.now();
-    // The reading began after `now`: a connection that has held its lock for `writingFor` took it
-    // after now - writingFor - 1 ms (rounded down) - the margin.
-    auto writingSince = [&](size_t i) -> std::optional<Clock::TimePoint> {
-      if (i >= reading.writingFor.size() || reading.writingFor[i] == ConnectionReading::kUnknown) return std::nullopt;
-      return now - reading.writingFor[i] - std::chrono::milliseconds(1) - kLockClockMargin;
-    };
-    std::map<const Suspects*, std::shared_ptr<const Suspects>> narrowed;
-    auto everyone = std::make_shared<const Suspects>(Suspects{reading.busy, readDone});
+    const std::vector<uint64_t>& busy = read->busy->busy;  // ascending
+    std::map<const std::vector<uint64_t>*, std::shared_ptr<const std::vector<uint64_t>>> narrowed;
+    auto everyone = std::make_shared<const std::vector<uint64_t>>(busy);
     for (auto& [first, hole] : holes_) {
       if (!hole.holders) {
         hole.holders = everyone;  // found before this reading: its suspects are the busy ones
-      } else if (!hole.holders->ids.empty()) {
+      } else if (!hole.holders->empty()) {
         auto& next = narrowed[hole.holders.get()];
         if (!next) {
-          auto still = std::make_shared<Suspects>(Suspects{{}, hole.holders->foundBy});
-          size_t i = 0;
-          for (uint64_t id : hole.holders->ids) {
-            while (i < reading.busy.size() && reading.busy[i] < id) ++i;
-            if (i == reading.busy.size() || reading.busy[i] != id) continue;  // not writing now
-            const auto since = writingSince(i);
-            if (since && *since >= still->foundBy) continue;  // writing only since the ids were found
-            still->ids.push_back(id);
-          }
+          auto still = std::make_shared<std::vector<uint64_t>>();
+          std::set_intersection(hole.holders->begin(), hole.holders->end(), busy.begin(), busy.end(),
+                                std::back_inserter(*still));
           next = std::move(still);
         }
         hole.holders = next;
       }
       // A hole found held (its transaction's row is locked) is probed again at most every
       // kHeldReprobe: when it commits, (3) sees it; only a rollback needs the probe.
-      if (hole.holders->ids.empty() && now >= hole.probeAfter) {
+      if (hole.holders->empty() && now >= hole.probeAfter) {
         mayBeDead.push_back(IdRange{first, hole.last});
         hole.probeAfter = now + kHeldReprobe;  // what the probe leaves open is held
       }

@@ -19,8 +19,8 @@ namespace outbox {
 // primary key above the scan cursor, and rows that commit late, below it, through the open holes
 // it keeps. A hole is a run of ids the scan read past that were not visible then (kept as a
 // range: a million rolled-back ids cost one entry). Its suspects are the connections inside a
-// statement at the first reading after it was found; each later reading drops those seen between
-// statements (or gone). Ids of a hole with no suspect left die only where a NOWAIT locking probe
+// statement (that may write the table, where the server shows it: ConnectionReading) at the first
+// reading after it was found; each later reading drops those no longer so (or gone). Ids of a hole with no suspect left die only where a NOWAIT locking probe
 // then finds no row and no lock (an open transaction's row is locked), and only while no
 // replication applier on the server has work left (it may hold any id: store.applierWorkLeft()).
 // Time alone never kills a hole.
@@ -37,9 +37,6 @@ class Scanner {
   static constexpr std::chrono::milliseconds kBusyReadSpacing{50};
   // A hole a locking probe found held is probed again no sooner than this.
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
-  // What a connection's lock age (the server's clock, whole milliseconds) may be off from this
-  // process's clock by, when comparing it with when a hole was found.
-  static constexpr std::chrono::milliseconds kLockClockMargin{5};
   // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
   static constexpr std::chrono::seconds kAutoIncrementCheck{10};
   // A hole open this long is recorded in outbox_scan_holes (ScanMark::pin) and the floor moves on
@@ -85,20 +82,11 @@ class Scanner {
   const ScanMark& recorded() const { return recorded_; }
 
  private:
-  // The connections that may hold a hole's ids: those busy (writing the table) at the first
-  // reading after it was found, less each later reading's retired ones. Shared by the holes
-  // tagged at one reading while they narrow alike.
-  struct Suspects {
-    std::vector<uint64_t> ids;  // ascending
-    // Not before the ids were found: the end of the read of new rows that preceded the tagging
-    // reading. A connection writing the table only since after this holds none of them.
-    Clock::TimePoint foundBy;
-  };
   // The ids from the map's key through `last`, found at one poll.
   struct Hole {
     uint64_t last;
     Clock::TimePoint found;
-    std::shared_ptr<const Suspects> holders;  // null: no reading since found
+    std::shared_ptr<const std::vector<uint64_t>> holders;  // suspects, ascending; null: no reading since found
     Clock::TimePoint probeAfter{};  // found held: not probed again before this
   };
   // Opens the ids of `ids` not open already.

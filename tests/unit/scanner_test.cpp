@@ -26,8 +26,6 @@ class TableStore final : public OutboxStore {
   };
   std::map<uint64_t, Row> rows;     // id -> row; an id absent was never used or rolled back
   std::set<uint64_t> busy;          // connections inside a statement
-  // How long a busy connection has held its writer's lock on the table (unknown when absent).
-  std::map<uint64_t, std::chrono::milliseconds> writingFor;
   std::set<uint64_t> quarantined;
   uint64_t epoch = 1;
   int unheldCalls = 0;
@@ -61,13 +59,7 @@ class TableStore final : public OutboxStore {
     for (auto it = rows.upper_bound(cursor); it != rows.end() && static_cast<int>(out.rows.size()) < limit; ++it) {
       if (it->second.committed) out.rows.push_back(scanned(it->first, it->second));
     }
-    if (withConnections) {
-      out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end()), {}};
-      for (uint64_t id : busy) {
-        auto it = writingFor.find(id);
-        out.busy->writingFor.push_back(it == writingFor.end() ? ConnectionReading::kUnknown : it->second);
-      }
-    }
+    if (withConnections) out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end())};
     out.epoch = epoch;
     return out;
   }
@@ -270,44 +262,6 @@ BOOST_AUTO_TEST_CASE(a_hole_dies_only_after_its_suspects_left_their_statements) 
   f.poll();
   BOOST_TEST(f.scanner.openHoles() == 0u);
   BOOST_TEST(f.scanner.recorded().floor == 6u);
-}
-
-// Issue 19, finding 5: a connection that stays inside statements (a busy pool's, never seen
-// between two) kept every hole found meanwhile open. Where the server says how long a connection
-// has held its writer's lock on the table, one holding it only since after a hole was found (a
-// later statement or transaction) is no suspect of it; one holding it since before stays one,
-// to the millisecond (the lock's age is rounded down, and the clocks may differ by
-// kLockClockMargin).
-BOOST_AUTO_TEST_CASE(a_suspect_writing_only_since_a_hole_was_found_is_retired) {
-  Fixture f;
-  f.store.busy = {7};
-  f.store.writingFor[7] = 10s;  // in a transaction that has written the table for 10 s
-  f.store.insert(2, 8, true);
-  BOOST_TEST((f.poll() == Ids{2}));  // hole {1} found
-  f.poll();                           // the first reading since: 7 is its suspect
-  const auto taggedAt = f.clock.now();
-  for (int i = 0; i < 3; ++i) {
-    f.store.writingFor[7] += Scanner::kBusyReadSpacing;
-    f.poll();
-  }
-  BOOST_TEST(f.scanner.openHoles() == 1u);
-  BOOST_TEST(f.store.unheldCalls == 0);
-  // A poll comes kBusyReadSpacing after the last. A lock held for longer than the time since the
-  // tagging, less the rounding (1 ms) and the margin, may predate the hole: 7 stays a suspect.
-  using std::chrono::duration_cast;
-  using std::chrono::milliseconds;
-  auto youngest = [&] {  // the oldest lock the next poll retires
-    return duration_cast<milliseconds>(f.clock.now() + Scanner::kBusyReadSpacing - taggedAt) - 1ms -
-           Scanner::kLockClockMargin;
-  };
-  f.store.writingFor[7] = youngest() + 1ms;
-  f.poll();
-  BOOST_TEST(f.scanner.openHoles() == 1u);
-  // Its transaction ended and it began another: its lock is no older than that.
-  f.store.writingFor[7] = youngest();
-  f.poll();
-  BOOST_TEST(f.scanner.openHoles() == 0u);
-  BOOST_TEST(f.store.unheldCalls == 1);
 }
 
 // A read of the holes stops at a batch's worth of rows, quarantined and versioned ones counted:
