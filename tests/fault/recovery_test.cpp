@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "harness.h"
+#include "relay/jetstream_publisher.h"
 
 using namespace outbox;
 using namespace outbox::test;
@@ -23,6 +24,63 @@ std::vector<nats::StoredMessage> readStream(const SourceSpec& source) {
 
 bool publishedThrough(TestDatabase& db, const SourceSpec& source, uint64_t version) {
   return db.state(source.name).publishedThrough == version;
+}
+
+// After epoch bumps, through `lastEpoch`: each outbox row of `source` is in the stream exactly once
+// (by payload: each row's is its own), under the version it has now; no message of an epoch
+// follows one of a later epoch; each epoch's versions are dense from where it began
+// (outbox_epoch_history.versions_after).
+void requireEveryRowOnceAcrossEpochs(TestDatabase& database, const SourceSpec& source, uint64_t lastEpoch) {
+  std::map<uint64_t, uint64_t> versionsAfter;  // epoch -> where its versions begin
+  for (uint64_t e = 2; e <= lastEpoch; ++e) {
+    versionsAfter[e] = database.scalar(fmt::format(
+        "SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND epoch = {}", source.name, e));
+  }
+
+  // What the stream says, by (epoch, version): each once, in epoch order, dense within an epoch.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> published;
+  std::map<std::string, uint64_t> copies;  // payload (one per row) -> messages carrying it
+  uint64_t streamEpoch = 1, lastVersion = 0;
+  for (const auto& m : readStream(source)) {
+    uint64_t epoch = headerU64(m, "Outbox-Epoch"), version = headerU64(m, "Outbox-Version");
+    BOOST_REQUIRE_MESSAGE(epoch >= streamEpoch, fmt::format("epoch {} message (version {}) at sequence {} after epoch {}",
+                                                            epoch, version, m.seq, streamEpoch));
+    uint64_t expected = epoch == streamEpoch ? lastVersion + 1 : versionsAfter[epoch] + 1;
+    BOOST_REQUIRE_MESSAGE(version == expected, fmt::format("sequence {}: epoch {} version {}, expected {}", m.seq,
+                                                           epoch, version, expected));
+    BOOST_REQUIRE(published.emplace(std::make_pair(epoch, version), m.data).second);
+    BOOST_REQUIRE_MESSAGE(++copies[m.data] == 1, fmt::format("the row with payload {} is in the stream twice (again "
+                                                             "as epoch {} version {}, sequence {})",
+                                                             m.data, epoch, version, m.seq));
+    streamEpoch = epoch;
+    lastVersion = version;
+  }
+  BOOST_TEST(streamEpoch == lastEpoch);
+  // Every row is in the stream under the version it has now, with its own payload.
+  auto epochOf = [&](uint64_t version) {
+    uint64_t epoch = 1;
+    for (const auto& [e, after] : versionsAfter) {
+      if (version > after) epoch = e;
+    }
+    return epoch;
+  };
+  const std::string table = source.outboxTable();
+  const uint64_t rows = database.scalar("SELECT COUNT(*) FROM " + table);
+  auto conn = database.connect();
+  auto all = conn->query(fmt::format("SELECT v.version, o.payload FROM {0} o JOIN {0}_versions v ON v.outbox_id = o.id "
+                                     "ORDER BY o.id",
+                                     table));
+  BOOST_REQUIRE(all.isOk());
+  uint64_t checked = 0;
+  while (all->next()) {
+    uint64_t version = all->u64(0);
+    auto it = published.find({epochOf(version), version});
+    BOOST_REQUIRE_MESSAGE(it != published.end(), fmt::format("version {} is not in the stream", version));
+    BOOST_REQUIRE_EQUAL(it->second, std::string(all->text(1)));
+    ++checked;
+  }
+  BOOST_TEST(checked == rows);
+  BOOST_TEST(copies.size() == rows);
 }
 
 }  // namespace
@@ -156,7 +214,6 @@ BOOST_AUTO_TEST_CASE(epoch_bumps_under_a_publishing_leader_publish_no_row_twice)
   std::this_thread::sleep_for(300ms);
   producing = false;
   producer.join();
-  const uint64_t rows = database.scalar("SELECT COUNT(*) FROM " + table);
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
                           auto state = database.state(source.name);
                           return !state.haltedReason.empty() ||
@@ -167,54 +224,138 @@ BOOST_AUTO_TEST_CASE(epoch_bumps_under_a_publishing_leader_publish_no_row_twice)
   auto state = database.state(source.name);
   BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
   BOOST_TEST(state.epoch == kBumps + 1);
-  std::map<uint64_t, uint64_t> versionsAfter;  // epoch -> where its versions begin
-  for (uint64_t e = 2; e <= kBumps + 1; ++e) {
-    versionsAfter[e] = database.scalar(fmt::format(
-        "SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND epoch = {}", source.name, e));
-  }
+  requireEveryRowOnceAcrossEpochs(database, source, kBumps + 1);
+  BOOST_TEST(bridge.stop() == 0);
+}
 
-  // What the stream says, by (epoch, version): each once, in epoch order, dense within an epoch.
-  std::map<std::pair<uint64_t, uint64_t>, std::string> published;
-  std::map<std::string, uint64_t> copies;  // payload (one per row) -> messages carrying it
-  uint64_t lastEpoch = 1, lastVersion = 0;
-  for (const auto& m : readStream(source)) {
-    uint64_t epoch = headerU64(m, "Outbox-Epoch"), version = headerU64(m, "Outbox-Version");
-    BOOST_REQUIRE_MESSAGE(epoch >= lastEpoch, fmt::format("epoch {} message (version {}) at sequence {} after epoch {}",
-                                                          epoch, version, m.seq, lastEpoch));
-    uint64_t expected = epoch == lastEpoch ? lastVersion + 1 : versionsAfter[epoch] + 1;
-    BOOST_REQUIRE_MESSAGE(version == expected, fmt::format("sequence {}: epoch {} version {}, expected {}", m.seq,
-                                                           epoch, version, expected));
-    BOOST_REQUIRE(published.emplace(std::make_pair(epoch, version), m.data).second);
-    BOOST_REQUIRE_MESSAGE(++copies[m.data] == 1, fmt::format("the row with payload {} is in the stream twice (again "
-                                                             "as epoch {} version {}, sequence {})",
-                                                             m.data, epoch, version, m.seq));
-    lastEpoch = epoch;
-    lastVersion = version;
+// A stale leader's publishes (or the last session's, left in nats.c's buffer) landing after the
+// leader that finished the bump read the stream's tip (issue 19, item 7, follow-up). The finish took
+// their rows' versions away; reconcile saw the old-epoch messages and only moved the epoch's start
+// past them, so the scan published those rows again in the new epoch: each in the stream twice.
+// Set up step by step: a leader assigned versions 101..110 and froze before publishing them; the
+// operator bumps; the next leader finishes the bump (paused, so it publishes nothing yet); then the
+// frozen leader's publishes of 101..105 land, fenced exactly as it fences them; the new epoch's
+// leader had already given two rows new versions (its publishes refused by those messages). Now:
+// rows 101..105 keep their epoch-1 versions, the rest go out once in epoch 2, densely after the
+// bump's versions.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_their_versions) {
+  TestDatabase database("bumplate");
+  SourceSpec source{uniqueName("blt", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  auto& sql = database.sql();
+  insertRows(sql, table, 100, 0);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 100); }, 20s), bridge.log());
+  BOOST_REQUIRE(bridge.stop() == 0);
+  BOOST_REQUIRE_EQUAL(readStream(source).size(), 100u);
+
+  // The leader that froze: versions 101..110 assigned (as its assign transaction writes them),
+  // none published.
+  insertRows(sql, table, 10, 100);
+  std::vector<uint64_t> ids;  // the rows of versions 101..110
+  {
+    auto rows = sql.query(fmt::format("SELECT id FROM {0} WHERE id NOT IN (SELECT outbox_id FROM {0}_versions) ORDER BY id",
+                                      table));
+    BOOST_REQUIRE(rows.isOk());
+    while (rows->next()) ids.push_back(rows->u64(0));
   }
-  BOOST_TEST(lastEpoch == kBumps + 1);
-  // Every row is in the stream under the version it has now, with its own payload.
-  auto epochOf = [&](uint64_t version) {
-    uint64_t epoch = 1;
-    for (const auto& [e, after] : versionsAfter) {
-      if (version > after) epoch = e;
+  BOOST_REQUIRE_EQUAL(ids.size(), 10u);
+  std::string values;
+  for (size_t i = 0; i < ids.size(); ++i) values += fmt::format("{}({}, {})", i ? "," : "", 101 + i, ids[i]);
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES {}", table, values)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = 110, scan_cursor = {0}, "
+                                     "scan_floor = {0} WHERE source = '{1}'",
+                                     ids.back(), source.name))
+                    .isOk());
+  // What it would publish: the rows, with their versions.
+  std::vector<OutboxRow> frozen;
+  {
+    auto rows = sql.query(fmt::format("SELECT id, entity_type, entity_key, op, payload FROM {} WHERE id BETWEEN {} AND {} "
+                                      "ORDER BY id",
+                                      table, ids.front(), ids.back()));
+    BOOST_REQUIRE(rows.isOk());
+    while (rows->next()) {
+      frozen.push_back(OutboxRow{rows->u64(0), std::string(rows->text(1)), std::string(rows->text(2)),
+                                 std::string(rows->text(3)), std::string(rows->text(4)), 0, 101 + frozen.size()});
     }
-    return epoch;
-  };
-  auto conn = database.connect();
-  auto all = conn->query(fmt::format("SELECT v.version, o.payload FROM {0} o JOIN {0}_versions v ON v.outbox_id = o.id "
-                                     "ORDER BY o.id",
-                                     table));
-  BOOST_REQUIRE(all.isOk());
-  uint64_t checked = 0;
-  while (all->next()) {
-    uint64_t version = all->u64(0);
-    auto it = published.find({epochOf(version), version});
-    BOOST_REQUIRE_MESSAGE(it != published.end(), fmt::format("version {} is not in the stream", version));
-    BOOST_REQUIRE_EQUAL(it->second, std::string(all->text(1)));
-    ++checked;
   }
-  BOOST_TEST(checked == rows);
-  BOOST_TEST(copies.size() == rows);
+  BOOST_REQUIRE_EQUAL(frozen.size(), 10u);
+
+  // The operator bumps; the next leader finishes the bump (the stream ends at version 100) and,
+  // the source paused, publishes nothing.
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET paused = 1 WHERE source = '{}'", source.name)).isOk());
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "late landing",
+                         "--wait", "0"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  bridge.start();
+  auto finished = [&] {
+    return database.scalar(fmt::format("SELECT bump_from_epoch IS NULL FROM outbox_source_state WHERE source = '{}'",
+                                       source.name)) == 1;
+  };
+  BOOST_REQUIRE_MESSAGE(waitUntil(finished, 20s), bridge.log());
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE version > 100", table)) == 0u);
+  BOOST_TEST(database.scalar(fmt::format("SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND "
+                                         "epoch = 2",
+                                         source.name)) == 110u);
+
+  // The frozen leader resumes: its publishes of versions 101..105, epoch 1, each fenced on the
+  // sequence and on the previous version's Msg-Id, land after the finish's read of the tip.
+  {
+    SourceConfig sc;
+    sc.name = source.name;
+    sc.stream = source.stream();
+    sc.subjectPrefix = "control." + source.name;
+    NatsConfig nc;
+    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
+    BOOST_REQUIRE(conn.isOk());
+    JetStreamPublisher stale(sc, nc, **conn);
+    BOOST_REQUIRE(stale.prepare().isOk());
+    for (size_t i = 0; i < 5; ++i) {
+      BOOST_REQUIRE(stale.publish(frozen[i], 1, 100 + i, /*fenceOnPreviousVersion=*/true).isOk());
+    }
+    std::vector<VersionAck> acks;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (acks.size() < 5 && std::chrono::steady_clock::now() < deadline) {
+      stale.waitForAcks(20ms);
+      stale.takeAcks(acks);
+    }
+    BOOST_REQUIRE_EQUAL(acks.size(), 5u);
+    for (const auto& ack : acks) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
+  }
+  BOOST_REQUIRE_EQUAL(readStream(source).size(), 105u);
+  // Meanwhile the new epoch's leader had given the rows of 101 and 106 versions 111 and 112 (their
+  // publishes were refused: the messages above took the sequence they were fenced on).
+  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM {}_versions WHERE version > 110", table)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES (111, {}), (112, {})", table,
+                                     ids[0], ids[5]))
+                    .isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = 112 WHERE source = '{}'",
+                                     source.name))
+                    .isOk());
+  insertRows(sql, table, 20, 110);  // and producers go on
+
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET paused = 0 WHERE source = '{}'", source.name)).isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          auto state = database.state(source.name);
+                          return !state.haltedReason.empty() ||
+                                 (database.unversioned(table) == 0 && state.publishedThrough == state.assignedThrough &&
+                                  state.publishedThrough > 110);
+                        }, 30s),
+                        bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
+  BOOST_TEST(state.epoch == 2u);
+  requireEveryRowOnceAcrossEpochs(database, source, 2);
+  // The rows the stale messages carried keep those versions; epoch 2 has the other 5 and the 20 new.
+  for (size_t i = 0; i < 5; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table, ids[i])) ==
+               101 + i);
+  }
+  BOOST_TEST(state.publishedThrough == 110u + 5 + 20);
+  BOOST_TEST(readStream(source).size() == 130u);
   BOOST_TEST(bridge.stop() == 0);
 }
 

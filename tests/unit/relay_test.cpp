@@ -186,11 +186,39 @@ class FakeStore final : public OutboxStore {
     state.publishedStreamSeq = seq;
     return Status::ok();
   }
-  Status moveEpochStart(uint64_t seq) override {
+  // outbox_bump_removed: version -> row id, the versions a finish took from their rows.
+  std::map<uint64_t, uint64_t> bumpRemoved;
+  int staleTailsAdopted = 0;
+  Result<uint64_t> adoptStaleTail(const StaleTail& tail) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
-    state.publishedStreamSeq = state.epochStreamSeq = seq;
-    return Status::ok();
+    if (state.publishedThrough != state.epochVersionsAfter || state.publishedStreamSeq != tail.afterSeq ||
+        state.epochStreamSeq != tail.afterSeq) {
+      return Status::transient("moved");
+    }
+    std::optional<uint64_t> lowest;
+    for (auto& r : rows) {
+      if (r.version > state.epochVersionsAfter) {
+        if (!lowest) lowest = r.id;
+        r.version = 0;
+      }
+    }
+    const uint64_t restored = giveBack(tail);
+    if (lowest && state.scanFloor) state.scanFloor = std::min(*state.scanFloor, *lowest - 1);
+    state.assignedThrough = state.epochVersionsAfter;
+    state.publishedStreamSeq = state.epochStreamSeq = tail.throughSeq;
+    ++staleTailsAdopted;
+    return restored;
+  }
+  uint64_t giveBack(const StaleTail& tail) {
+    uint64_t restored = 0;
+    for (auto it = bumpRemoved.lower_bound(tail.firstVersion);
+         it != bumpRemoved.end() && it->first <= tail.lastVersion; it = bumpRemoved.erase(it)) {
+      if (rows[it->second - 1].version != 0) violations.push_back(fmt::format("row {} given back twice", it->second));
+      rows[it->second - 1].version = it->first;
+      ++restored;
+    }
+    return restored;
   }
   // The operator's `epoch bump` (MysqlOutboxStore::epochBump): the new epoch at once, the move
   // left to the leader. The state's epoch start stays the old epoch's until then.
@@ -211,13 +239,19 @@ class FakeStore final : public OutboxStore {
     uint64_t maxInTable = 0;
     for (const auto& r : rows) maxInTable = std::max(maxInTable, r.version);
     const BumpPlan plan = planEpochBump(old, tip, maxInTable);
+    if (old.publishedThrough > old.epochVersionsAfter ||
+        (tip.version && tip.epoch == old.epoch && tip.seq > old.epochStreamSeq)) {
+      bumpRemoved.clear();
+    }
     std::optional<uint64_t> lowest;
     for (auto& r : rows) {
       if (r.version > plan.kept) {
         if (!lowest) lowest = r.id;
+        bumpRemoved[r.version] = r.id;
         r.version = 0;
       }
     }
+    if (auto resume = findResumePoint(old, tip, ""); resume.isOk() && resume->staleTail) giveBack(*resume->staleTail);
     if (lowest && state.scanFloor) state.scanFloor = std::min(*state.scanFloor, *lowest - 1);
     state.assignedThrough = state.publishedThrough = state.epochVersionsAfter = plan.highest;
     state.publishedStreamSeq = state.epochStreamSeq = tip.lastSeq;
@@ -931,6 +965,53 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_keeps_the_versions_the_leader_had_in_flight) 
   BOOST_TEST(stream.size() == 200u, "200 rows, " << stream.size() << " messages: a row went out twice");
   std::lock_guard lock(h.store.mu);
   for (const auto& r : h.store.rows) BOOST_TEST(byVersion.count(r.version) == 1u, "row " << r.id);
+  BOOST_TEST(h.store.violations.empty());
+}
+
+// Issue 19, item 7, follow-up: the leader the bump fenced (or this one's last session) stores its
+// publishes of versions 21 and 22 after the finish read the stream's tip (which ended at 20), just
+// before the new epoch's first publish. Reconcile only moved the epoch's start past them, and the
+// scan published rows 21 and 22 again in epoch 2. Now they keep their versions; the rest of what
+// the finish took (rows 23..25) and the new rows go out once, in epoch 2, after the bump's versions.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_stored_after_the_bumps_finish_keep_their_rows_versions) {
+  Harness h;
+  h.store.add(30);
+  for (uint64_t v = 1; v <= 25; ++v) h.store.rows[v - 1].version = v;
+  for (uint64_t v = 1; v <= 20; ++v) {
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.store.state.assignedThrough = 25;
+  h.store.state.publishedThrough = h.store.state.publishedStreamSeq = 20;
+  h.store.state.scanCursor = h.store.state.scanFloor = 25;
+  h.store.bump();
+  bool injected = false;
+  h.publisher.beforePublish = [&] {
+    if (std::exchange(injected, true)) return;
+    h.publisher.storeForeign(21, 1);
+    h.publisher.storeForeign(22, 1);
+  };
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] {
+    std::lock_guard lock(h.store.mu);
+    return h.store.state.epoch == 2 && !h.store.state.bumpFromEpoch &&
+           std::all_of(h.store.rows.begin(), h.store.rows.end(), [](const OutboxRow& r) { return r.version != 0; }) &&
+           h.store.state.publishedThrough == h.store.state.assignedThrough && h.store.state.publishedThrough > 25;
+  }));
+  BOOST_TEST(injected);
+  BOOST_TEST(h.store.staleTailsAdopted == 1);
+  BOOST_TEST(h.store.snapshot().haltedReason.empty());
+  // The stream: epoch 1's 1..22, then epoch 2's 26..33 (after the bump's versions, 25), each once.
+  std::vector<std::pair<uint64_t, uint64_t>> expected;  // (epoch, version)
+  for (uint64_t v = 1; v <= 22; ++v) expected.emplace_back(1, v);
+  for (uint64_t v = 26; v <= 33; ++v) expected.emplace_back(2, v);
+  std::vector<std::pair<uint64_t, uint64_t>> stored;
+  for (const auto& m : h.publisher.copy()) stored.emplace_back(m.epoch, m.version);
+  BOOST_TEST((stored == expected));
+  std::lock_guard lock(h.store.mu);
+  // Each row under the version the stream holds it at: 21 and 22 kept theirs, 23..30 in id order.
+  for (const auto& r : h.store.rows) BOOST_TEST(r.version == (r.id <= 22 ? r.id : r.id + 3), "row " << r.id);
+  BOOST_TEST(h.store.bumpRemoved.size() == 3u);  // 23..25, never stored: kept until a later bump
   BOOST_TEST(h.store.violations.empty());
 }
 
