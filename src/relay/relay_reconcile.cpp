@@ -17,7 +17,8 @@ Status Relay::reconcile() {
   guard_.epoch = state_.epoch;
   store_.setWriteGuard(guard_);
   assignStore_.setWriteGuard(guard_);
-  if (state_.bumpFromEpoch) OUTBOX_RETURN_IF_ERROR(finishEpochBump());
+  // A bump its finish refused halts the source until an operator bumps again (which clears it).
+  if (state_.bumpFromEpoch && state_.haltedReason.empty()) OUTBOX_RETURN_IF_ERROR(finishEpochBump());
   metrics_.halted = !state_.haltedReason.empty();
   metrics_.paused = state_.paused;
   metrics_.epoch = state_.epoch;
@@ -84,6 +85,12 @@ Status Relay::finishEpochBump() {
   const uint64_t from = *state_.bumpFromEpoch;
   auto tip = publisher_.tip();
   if (!tip.isOk()) return tip.status();
+  if (tip->version && tip->epoch >= state_.epoch) {
+    // Someone else's message, stored between the bump and now: only an operator can tell.
+    return haltWith(fmt::format("stream {} holds epoch {}, not below the new epoch {} (another writer?): run "
+                                "'outbox-bridge epoch bump' again",
+                                source_.stream, tip->epoch, state_.epoch));
+  }
   OUTBOX_RETURN_IF_ERROR(store_.completeEpochBump(*tip));
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();

@@ -359,6 +359,73 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
   BOOST_TEST(bridge.stop() == 0);
 }
 
+// completeEpochBump refused, for good, a bump the stream had overtaken (a message of the new
+// epoch or a later one, from another writer, stored between the bump and its finish), but
+// reconcile returned that refusal without halting: no halted_reason for an operator to read. Now
+// the source halts with the reason (outbox_halted 1), and a second bump resolves it.
+BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_before_its_finish_halts_the_source) {
+  TestDatabase database("bumpover");
+  SourceSpec source{uniqueName("bov", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  const std::string table = source.outboxTable();
+  auto& sql = database.sql();
+  insertRows(sql, table, 20, 0);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 20); }, 20s), bridge.log());
+  BOOST_REQUIRE(bridge.stop() == 0);
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "first", "--wait",
+                         "0"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  BOOST_REQUIRE_EQUAL(database.state(source.name).epoch, 2u);
+  // Another writer's message of epoch 7 lands before any bridge finishes the bump.
+  {
+    SourceConfig sc;
+    sc.name = source.name;
+    sc.stream = source.stream();
+    sc.subjectPrefix = "control." + source.name;
+    NatsConfig nc;
+    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
+    BOOST_REQUIRE(conn.isOk());
+    JetStreamPublisher other(sc, nc, **conn);
+    BOOST_REQUIRE(other.prepare().isOk());
+    OutboxRow row{0, "item", "foreign", "upsert", std::string("{\"foreign\":true}"), 0, 21};
+    BOOST_REQUIRE(other.publish(row, 7, 20, false).isOk());
+    std::vector<VersionAck> acks;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (acks.empty() && std::chrono::steady_clock::now() < deadline) {
+      other.waitForAcks(20ms);
+      other.takeAcks(acks);
+    }
+    BOOST_REQUIRE_EQUAL(acks.size(), 1u);
+    BOOST_REQUIRE_MESSAGE(acks[0].ok, acks[0].error);
+  }
+  bridge.start();
+  const int port = bridge.httpPort();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s), bridge.log());
+  const std::string reason = database.state(source.name).haltedReason;
+  BOOST_TEST(reason.find("holds epoch 7") != std::string::npos, reason);
+  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
+  BOOST_TEST(waitUntil([&] { return sourceMetric(port, "outbox_halted", source.name) == 1; }, 10s));
+  BOOST_TEST(readStream(source).size() == 21u);  // published nothing
+
+  // The operator bumps again, above the stream's epoch: the leader finishes it and goes on.
+  auto again = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "second"});
+  BOOST_REQUIRE_MESSAGE(again.exitCode == 0, again.err);
+  insertRows(sql, table, 10, 20);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          auto state = database.state(source.name);
+                          return state.haltedReason.empty() && database.unversioned(table) == 0 &&
+                                 state.publishedThrough == state.assignedThrough && state.publishedThrough > 21;
+                        }, 20s),
+                        bridge.log());
+  BOOST_TEST(database.state(source.name).epoch == 8u);
+  BOOST_TEST(waitUntil([&] { return sourceMetric(port, "outbox_halted", source.name) == 0; }, 10s));
+  BOOST_TEST(readStream(source).size() == 31u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
 // Poison rows of every kind halt only their source, with the row id; quarantine lets it go on
 // with no hole; on_poison = "quarantine" does that by itself.
 BOOST_AUTO_TEST_CASE(a_poison_row_halts_only_its_source_until_quarantined) {

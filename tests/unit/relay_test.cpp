@@ -1015,6 +1015,39 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_stored_after_the_bumps_finish_keep_their
   BOOST_TEST(h.store.violations.empty());
 }
 
+// A stream holding a message of the new epoch or a later one before the leader finishes the bump
+// (another writer): the finish is refused for good. That refusal returned from reconcile without
+// halting the source (no halted_reason, no outbox_halted). Now it halts, and a second bump, above
+// the stream's epoch, lets the leader finish it.
+BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_halts_the_source_until_bumped_again) {
+  Harness h;
+  h.store.add(5);
+  h.crashBetweenAckAndMark(5, 5);
+  h.store.bump();                      // epoch 2, from 1
+  h.publisher.storeForeign(6, 3);      // epoch 3, another writer's
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  const std::string reason = h.store.snapshot().haltedReason;
+  BOOST_TEST(reason.find("holds epoch 3, not below the new epoch 2") != std::string::npos, reason);
+  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
+  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.bumpsCompleted == 0);
+  BOOST_TEST(h.store.snapshot().bumpFromEpoch.value_or(0) == 1u);
+  {
+    std::lock_guard lock(h.store.mu);
+    h.store.state.epoch = 3;  // the operator's bump goes above the stream's epoch: 4
+  }
+  h.store.bump();
+  h.store.add(5);
+  BOOST_REQUIRE(h.waitFor([&] {
+    auto state = h.store.snapshot();
+    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
+           state.publishedThrough >= 11;
+  }));
+  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.snapshot().epoch == 4u);
+}
+
 // Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout
 // (5 s by default) for it before the next session could reconcile: every fence error stalled the
 // source that long. It now stops waiting once every publish in flight is answered.
