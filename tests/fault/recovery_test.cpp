@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "harness.h"
-#include "relay/jetstream_publisher.h"
 
 using namespace outbox;
 using namespace outbox::test;
@@ -25,6 +24,29 @@ std::vector<nats::StoredMessage> readStream(const SourceSpec& source) {
 bool publishedThrough(TestDatabase& db, const SourceSpec& source, uint64_t version) {
   return db.state(source.name).publishedThrough == version;
 }
+
+// A source whose first `rows` rows a bridge published (epoch 1), that bridge stopped again.
+struct PublishedSource {
+  TestDatabase database;
+  SourceSpec source;
+  std::string config;
+  std::string table;
+  BridgeProcess bridge;
+  PublishedSource(const std::string& purpose, const std::string& prefix, int rows)
+      : database(purpose),
+        source{uniqueName(prefix, database), &database, {}},
+        config(writeConfig({source})),
+        table(source.outboxTable()),
+        bridge(config) {
+    migrate(config);
+    insertRows(database.sql(), table, rows, 0);
+    bridge.start();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, static_cast<uint64_t>(rows)); }, 20s),
+                          bridge.log());
+    BOOST_REQUIRE(bridge.stop() == 0);
+    BOOST_REQUIRE_EQUAL(readStream(source).size(), static_cast<size_t>(rows));
+  }
+};
 
 // After epoch bumps, through `lastEpoch`: each outbox row of `source` is in the stream exactly once
 // (by payload: each row's is its own), under the version it has now; no message of an epoch
@@ -239,18 +261,9 @@ BOOST_AUTO_TEST_CASE(epoch_bumps_under_a_publishing_leader_publish_no_row_twice)
 // rows 101..105 keep their epoch-1 versions, the rest go out once in epoch 2, densely after the
 // bump's versions.
 BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_their_versions) {
-  TestDatabase database("bumplate");
-  SourceSpec source{uniqueName("blt", database), &database, {}};
-  std::string config = writeConfig({source});
-  migrate(config);
-  const std::string table = source.outboxTable();
+  PublishedSource published("bumplate", "blt", 100);
+  auto& [database, source, config, table, bridge] = published;
   auto& sql = database.sql();
-  insertRows(sql, table, 100, 0);
-  BridgeProcess bridge(config);
-  bridge.start();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 100); }, 20s), bridge.log());
-  BOOST_REQUIRE(bridge.stop() == 0);
-  BOOST_REQUIRE_EQUAL(readStream(source).size(), 100u);
 
   // The leader that froze: versions 101..110 assigned (as its assign transaction writes them),
   // none published.
@@ -271,18 +284,9 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
                                      ids.back(), source.name))
                     .isOk());
   // What it would publish: the rows, with their versions.
-  std::vector<OutboxRow> frozen;
-  {
-    auto rows = sql.query(fmt::format("SELECT id, entity_type, entity_key, op, payload FROM {} WHERE id BETWEEN {} AND {} "
-                                      "ORDER BY id",
-                                      table, ids.front(), ids.back()));
-    BOOST_REQUIRE(rows.isOk());
-    while (rows->next()) {
-      frozen.push_back(OutboxRow{rows->u64(0), std::string(rows->text(1)), std::string(rows->text(2)),
-                                 std::string(rows->text(3)), std::string(rows->text(4)), 0, 101 + frozen.size()});
-    }
-  }
+  std::vector<OutboxRow> frozen = readOutboxRows(sql, table, fmt::format("id BETWEEN {} AND {}", ids.front(), ids.back()));
   BOOST_REQUIRE_EQUAL(frozen.size(), 10u);
+  for (size_t i = 0; i < frozen.size(); ++i) frozen[i].version = 101 + i;
 
   // The operator bumps; the next leader finishes the bump (the stream ends at version 100) and,
   // the source paused, publishes nothing.
@@ -303,28 +307,9 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
 
   // The frozen leader resumes: its publishes of versions 101..105, epoch 1, each fenced on the
   // sequence and on the previous version's Msg-Id, land after the finish's read of the tip.
-  {
-    SourceConfig sc;
-    sc.name = source.name;
-    sc.stream = source.stream();
-    sc.subjectPrefix = "control." + source.name;
-    NatsConfig nc;
-    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
-    BOOST_REQUIRE(conn.isOk());
-    JetStreamPublisher stale(sc, nc, **conn);
-    BOOST_REQUIRE(stale.prepare().isOk());
-    for (size_t i = 0; i < 5; ++i) {
-      BOOST_REQUIRE(stale.publish(frozen[i], 1, 100 + i, /*fenceOnPreviousVersion=*/true).isOk());
-    }
-    std::vector<VersionAck> acks;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (acks.size() < 5 && std::chrono::steady_clock::now() < deadline) {
-      stale.waitForAcks(20ms);
-      stale.takeAcks(acks);
-    }
-    BOOST_REQUIRE_EQUAL(acks.size(), 5u);
-    for (const auto& ack : acks) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
-  }
+  auto stale = publishAsBridge(source, {frozen.begin(), frozen.begin() + 5}, 1, 100, /*fenceOnPreviousVersion=*/true);
+  BOOST_REQUIRE_EQUAL(stale.size(), 5u);
+  for (const auto& ack : stale) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
   BOOST_REQUIRE_EQUAL(readStream(source).size(), 105u);
   // Meanwhile the new epoch's leader had given the rows of 101 and 106 versions 111 and 112 (their
   // publishes were refused: the messages above took the sequence they were fenced on).
@@ -364,43 +349,18 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
 // reconcile returned that refusal without halting: no halted_reason for an operator to read. Now
 // the source halts with the reason (outbox_halted 1), and a second bump resolves it.
 BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_before_its_finish_halts_the_source) {
-  TestDatabase database("bumpover");
-  SourceSpec source{uniqueName("bov", database), &database, {}};
-  std::string config = writeConfig({source});
-  migrate(config);
-  const std::string table = source.outboxTable();
+  PublishedSource published("bumpover", "bov", 20);
+  auto& [database, source, config, table, bridge] = published;
   auto& sql = database.sql();
-  insertRows(sql, table, 20, 0);
-  BridgeProcess bridge(config);
-  bridge.start();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, 20); }, 20s), bridge.log());
-  BOOST_REQUIRE(bridge.stop() == 0);
   auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "first", "--wait",
                          "0"});
   BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
   BOOST_REQUIRE_EQUAL(database.state(source.name).epoch, 2u);
   // Another writer's message of epoch 7 lands before any bridge finishes the bump.
-  {
-    SourceConfig sc;
-    sc.name = source.name;
-    sc.stream = source.stream();
-    sc.subjectPrefix = "control." + source.name;
-    NatsConfig nc;
-    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
-    BOOST_REQUIRE(conn.isOk());
-    JetStreamPublisher other(sc, nc, **conn);
-    BOOST_REQUIRE(other.prepare().isOk());
-    OutboxRow row{0, "item", "foreign", "upsert", std::string("{\"foreign\":true}"), 0, 21};
-    BOOST_REQUIRE(other.publish(row, 7, 20, false).isOk());
-    std::vector<VersionAck> acks;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (acks.empty() && std::chrono::steady_clock::now() < deadline) {
-      other.waitForAcks(20ms);
-      other.takeAcks(acks);
-    }
-    BOOST_REQUIRE_EQUAL(acks.size(), 1u);
-    BOOST_REQUIRE_MESSAGE(acks[0].ok, acks[0].error);
-  }
+  auto foreign = publishAsBridge(source, {OutboxRow{0, "item", "foreign", "upsert", "{\"foreign\":true}", 0, 21}}, 7, 20,
+                                 /*fenceOnPreviousVersion=*/false);
+  BOOST_REQUIRE_EQUAL(foreign.size(), 1u);
+  BOOST_REQUIRE_MESSAGE(foreign[0].ok, foreign[0].error);
   bridge.start();
   const int port = bridge.httpPort();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s), bridge.log());
