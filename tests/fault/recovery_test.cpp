@@ -48,6 +48,56 @@ struct PublishedSource {
   }
 };
 
+// A leader that gave `count` new rows the versions after published_through (as its assign
+// transaction writes them, the scan past them) and froze before publishing them: what it would
+// publish, in version order.
+std::vector<OutboxRow> assignedByAFrozenLeader(PublishedSource& p, int count) {
+  auto& sql = p.database.sql();
+  const uint64_t after = p.database.state(p.source.name).publishedThrough;
+  insertRows(sql, p.table, count, static_cast<int>(after));
+  auto rows = readOutboxRows(sql, p.table, fmt::format("id NOT IN (SELECT outbox_id FROM {}_versions)", p.table));
+  BOOST_REQUIRE_EQUAL(rows.size(), static_cast<size_t>(count));
+  std::string values;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].version = after + 1 + i;
+    values += fmt::format("{}({}, {})", i ? "," : "", rows[i].version, rows[i].id);
+  }
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES {}", p.table, values)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = {0}, scan_cursor = {2}, "
+                                     "scan_floor = {2} WHERE source = '{1}'",
+                                     rows.back().version, p.source.name, rows.back().id))
+                    .isOk());
+  return rows;
+}
+
+void setPaused(PublishedSource& p, bool paused) {
+  BOOST_REQUIRE(p.database.sql()
+                    .exec(fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = '{}'", paused ? 1 : 0,
+                                      p.source.name))
+                    .isOk());
+}
+
+// Whether no bump waits for the leader to finish it.
+bool bumpFinished(PublishedSource& p) {
+  return p.database.scalar(fmt::format("SELECT bump_from_epoch IS NULL FROM outbox_source_state WHERE source = '{}'",
+                                       p.source.name)) == 1;
+}
+
+// The stale leader's publishes of `rows` (epoch 1), fenced as it fences them, after sequence
+// `afterSeq`: each must be stored.
+void landStale(PublishedSource& p, const std::vector<OutboxRow>& rows, uint64_t afterSeq) {
+  auto acks = publishAsBridge(p.source, rows, 1, afterSeq, /*fenceOnPreviousVersion=*/true);
+  BOOST_REQUIRE_EQUAL(acks.size(), rows.size());
+  for (const auto& ack : acks) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
+}
+
+// Everything committed is published, or the source halted.
+bool drained(PublishedSource& p) {
+  auto state = p.database.state(p.source.name);
+  return !state.haltedReason.empty() ||
+         (p.database.unversioned(p.table) == 0 && state.publishedThrough == state.assignedThrough);
+}
+
 // After epoch bumps, through `lastEpoch`: each outbox row of `source` is in the stream exactly once
 // (by payload: each row's is its own), under the version it has now; no message of an epoch
 // follows one of a later epoch; each epoch's versions are dense from where it began
@@ -265,41 +315,17 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
   auto& [database, source, config, table, bridge] = published;
   auto& sql = database.sql();
 
-  // The leader that froze: versions 101..110 assigned (as its assign transaction writes them),
-  // none published.
-  insertRows(sql, table, 10, 100);
-  std::vector<uint64_t> ids;  // the rows of versions 101..110
-  {
-    auto rows = sql.query(fmt::format("SELECT id FROM {0} WHERE id NOT IN (SELECT outbox_id FROM {0}_versions) ORDER BY id",
-                                      table));
-    BOOST_REQUIRE(rows.isOk());
-    while (rows->next()) ids.push_back(rows->u64(0));
-  }
-  BOOST_REQUIRE_EQUAL(ids.size(), 10u);
-  std::string values;
-  for (size_t i = 0; i < ids.size(); ++i) values += fmt::format("{}({}, {})", i ? "," : "", 101 + i, ids[i]);
-  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES {}", table, values)).isOk());
-  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = 110, scan_cursor = {0}, "
-                                     "scan_floor = {0} WHERE source = '{1}'",
-                                     ids.back(), source.name))
-                    .isOk());
-  // What it would publish: the rows, with their versions.
-  std::vector<OutboxRow> frozen = readOutboxRows(sql, table, fmt::format("id BETWEEN {} AND {}", ids.front(), ids.back()));
-  BOOST_REQUIRE_EQUAL(frozen.size(), 10u);
-  for (size_t i = 0; i < frozen.size(); ++i) frozen[i].version = 101 + i;
+  // The leader that froze: versions 101..110 assigned, none published.
+  const std::vector<OutboxRow> frozen = assignedByAFrozenLeader(published, 10);
 
   // The operator bumps; the next leader finishes the bump (the stream ends at version 100) and,
   // the source paused, publishes nothing.
-  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET paused = 1 WHERE source = '{}'", source.name)).isOk());
+  setPaused(published, true);
   auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "late landing",
                          "--wait", "0"});
   BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
   bridge.start();
-  auto finished = [&] {
-    return database.scalar(fmt::format("SELECT bump_from_epoch IS NULL FROM outbox_source_state WHERE source = '{}'",
-                                       source.name)) == 1;
-  };
-  BOOST_REQUIRE_MESSAGE(waitUntil(finished, 20s), bridge.log());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
   BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE version > 100", table)) == 0u);
   BOOST_TEST(database.scalar(fmt::format("SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND "
                                          "epoch = 2",
@@ -307,28 +333,22 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
 
   // The frozen leader resumes: its publishes of versions 101..105, epoch 1, each fenced on the
   // sequence and on the previous version's Msg-Id, land after the finish's read of the tip.
-  auto stale = publishAsBridge(source, {frozen.begin(), frozen.begin() + 5}, 1, 100, /*fenceOnPreviousVersion=*/true);
-  BOOST_REQUIRE_EQUAL(stale.size(), 5u);
-  for (const auto& ack : stale) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
+  landStale(published, {frozen.begin(), frozen.begin() + 5}, 100);
   BOOST_REQUIRE_EQUAL(readStream(source).size(), 105u);
   // Meanwhile the new epoch's leader had given the rows of 101 and 106 versions 111 and 112 (their
   // publishes were refused: the messages above took the sequence they were fenced on).
   BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM {}_versions WHERE version > 110", table)).isOk());
   BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES (111, {}), (112, {})", table,
-                                     ids[0], ids[5]))
+                                     frozen[0].id, frozen[5].id))
                     .isOk());
   BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = 112 WHERE source = '{}'",
                                      source.name))
                     .isOk());
   insertRows(sql, table, 20, 110);  // and producers go on
 
-  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET paused = 0 WHERE source = '{}'", source.name)).isOk());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
-                          auto state = database.state(source.name);
-                          return !state.haltedReason.empty() ||
-                                 (database.unversioned(table) == 0 && state.publishedThrough == state.assignedThrough &&
-                                  state.publishedThrough > 110);
-                        }, 30s),
+  setPaused(published, false);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return drained(published) && database.state(source.name).publishedThrough > 110; },
+                                  30s),
                         bridge.log());
   auto state = database.state(source.name);
   BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
@@ -336,11 +356,49 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_
   requireEveryRowOnceAcrossEpochs(database, source, 2);
   // The rows the stale messages carried keep those versions; epoch 2 has the other 5 and the 20 new.
   for (size_t i = 0; i < 5; ++i) {
-    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table, ids[i])) ==
-               101 + i);
+    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table,
+                                           frozen[i].id)) == 101 + i);
   }
   BOOST_TEST(state.publishedThrough == 110u + 5 + 20);
   BOOST_TEST(readStream(source).size() == 130u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The same across two bumps: the first bump's epoch publishes nothing before the operator bumps
+// again; the frozen leader's publishes of 101..103 land before the second bump's finish reads the
+// tip, and those of 104..105 after it. The second finish gives 101..103 back, reconcile in epoch 3
+// gives 104 and 105 back (the first finish's records were kept: epoch 2 never published), and the
+// other rows go out once, in epoch 3.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_around_a_second_bump_keep_their_versions) {
+  PublishedSource published("bumptwice", "btw", 100);
+  auto& [database, source, config, table, bridge] = published;
+  const std::vector<OutboxRow> frozen = assignedByAFrozenLeader(published, 10);
+  setPaused(published, true);
+  auto first = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "first", "--wait",
+                          "0"});
+  BOOST_REQUIRE_MESSAGE(first.exitCode == 0, first.err);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
+  landStale(published, {frozen.begin(), frozen.begin() + 3}, 100);
+  auto second = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "second"});
+  BOOST_REQUIRE_MESSAGE(second.exitCode == 0, second.err);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
+  BOOST_REQUIRE_EQUAL(database.state(source.name).epoch, 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT COALESCE(MAX(version), 0) FROM {}_versions WHERE outbox_id = {}",
+                                           table, frozen[i].id)) == 101 + i);
+  }
+  landStale(published, {frozen.begin() + 3, frozen.begin() + 5}, 103);
+  setPaused(published, false);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return drained(published); }, 30s), bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
+  requireEveryRowOnceAcrossEpochs(database, source, 3);
+  for (size_t i = 0; i < 5; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table,
+                                           frozen[i].id)) == 101 + i);
+  }
+  BOOST_TEST(readStream(source).size() == 110u);
   BOOST_TEST(bridge.stop() == 0);
 }
 
