@@ -70,7 +70,7 @@ Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats
   const auto deadline = std::chrono::steady_clock::now() + wait;
   for (;;) {
     auto state = store.loadState();
-    if (!state.isOk() || !state->bumpFromEpoch || state->epoch != bumped->epoch ||
+    if (!state.isOk() || !state->bumpFromEpoch || state->epoch != bumped->epoch || !state->haltedReason.empty() ||
         std::chrono::steady_clock::now() >= deadline) {
       return state.isOk() ? state : bumped;
     }

@@ -43,7 +43,8 @@ Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std
 // `reason` in outbox_epoch_history. A leader still publishing is fenced from then on; the leader
 // (this one, or the next to take the lease) finishes the bump once its publishes are settled:
 // it moves past every version ever used and clears the versions the stream lacks. Waits up to
-// `wait` for that; the state returned says whether it happened (bumpFromEpoch unset).
+// `wait` for that, or for the leader to refuse it (the source halted); the state returned says
+// which happened (bumpFromEpoch unset: finished; set with a halted_reason: refused).
 Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats, const std::string& reason,
                               std::chrono::milliseconds wait);
 

@@ -38,6 +38,11 @@ Command addEpoch(CLI::App& app) {
     }
     auto state = admin::bumpEpoch(src, config.nats, *reason, wait);
     if (!state.isOk()) throw Exit{state.status().isRejected() ? kExitUsage : kExitFailure, state.status().message()};
+    if (state->bumpFromEpoch && !state->haltedReason.empty()) {
+      throw Exit{kExitFailure, fmt::format("epoch {} recorded (reason: {}), but the bridge leading source {} refused to "
+                                           "finish it and halted the source: {}",
+                                           state->epoch, *reason, src.name, state->haltedReason)};
+    }
     if (state->bumpFromEpoch) {
       resultLogger(src.name)->info("epoch {} recorded (reason: {}); no bridge leading source {} finished it within {} "
                                    "ms: the one that leads it next moves the versions on (is one running?)",

@@ -228,14 +228,50 @@ Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
                            "setting the published marks");
 }
 
-Status MysqlOutboxStore::moveEpochStart(uint64_t seq) {
-  if (guard_.epoch == 0) return Status::permanent("moveEpochStart needs the epoch in the write guard");
-  return session_.transaction([&](db::Connection& conn) -> Status {
-    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, fmt::format("s.published_stream_seq = {}", seq), "",
-                                             "moving the epoch's start"));
+Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
+  if (guard_.epoch == 0) return Status::permanent("adoptStaleTail needs the epoch in the write guard");
+  uint64_t restored = 0;
+  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+    OUTBOX_RETURN_IF_ERROR(lockState(conn, "adopting the old epoch's last messages"));
+    // Still as reconcile found it: the epoch has published nothing and begins at tail.afterSeq.
+    auto rows = conn.query(fmt::format(
+        "SELECT published_through, published_stream_seq, {} FROM outbox_source_state s WHERE source = {}",
+        epochStartColumns("s.epoch"), sourceLiteral_));
+    if (!rows.isOk()) return rows.status();
+    if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
+    const uint64_t versionsAfter = rows->u64(2);
+    if (rows->u64(0) != versionsAfter || rows->u64(1) != tail.afterSeq || rows->u64(3) != tail.afterSeq) {
+      return Status::transient("the epoch's start or marks moved while reconciling; reconciling again");
+    }
+    // No message of this epoch is in the stream (none of an older one could follow it), so none of
+    // the versions it assigned is: they are dropped, and handed out again after the rows below
+    // have theirs back, densely and in id order, by the scan.
+    auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, versionsAfter));
+    if (!lowest.isOk()) return lowest.status();
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, versionsAfter)));
+    auto given = giveBackStaleTail(conn, tail);
+    if (!given.isOk()) return given.status();
+    restored = *given;
+    std::string floor;
+    if (lowest->has_value()) floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
+        "UPDATE outbox_source_state SET assigned_through = {}, published_stream_seq = {}{} WHERE source = {}",
+        versionsAfter, tail.throughSeq, floor, sourceLiteral_)));
     return conn.exec(fmt::format("UPDATE outbox_epoch_history SET stream_seq = {} WHERE source = {} AND epoch = {}",
-                                   seq, sourceLiteral_, guard_.epoch));
+                                 tail.throughSeq, sourceLiteral_, guard_.epoch));
   });
+  if (!s.isOk()) return s;
+  return restored;
+}
+
+Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const StaleTail& tail) {
+  const std::string which = fmt::format("source = {} AND version BETWEEN {} AND {}", sourceLiteral_, tail.firstVersion,
+                                        tail.lastVersion);
+  auto restored = conn.execCount(fmt::format(
+      "INSERT INTO {} (version, outbox_id) SELECT version, outbox_id FROM outbox_bump_removed WHERE {}", versions_, which));
+  if (!restored.isOk()) return restored.status();
+  OUTBOX_RETURN_IF_ERROR(conn.exec("DELETE FROM outbox_bump_removed WHERE " + which));
+  return *restored;
 }
 
 Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
@@ -334,11 +370,30 @@ Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
     auto maxInTable = conn.queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
     if (!maxInTable.isOk()) return maxInTable.status();
     const BumpPlan plan = planEpochBump(old, tip, maxInTable->value_or(0));
-    // Assigned but not in the stream: published again under fresh versions. The scan's floor goes
-    // below those rows, so the next scan finds them again.
+    // Versions taken from rows by earlier finishes stay given back-able while an older epoch's
+    // chain may still land: only until the old epoch has a message of its own in the stream.
+    const bool oldEpochPublished = old.publishedThrough > old.epochVersionsAfter ||
+                                   (tip.version && tip.epoch == old.epoch && tip.seq > old.epochStreamSeq);
+    if (oldEpochPublished) {
+      OUTBOX_RETURN_IF_ERROR(conn.exec("DELETE FROM outbox_bump_removed WHERE source = " + sourceLiteral_));
+    }
+    // Assigned but not in the stream: published again under fresh versions, unless the leader this
+    // bump fences stores them after all (adoptStaleTail gives them back then). The scan's floor
+    // goes below those rows, so the next scan finds them again.
     auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
     if (!lowest.isOk()) return lowest.status();
+    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
+        "INSERT INTO outbox_bump_removed (source, version, outbox_id) SELECT {}, version, outbox_id FROM {} "
+        "WHERE version > {}",
+        sourceLiteral_, versions_, plan.kept)));
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
+    // A second bump before the first one's epoch published: an older epoch's last messages stored
+    // past where the old epoch began are given back as reconcile would (their versions are at or
+    // below plan.kept, which keeps them).
+    if (auto resume = findResumePoint(old, tip, source_.stream); resume.isOk() && resume->staleTail) {
+      auto given = giveBackStaleTail(conn, *resume->staleTail);
+      if (!given.isOk()) return given.status();
+    }
     std::string floor;
     if (lowest->has_value()) {
       floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);

@@ -46,7 +46,7 @@ class MysqlOutboxStore final : public OutboxStore {
   Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) override;
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
-  Status moveEpochStart(uint64_t seq) override;
+  Result<uint64_t> adoptStaleTail(const StaleTail& tail) override;
   Status completeEpochBump(const StreamTip& tip) override;
   Status halt(const std::string& reason, std::optional<HaltedRow> row) override;
   Status clearHalt() override;
@@ -88,6 +88,10 @@ class MysqlOutboxStore final : public OutboxStore {
   Status lockState(db::Connection& conn, const char* what);
   // The pinned holes' changes of `mark` (outbox_scan_holes), on `conn` inside a transaction.
   Status recordPins(db::Connection& conn, const ScanMark& mark);
+  // On `conn`, inside a transaction that holds the state row: the rows a bump's finish took
+  // tail's versions from (outbox_bump_removed) get them back, and leave that table. Those rows
+  // must hold no version now. Returns how many.
+  Result<uint64_t> giveBackStaleTail(db::Connection& conn, const StaleTail& tail);
 
   const SourceConfig& source_;
   std::chrono::seconds idleTransactionTimeout_;

@@ -133,6 +133,20 @@ struct StreamTip {
   uint64_t seq = 0;                  // its sequence
 };
 
+// Messages of an older epoch that the stream stored after the epoch's recorded start
+// (outbox_epoch_history.stream_seq), before any message of the epoch itself: the last publishes of
+// a leader an `epoch bump` fenced (frozen past its lease, or the previous session's, landing late),
+// stored after the bump's finish read the stream's tip. Sequences afterSeq+1..throughSeq hold
+// versions firstVersion..lastVersion, one each: every publish is fenced on the sequence before
+// it, and all but a session's first also on the version before it.
+struct StaleTail {
+  uint64_t afterSeq = 0;
+  uint64_t throughSeq = 0;
+  uint64_t firstVersion = 0;
+  uint64_t lastVersion = 0;
+  bool operator==(const StaleTail&) const = default;
+};
+
 // The server's answer to the publish of one version.
 struct VersionAck {
   uint64_t version = 0;
@@ -216,16 +230,25 @@ class OutboxStore {
   virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
   // Sets published_through/published_stream_seq to what the stream holds (reconcile).
   virtual Status setPublished(uint64_t version, uint64_t seq) = 0;
-  // The epoch begins after stream sequence `seq`, not where `epoch bump` saw the stream end: the
-  // leader it fenced stored its last messages of the old epoch in between. Moves
-  // outbox_epoch_history.stream_seq and published_stream_seq there (reconcile).
-  virtual Status moveEpochStart(uint64_t seq) = 0;
+  // The stream stored `tail` after the epoch's recorded start, and nothing of the epoch itself
+  // (reconcile; findResumePoint). In one transaction, guarded like every write, and only while the
+  // epoch still begins at tail.afterSeq with nothing of it published (else transient): the rows a
+  // bump's finish took those versions from get them back (outbox_bump_removed), since the stream
+  // holds them; every version the epoch assigned is dropped (none can be in the stream: an
+  // old-epoch message cannot follow one of the epoch) and assigned_through goes back to where the
+  // epoch's versions start, so they are handed out again, densely, by the scan (scan_floor goes
+  // below their rows); the epoch begins after tail.throughSeq (outbox_epoch_history.stream_seq and
+  // published_stream_seq). Returns how many rows got their versions back.
+  virtual Result<uint64_t> adoptStaleTail(const StaleTail& tail) = 0;
   // Finishes a pending `epoch bump` (state.bumpFromEpoch), given the stream's tip read by the
-  // leader once nothing it sent is in flight, so the tip is final for the old epoch: in one
-  // transaction, what planEpochBump() says — assigned and published through the highest version
-  // ever used, the versions the stream lacks cleared (their rows are found again and published
-  // under new versions), where the epoch begins recorded. Ok, changing nothing, when no bump is
-  // pending. Guarded like every write.
+  // leader once nothing it sent is in flight, so the tip is final for the old epoch but for a
+  // fenced leader's last messages (a StaleTail, found by a later reconcile): in one transaction,
+  // what planEpochBump() says — assigned and published through the highest version ever used, the
+  // versions the stream lacks cleared and recorded in outbox_bump_removed (their rows are found
+  // again and published under new versions, unless a StaleTail gives them back), where the epoch
+  // begins recorded. A StaleTail of an older epoch past the old epoch's start (a second bump before
+  // the first one's epoch published) is given back as adoptStaleTail does. Ok, changing nothing,
+  // when no bump is pending. Guarded like every write.
   virtual Status completeEpochBump(const StreamTip& tip) = 0;
   // Stops the source until an operator acts: `reason` for people, `row` when one row is the cause.
   virtual Status halt(const std::string& reason, std::optional<HaltedRow> row) = 0;

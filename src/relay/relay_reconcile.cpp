@@ -17,7 +17,8 @@ Status Relay::reconcile() {
   guard_.epoch = state_.epoch;
   store_.setWriteGuard(guard_);
   assignStore_.setWriteGuard(guard_);
-  if (state_.bumpFromEpoch) OUTBOX_RETURN_IF_ERROR(finishEpochBump());
+  // A bump its finish refused halts the source until an operator bumps again (which clears it).
+  if (state_.bumpFromEpoch && state_.haltedReason.empty()) OUTBOX_RETURN_IF_ERROR(finishEpochBump());
   metrics_.halted = !state_.haltedReason.empty();
   metrics_.paused = state_.paused;
   metrics_.epoch = state_.epoch;
@@ -34,15 +35,25 @@ Status Relay::reconcile() {
     if (resume.status().isPermanent()) return haltWith(resume.status().message());
     return resume.status();
   }
+  if (resume->staleTail) {
+    // Stored after the bump's finish read the stream: their rows keep those versions.
+    const StaleTail tail = *resume->staleTail;
+    auto restored = store_.adoptStaleTail(tail);
+    if (!restored.isOk()) return restored.status();
+    log_->info("reconcile: stream sequences {}..{} hold versions {}..{} of an older epoch, stored by a leader the "
+               "bump fenced after the bump's finish read the stream: {} rows keep those versions; epoch {} begins "
+               "after sequence {}, and the versions it had assigned are handed out again",
+               tail.afterSeq + 1, tail.throughSeq, tail.firstVersion, tail.lastVersion, *restored, state_.epoch,
+               tail.throughSeq);
+    auto reloaded = store_.loadState();
+    if (!reloaded.isOk()) return reloaded.status();
+    state_ = *reloaded;
+    metrics_.assignedVersion = state_.assignedThrough;
+    resume = findResumePoint(state_, tip, source_.stream);
+    if (!resume.isOk()) return resume.status().isPermanent() ? haltWith(resume.status().message()) : resume.status();
+  }
   const uint64_t streamVersion = resume->version;
   const uint64_t streamVersionSeq = resume->seq;
-  if (resume->epochStartSeq) {
-    log_->info("reconcile: epoch {} begins after stream sequence {}, past the last messages of the leader the bump "
-               "fenced (the bump saw the stream end at {})",
-               state_.epoch, *resume->epochStartSeq, state_.epochStreamSeq);
-    OUTBOX_RETURN_IF_ERROR(store_.moveEpochStart(*resume->epochStartSeq));
-    state_.epochStreamSeq = state_.publishedStreamSeq = *resume->epochStartSeq;
-  }
 
   if (streamVersion != state_.publishedThrough || streamVersionSeq != state_.publishedStreamSeq) {
     if (streamVersion > state_.publishedThrough) {
@@ -74,6 +85,12 @@ Status Relay::finishEpochBump() {
   const uint64_t from = *state_.bumpFromEpoch;
   auto tip = publisher_.tip();
   if (!tip.isOk()) return tip.status();
+  if (tip->version && tip->epoch >= state_.epoch) {
+    // Someone else's message, stored between the bump and now: only an operator can tell.
+    return haltWith(fmt::format("stream {} holds epoch {}, not below the new epoch {} (another writer?): run "
+                                "'outbox-bridge epoch bump' again",
+                                source_.stream, tip->epoch, state_.epoch));
+  }
   OUTBOX_RETURN_IF_ERROR(store_.completeEpochBump(*tip));
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();

@@ -36,9 +36,11 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
     // the previous version's Msg-Id, which no other writer's message can match.) Had those
     // messages expired, they could not be told from the epoch's own: that halts below as "ahead
     // of the database", and a second bump resolves it.
+    // Sequences S+1..L hold one version each, contiguous: the one at tip.seq says which.
     if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq && tip.version &&
-        tip.seq > S && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter) {
-      return ResumePoint{P, L, L};
+        tip.seq > S && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter &&
+        *tip.version >= tip.seq - S) {
+      return ResumePoint{P, L, StaleTail{S, L, *tip.version - (tip.seq - S - 1), *tip.version + (L - tip.seq)}};
     }
     // Nothing the marks count was lost. A stored message past the marks must be the version the
     // rule says; anything else was written by someone else.

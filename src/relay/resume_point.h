@@ -26,7 +26,9 @@ struct ResumePoint {
   uint64_t seq = 0;
   // Set when the epoch begins later than `epoch bump` recorded (outbox_epoch_history.stream_seq):
   // the leader the bump fenced stored its last old-epoch messages after the bump read the stream.
-  std::optional<uint64_t> epochStartSeq;
+  // `version` and `seq` are then the marks once those messages are adopted
+  // (OutboxStore::adoptStaleTail).
+  std::optional<StaleTail> staleTail;
 };
 
 // A permanent Status (the halt reason, for an operator) when the stream and the database disagree

@@ -25,6 +25,136 @@ bool publishedThrough(TestDatabase& db, const SourceSpec& source, uint64_t versi
   return db.state(source.name).publishedThrough == version;
 }
 
+// A source whose first `rows` rows a bridge published (epoch 1), that bridge stopped again.
+struct PublishedSource {
+  TestDatabase database;
+  SourceSpec source;
+  std::string config;
+  std::string table;
+  BridgeProcess bridge;
+  PublishedSource(const std::string& purpose, const std::string& prefix, int rows)
+      : database(purpose),
+        source{uniqueName(prefix, database), &database, {}},
+        config(writeConfig({source})),
+        table(source.outboxTable()),
+        bridge(config) {
+    migrate(config);
+    insertRows(database.sql(), table, rows, 0);
+    bridge.start();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return publishedThrough(database, source, static_cast<uint64_t>(rows)); }, 20s),
+                          bridge.log());
+    BOOST_REQUIRE(bridge.stop() == 0);
+    BOOST_REQUIRE_EQUAL(readStream(source).size(), static_cast<size_t>(rows));
+  }
+};
+
+// A leader that gave `count` new rows the versions after published_through (as its assign
+// transaction writes them, the scan past them) and froze before publishing them: what it would
+// publish, in version order.
+std::vector<OutboxRow> assignedByAFrozenLeader(PublishedSource& p, int count) {
+  auto& sql = p.database.sql();
+  const uint64_t after = p.database.state(p.source.name).publishedThrough;
+  insertRows(sql, p.table, count, static_cast<int>(after));
+  auto rows = readOutboxRows(sql, p.table, fmt::format("id NOT IN (SELECT outbox_id FROM {}_versions)", p.table));
+  BOOST_REQUIRE_EQUAL(rows.size(), static_cast<size_t>(count));
+  std::string values;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].version = after + 1 + i;
+    values += fmt::format("{}({}, {})", i ? "," : "", rows[i].version, rows[i].id);
+  }
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES {}", p.table, values)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = {0}, scan_cursor = {2}, "
+                                     "scan_floor = {2} WHERE source = '{1}'",
+                                     rows.back().version, p.source.name, rows.back().id))
+                    .isOk());
+  return rows;
+}
+
+void setPaused(PublishedSource& p, bool paused) {
+  BOOST_REQUIRE(p.database.sql()
+                    .exec(fmt::format("UPDATE outbox_source_state SET paused = {} WHERE source = '{}'", paused ? 1 : 0,
+                                      p.source.name))
+                    .isOk());
+}
+
+// Whether no bump waits for the leader to finish it.
+bool bumpFinished(PublishedSource& p) {
+  return p.database.scalar(fmt::format("SELECT bump_from_epoch IS NULL FROM outbox_source_state WHERE source = '{}'",
+                                       p.source.name)) == 1;
+}
+
+// The stale leader's publishes of `rows` (epoch 1), fenced as it fences them, after sequence
+// `afterSeq`: each must be stored.
+void landStale(PublishedSource& p, const std::vector<OutboxRow>& rows, uint64_t afterSeq) {
+  auto acks = publishAsBridge(p.source, rows, 1, afterSeq, /*fenceOnPreviousVersion=*/true);
+  BOOST_REQUIRE_EQUAL(acks.size(), rows.size());
+  for (const auto& ack : acks) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
+}
+
+// Everything committed is published, or the source halted.
+bool drained(PublishedSource& p) {
+  auto state = p.database.state(p.source.name);
+  return !state.haltedReason.empty() ||
+         (p.database.unversioned(p.table) == 0 && state.publishedThrough == state.assignedThrough);
+}
+
+// After epoch bumps, through `lastEpoch`: each outbox row of `source` is in the stream exactly once
+// (by payload: each row's is its own), under the version it has now; no message of an epoch
+// follows one of a later epoch; each epoch's versions are dense from where it began
+// (outbox_epoch_history.versions_after).
+void requireEveryRowOnceAcrossEpochs(TestDatabase& database, const SourceSpec& source, uint64_t lastEpoch) {
+  std::map<uint64_t, uint64_t> versionsAfter;  // epoch -> where its versions begin
+  for (uint64_t e = 2; e <= lastEpoch; ++e) {
+    versionsAfter[e] = database.scalar(fmt::format(
+        "SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND epoch = {}", source.name, e));
+  }
+
+  // What the stream says, by (epoch, version): each once, in epoch order, dense within an epoch.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> published;
+  std::map<std::string, uint64_t> copies;  // payload (one per row) -> messages carrying it
+  uint64_t streamEpoch = 1, lastVersion = 0;
+  for (const auto& m : readStream(source)) {
+    uint64_t epoch = headerU64(m, "Outbox-Epoch"), version = headerU64(m, "Outbox-Version");
+    BOOST_REQUIRE_MESSAGE(epoch >= streamEpoch, fmt::format("epoch {} message (version {}) at sequence {} after epoch {}",
+                                                            epoch, version, m.seq, streamEpoch));
+    uint64_t expected = epoch == streamEpoch ? lastVersion + 1 : versionsAfter[epoch] + 1;
+    BOOST_REQUIRE_MESSAGE(version == expected, fmt::format("sequence {}: epoch {} version {}, expected {}", m.seq,
+                                                           epoch, version, expected));
+    BOOST_REQUIRE(published.emplace(std::make_pair(epoch, version), m.data).second);
+    BOOST_REQUIRE_MESSAGE(++copies[m.data] == 1, fmt::format("the row with payload {} is in the stream twice (again "
+                                                             "as epoch {} version {}, sequence {})",
+                                                             m.data, epoch, version, m.seq));
+    streamEpoch = epoch;
+    lastVersion = version;
+  }
+  BOOST_TEST(streamEpoch == lastEpoch);
+  // Every row is in the stream under the version it has now, with its own payload.
+  auto epochOf = [&](uint64_t version) {
+    uint64_t epoch = 1;
+    for (const auto& [e, after] : versionsAfter) {
+      if (version > after) epoch = e;
+    }
+    return epoch;
+  };
+  const std::string table = source.outboxTable();
+  const uint64_t rows = database.scalar("SELECT COUNT(*) FROM " + table);
+  auto conn = database.connect();
+  auto all = conn->query(fmt::format("SELECT v.version, o.payload FROM {0} o JOIN {0}_versions v ON v.outbox_id = o.id "
+                                     "ORDER BY o.id",
+                                     table));
+  BOOST_REQUIRE(all.isOk());
+  uint64_t checked = 0;
+  while (all->next()) {
+    uint64_t version = all->u64(0);
+    auto it = published.find({epochOf(version), version});
+    BOOST_REQUIRE_MESSAGE(it != published.end(), fmt::format("version {} is not in the stream", version));
+    BOOST_REQUIRE_EQUAL(it->second, std::string(all->text(1)));
+    ++checked;
+  }
+  BOOST_TEST(checked == rows);
+  BOOST_TEST(copies.size() == rows);
+}
+
 }  // namespace
 
 // The stream deleted under a running bridge: it is recreated and refilled from the outbox rows.
@@ -156,7 +286,6 @@ BOOST_AUTO_TEST_CASE(epoch_bumps_under_a_publishing_leader_publish_no_row_twice)
   std::this_thread::sleep_for(300ms);
   producing = false;
   producer.join();
-  const uint64_t rows = database.scalar("SELECT COUNT(*) FROM " + table);
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
                           auto state = database.state(source.name);
                           return !state.haltedReason.empty() ||
@@ -167,54 +296,151 @@ BOOST_AUTO_TEST_CASE(epoch_bumps_under_a_publishing_leader_publish_no_row_twice)
   auto state = database.state(source.name);
   BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
   BOOST_TEST(state.epoch == kBumps + 1);
-  std::map<uint64_t, uint64_t> versionsAfter;  // epoch -> where its versions begin
-  for (uint64_t e = 2; e <= kBumps + 1; ++e) {
-    versionsAfter[e] = database.scalar(fmt::format(
-        "SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND epoch = {}", source.name, e));
-  }
+  requireEveryRowOnceAcrossEpochs(database, source, kBumps + 1);
+  BOOST_TEST(bridge.stop() == 0);
+}
 
-  // What the stream says, by (epoch, version): each once, in epoch order, dense within an epoch.
-  std::map<std::pair<uint64_t, uint64_t>, std::string> published;
-  std::map<std::string, uint64_t> copies;  // payload (one per row) -> messages carrying it
-  uint64_t lastEpoch = 1, lastVersion = 0;
-  for (const auto& m : readStream(source)) {
-    uint64_t epoch = headerU64(m, "Outbox-Epoch"), version = headerU64(m, "Outbox-Version");
-    BOOST_REQUIRE_MESSAGE(epoch >= lastEpoch, fmt::format("epoch {} message (version {}) at sequence {} after epoch {}",
-                                                          epoch, version, m.seq, lastEpoch));
-    uint64_t expected = epoch == lastEpoch ? lastVersion + 1 : versionsAfter[epoch] + 1;
-    BOOST_REQUIRE_MESSAGE(version == expected, fmt::format("sequence {}: epoch {} version {}, expected {}", m.seq,
-                                                           epoch, version, expected));
-    BOOST_REQUIRE(published.emplace(std::make_pair(epoch, version), m.data).second);
-    BOOST_REQUIRE_MESSAGE(++copies[m.data] == 1, fmt::format("the row with payload {} is in the stream twice (again "
-                                                             "as epoch {} version {}, sequence {})",
-                                                             m.data, epoch, version, m.seq));
-    lastEpoch = epoch;
-    lastVersion = version;
+// A stale leader's publishes (or the last session's, left in nats.c's buffer) landing after the
+// leader that finished the bump read the stream's tip (issue 19, item 7, follow-up). The finish took
+// their rows' versions away; reconcile saw the old-epoch messages and only moved the epoch's start
+// past them, so the scan published those rows again in the new epoch: each in the stream twice.
+// Set up step by step: a leader assigned versions 101..110 and froze before publishing them; the
+// operator bumps; the next leader finishes the bump (paused, so it publishes nothing yet); then the
+// frozen leader's publishes of 101..105 land, fenced exactly as it fences them; the new epoch's
+// leader had already given two rows new versions (its publishes refused by those messages). Now:
+// rows 101..105 keep their epoch-1 versions, the rest go out once in epoch 2, densely after the
+// bump's versions.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_after_the_bump_is_finished_keep_their_versions) {
+  PublishedSource published("bumplate", "blt", 100);
+  auto& [database, source, config, table, bridge] = published;
+  auto& sql = database.sql();
+
+  // The leader that froze: versions 101..110 assigned, none published.
+  const std::vector<OutboxRow> frozen = assignedByAFrozenLeader(published, 10);
+
+  // The operator bumps; the next leader finishes the bump (the stream ends at version 100) and,
+  // the source paused, publishes nothing.
+  setPaused(published, true);
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "late landing",
+                         "--wait", "0"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE version > 100", table)) == 0u);
+  BOOST_TEST(database.scalar(fmt::format("SELECT versions_after FROM outbox_epoch_history WHERE source = '{}' AND "
+                                         "epoch = 2",
+                                         source.name)) == 110u);
+
+  // The frozen leader resumes: its publishes of versions 101..105, epoch 1, each fenced on the
+  // sequence and on the previous version's Msg-Id, land after the finish's read of the tip.
+  landStale(published, {frozen.begin(), frozen.begin() + 5}, 100);
+  BOOST_REQUIRE_EQUAL(readStream(source).size(), 105u);
+  // Meanwhile the new epoch's leader had given the rows of 101 and 106 versions 111 and 112 (their
+  // publishes were refused: the messages above took the sequence they were fenced on).
+  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM {}_versions WHERE version > 110", table)).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("INSERT INTO {}_versions (version, outbox_id) VALUES (111, {}), (112, {})", table,
+                                     frozen[0].id, frozen[5].id))
+                    .isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET assigned_through = 112 WHERE source = '{}'",
+                                     source.name))
+                    .isOk());
+  insertRows(sql, table, 20, 110);  // and producers go on
+
+  setPaused(published, false);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return drained(published) && database.state(source.name).publishedThrough > 110; },
+                                  30s),
+                        bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
+  BOOST_TEST(state.epoch == 2u);
+  requireEveryRowOnceAcrossEpochs(database, source, 2);
+  // The rows the stale messages carried keep those versions; epoch 2 has the other 5 and the 20 new.
+  for (size_t i = 0; i < 5; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table,
+                                           frozen[i].id)) == 101 + i);
   }
-  BOOST_TEST(lastEpoch == kBumps + 1);
-  // Every row is in the stream under the version it has now, with its own payload.
-  auto epochOf = [&](uint64_t version) {
-    uint64_t epoch = 1;
-    for (const auto& [e, after] : versionsAfter) {
-      if (version > after) epoch = e;
-    }
-    return epoch;
-  };
-  auto conn = database.connect();
-  auto all = conn->query(fmt::format("SELECT v.version, o.payload FROM {0} o JOIN {0}_versions v ON v.outbox_id = o.id "
-                                     "ORDER BY o.id",
-                                     table));
-  BOOST_REQUIRE(all.isOk());
-  uint64_t checked = 0;
-  while (all->next()) {
-    uint64_t version = all->u64(0);
-    auto it = published.find({epochOf(version), version});
-    BOOST_REQUIRE_MESSAGE(it != published.end(), fmt::format("version {} is not in the stream", version));
-    BOOST_REQUIRE_EQUAL(it->second, std::string(all->text(1)));
-    ++checked;
+  BOOST_TEST(state.publishedThrough == 110u + 5 + 20);
+  BOOST_TEST(readStream(source).size() == 130u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The same across two bumps: the first bump's epoch publishes nothing before the operator bumps
+// again; the frozen leader's publishes of 101..103 land before the second bump's finish reads the
+// tip, and those of 104..105 after it. The second finish gives 101..103 back, reconcile in epoch 3
+// gives 104 and 105 back (the first finish's records were kept: epoch 2 never published), and the
+// other rows go out once, in epoch 3.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_landing_around_a_second_bump_keep_their_versions) {
+  PublishedSource published("bumptwice", "btw", 100);
+  auto& [database, source, config, table, bridge] = published;
+  const std::vector<OutboxRow> frozen = assignedByAFrozenLeader(published, 10);
+  setPaused(published, true);
+  auto first = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "first", "--wait",
+                          "0"});
+  BOOST_REQUIRE_MESSAGE(first.exitCode == 0, first.err);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
+  landStale(published, {frozen.begin(), frozen.begin() + 3}, 100);
+  auto second = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "second"});
+  BOOST_REQUIRE_MESSAGE(second.exitCode == 0, second.err);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return bumpFinished(published); }, 20s), bridge.log());
+  BOOST_REQUIRE_EQUAL(database.state(source.name).epoch, 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT COALESCE(MAX(version), 0) FROM {}_versions WHERE outbox_id = {}",
+                                           table, frozen[i].id)) == 101 + i);
   }
-  BOOST_TEST(checked == rows);
-  BOOST_TEST(copies.size() == rows);
+  landStale(published, {frozen.begin() + 3, frozen.begin() + 5}, 103);
+  setPaused(published, false);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return drained(published); }, 30s), bridge.log());
+  auto state = database.state(source.name);
+  BOOST_REQUIRE_MESSAGE(state.haltedReason.empty(), state.haltedReason);
+  requireEveryRowOnceAcrossEpochs(database, source, 3);
+  for (size_t i = 0; i < 5; ++i) {
+    BOOST_TEST(database.scalar(fmt::format("SELECT version FROM {}_versions WHERE outbox_id = {}", table,
+                                           frozen[i].id)) == 101 + i);
+  }
+  BOOST_TEST(readStream(source).size() == 110u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// completeEpochBump refused, for good, a bump the stream had overtaken (a message of the new
+// epoch or a later one, from another writer, stored between the bump and its finish), but
+// reconcile returned that refusal without halting: no halted_reason for an operator to read. Now
+// the source halts with the reason (outbox_halted 1), and a second bump resolves it.
+BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_before_its_finish_halts_the_source) {
+  PublishedSource published("bumpover", "bov", 20);
+  auto& [database, source, config, table, bridge] = published;
+  auto& sql = database.sql();
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "first", "--wait",
+                         "0"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  BOOST_REQUIRE_EQUAL(database.state(source.name).epoch, 2u);
+  // Another writer's message of epoch 7 lands before any bridge finishes the bump.
+  auto foreign = publishAsBridge(source, {OutboxRow{0, "item", "foreign", "upsert", "{\"foreign\":true}", 0, 21}}, 7, 20,
+                                 /*fenceOnPreviousVersion=*/false);
+  BOOST_REQUIRE_EQUAL(foreign.size(), 1u);
+  BOOST_REQUIRE_MESSAGE(foreign[0].ok, foreign[0].error);
+  bridge.start();
+  const int port = bridge.httpPort();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return !database.state(source.name).haltedReason.empty(); }, 20s), bridge.log());
+  const std::string reason = database.state(source.name).haltedReason;
+  BOOST_TEST(reason.find("holds epoch 7") != std::string::npos, reason);
+  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
+  BOOST_TEST(waitUntil([&] { return sourceMetric(port, "outbox_halted", source.name) == 1; }, 10s));
+  BOOST_TEST(readStream(source).size() == 21u);  // published nothing
+
+  // The operator bumps again, above the stream's epoch: the leader finishes it and goes on.
+  auto again = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "second"});
+  BOOST_REQUIRE_MESSAGE(again.exitCode == 0, again.err);
+  insertRows(sql, table, 10, 20);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+                          auto state = database.state(source.name);
+                          return state.haltedReason.empty() && database.unversioned(table) == 0 &&
+                                 state.publishedThrough == state.assignedThrough && state.publishedThrough > 21;
+                        }, 20s),
+                        bridge.log());
+  BOOST_TEST(database.state(source.name).epoch == 8u);
+  BOOST_TEST(waitUntil([&] { return sourceMetric(port, "outbox_halted", source.name) == 0; }, 10s));
+  BOOST_TEST(readStream(source).size() == 31u);
   BOOST_TEST(bridge.stop() == 0);
 }
 

@@ -39,7 +39,7 @@ struct TlsAccount {
       for (const std::string& table : {outboxTable + "_versions", std::string("outbox_source_state"),
                                       std::string("outbox_bridge_lease"), std::string("outbox_bridge_candidate"),
                                       std::string("outbox_quarantine"), std::string("outbox_epoch_history"),
-                                      std::string("outbox_scan_holes")}) {
+                                      std::string("outbox_scan_holes"), std::string("outbox_bump_removed")}) {
         exec(fmt::format("GRANT SELECT, INSERT, UPDATE, DELETE ON `{}`.`{}` TO '{}'@'127.0.0.1'", db.name(), table, user));
       }
     }

@@ -21,6 +21,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "relay/jetstream_publisher.h"
+
 namespace outbox::test {
 
 namespace {
@@ -463,6 +465,45 @@ nats::StreamState StreamReader::state(const std::string& stream) {
 }
 
 bool StreamReader::exists(const std::string& stream) { return js_->streamState(stream).isOk(); }
+
+std::vector<OutboxRow> readOutboxRows(db::Connection& conn, const std::string& table, const std::string& where) {
+  auto rows = conn.query(
+      fmt::format("SELECT id, entity_type, entity_key, op, payload FROM {} WHERE {} ORDER BY id", table, where));
+  if (!rows.isOk()) throw std::runtime_error(rows.status().message());
+  std::vector<OutboxRow> out;
+  while (rows->next()) {
+    OutboxRow r{rows->u64(0), std::string(rows->text(1)), std::string(rows->text(2)), std::string(rows->text(3)),
+                std::nullopt, 0, 0};
+    if (!rows->isNull(4)) r.payload = std::string(rows->text(4));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<VersionAck> publishAsBridge(const SourceSpec& source, const std::vector<OutboxRow>& rows, uint64_t epoch,
+                                        uint64_t afterSeq, bool fenceOnPreviousVersion) {
+  SourceConfig sc;
+  sc.name = source.name;
+  sc.stream = source.stream();
+  sc.subjectPrefix = "control." + source.name;
+  NatsConfig nats{.url = stack().natsUrl};
+  auto conn = nats::Connection::connect(nats, "outbox-tests");
+  if (!conn.isOk()) throw std::runtime_error("nats-server is not reachable: " + conn.status().message());
+  JetStreamPublisher publisher(sc, nats, **conn);
+  if (Status s = publisher.prepare(); !s.isOk()) throw std::runtime_error(s.message());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (Status s = publisher.publish(rows[i], epoch, afterSeq + i, fenceOnPreviousVersion); !s.isOk()) {
+      throw std::runtime_error(s.message());
+    }
+  }
+  std::vector<VersionAck> acks;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);  // a shared machine can be slow
+  while (acks.size() < rows.size() && std::chrono::steady_clock::now() < deadline) {
+    publisher.waitForAcks(std::chrono::milliseconds(20));
+    publisher.takeAcks(acks);
+  }
+  return acks;
+}
 
 std::vector<nats::StoredMessage> StreamReader::readAll(const std::string& stream, const std::string& subjectPrefix) {
   auto st = state(stream);

@@ -180,6 +180,18 @@ class StreamReader {
   std::unique_ptr<nats::JetStream> js_;
 };
 
+// The outbox rows of `table` that `where` selects (an SQL condition on its columns), in id order,
+// with no version set.
+std::vector<OutboxRow> readOutboxRows(db::Connection& conn, const std::string& table, const std::string& where);
+
+// Publishes `rows` (their versions set) into `source`'s stream as the bridge does
+// (JetStreamPublisher: the same subject, headers and fences), each as of `epoch`, row i fenced on
+// stream sequence afterSeq + i and, with `fenceOnPreviousVersion`, on the Msg-Id of its version - 1:
+// a stale leader's publishes, or a stream a test sets up. Returns the acks that came within 20 s
+// (one a row when all did); throws when nats-server cannot be reached.
+std::vector<VersionAck> publishAsBridge(const SourceSpec& source, const std::vector<OutboxRow>& rows, uint64_t epoch,
+                                        uint64_t afterSeq, bool fenceOnPreviousVersion);
+
 // Checks the invariants of a stream's messages: versions 1..expectedCount (or from firstVersion)
 // each exactly once, in increasing order with increasing sequences, headers consistent. Returns
 // a description of the first violation, or "" when all hold.

@@ -186,11 +186,39 @@ class FakeStore final : public OutboxStore {
     state.publishedStreamSeq = seq;
     return Status::ok();
   }
-  Status moveEpochStart(uint64_t seq) override {
+  // outbox_bump_removed: version -> row id, the versions a finish took from their rows.
+  std::map<uint64_t, uint64_t> bumpRemoved;
+  int staleTailsAdopted = 0;
+  Result<uint64_t> adoptStaleTail(const StaleTail& tail) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
-    state.publishedStreamSeq = state.epochStreamSeq = seq;
-    return Status::ok();
+    if (state.publishedThrough != state.epochVersionsAfter || state.publishedStreamSeq != tail.afterSeq ||
+        state.epochStreamSeq != tail.afterSeq) {
+      return Status::transient("moved");
+    }
+    std::optional<uint64_t> lowest;
+    for (auto& r : rows) {
+      if (r.version > state.epochVersionsAfter) {
+        if (!lowest) lowest = r.id;
+        r.version = 0;
+      }
+    }
+    const uint64_t restored = giveBack(tail);
+    if (lowest && state.scanFloor) state.scanFloor = std::min(*state.scanFloor, *lowest - 1);
+    state.assignedThrough = state.epochVersionsAfter;
+    state.publishedStreamSeq = state.epochStreamSeq = tail.throughSeq;
+    ++staleTailsAdopted;
+    return restored;
+  }
+  uint64_t giveBack(const StaleTail& tail) {
+    uint64_t restored = 0;
+    for (auto it = bumpRemoved.lower_bound(tail.firstVersion);
+         it != bumpRemoved.end() && it->first <= tail.lastVersion; it = bumpRemoved.erase(it)) {
+      if (rows[it->second - 1].version != 0) violations.push_back(fmt::format("row {} given back twice", it->second));
+      rows[it->second - 1].version = it->first;
+      ++restored;
+    }
+    return restored;
   }
   // The operator's `epoch bump` (MysqlOutboxStore::epochBump): the new epoch at once, the move
   // left to the leader. The state's epoch start stays the old epoch's until then.
@@ -211,13 +239,19 @@ class FakeStore final : public OutboxStore {
     uint64_t maxInTable = 0;
     for (const auto& r : rows) maxInTable = std::max(maxInTable, r.version);
     const BumpPlan plan = planEpochBump(old, tip, maxInTable);
+    if (old.publishedThrough > old.epochVersionsAfter ||
+        (tip.version && tip.epoch == old.epoch && tip.seq > old.epochStreamSeq)) {
+      bumpRemoved.clear();
+    }
     std::optional<uint64_t> lowest;
     for (auto& r : rows) {
       if (r.version > plan.kept) {
         if (!lowest) lowest = r.id;
+        bumpRemoved[r.version] = r.id;
         r.version = 0;
       }
     }
+    if (auto resume = findResumePoint(old, tip, ""); resume.isOk() && resume->staleTail) giveBack(*resume->staleTail);
     if (lowest && state.scanFloor) state.scanFloor = std::min(*state.scanFloor, *lowest - 1);
     state.assignedThrough = state.publishedThrough = state.epochVersionsAfter = plan.highest;
     state.publishedStreamSeq = state.epochStreamSeq = tip.lastSeq;
@@ -932,6 +966,86 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_keeps_the_versions_the_leader_had_in_flight) 
   std::lock_guard lock(h.store.mu);
   for (const auto& r : h.store.rows) BOOST_TEST(byVersion.count(r.version) == 1u, "row " << r.id);
   BOOST_TEST(h.store.violations.empty());
+}
+
+// Issue 19, item 7, follow-up: the leader the bump fenced (or this one's last session) stores its
+// publishes of versions 21 and 22 after the finish read the stream's tip (which ended at 20), just
+// before the new epoch's first publish. Reconcile only moved the epoch's start past them, and the
+// scan published rows 21 and 22 again in epoch 2. Now they keep their versions; the rest of what
+// the finish took (rows 23..25) and the new rows go out once, in epoch 2, after the bump's versions.
+BOOST_AUTO_TEST_CASE(old_epoch_messages_stored_after_the_bumps_finish_keep_their_rows_versions) {
+  Harness h;
+  h.store.add(30);
+  for (uint64_t v = 1; v <= 25; ++v) h.store.rows[v - 1].version = v;
+  for (uint64_t v = 1; v <= 20; ++v) {
+    h.publisher.stream.push_back({v, 1});
+    h.publisher.dedup[v] = v;
+  }
+  h.store.state.assignedThrough = 25;
+  h.store.state.publishedThrough = h.store.state.publishedStreamSeq = 20;
+  h.store.state.scanCursor = h.store.state.scanFloor = 25;
+  h.store.bump();
+  bool injected = false;
+  h.publisher.beforePublish = [&] {
+    if (std::exchange(injected, true)) return;
+    h.publisher.storeForeign(21, 1);
+    h.publisher.storeForeign(22, 1);
+  };
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] {
+    std::lock_guard lock(h.store.mu);
+    return h.store.state.epoch == 2 && !h.store.state.bumpFromEpoch &&
+           std::all_of(h.store.rows.begin(), h.store.rows.end(), [](const OutboxRow& r) { return r.version != 0; }) &&
+           h.store.state.publishedThrough == h.store.state.assignedThrough && h.store.state.publishedThrough > 25;
+  }));
+  BOOST_TEST(injected);
+  BOOST_TEST(h.store.staleTailsAdopted == 1);
+  BOOST_TEST(h.store.snapshot().haltedReason.empty());
+  // The stream: epoch 1's 1..22, then epoch 2's 26..33 (after the bump's versions, 25), each once.
+  std::vector<std::pair<uint64_t, uint64_t>> expected;  // (epoch, version)
+  for (uint64_t v = 1; v <= 22; ++v) expected.emplace_back(1, v);
+  for (uint64_t v = 26; v <= 33; ++v) expected.emplace_back(2, v);
+  std::vector<std::pair<uint64_t, uint64_t>> stored;
+  for (const auto& m : h.publisher.copy()) stored.emplace_back(m.epoch, m.version);
+  BOOST_TEST((stored == expected));
+  std::lock_guard lock(h.store.mu);
+  // Each row under the version the stream holds it at: 21 and 22 kept theirs, 23..30 in id order.
+  for (const auto& r : h.store.rows) BOOST_TEST(r.version == (r.id <= 22 ? r.id : r.id + 3), "row " << r.id);
+  BOOST_TEST(h.store.bumpRemoved.size() == 3u);  // 23..25, never stored: kept until a later bump
+  BOOST_TEST(h.store.violations.empty());
+}
+
+// A stream holding a message of the new epoch or a later one before the leader finishes the bump
+// (another writer): the finish is refused for good. That refusal returned from reconcile without
+// halting the source (no halted_reason, no outbox_halted). Now it halts, and a second bump, above
+// the stream's epoch, lets the leader finish it.
+BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_halts_the_source_until_bumped_again) {
+  Harness h;
+  h.store.add(5);
+  h.crashBetweenAckAndMark(5, 5);
+  h.store.bump();                      // epoch 2, from 1
+  h.publisher.storeForeign(6, 3);      // epoch 3, another writer's
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  const std::string reason = h.store.snapshot().haltedReason;
+  BOOST_TEST(reason.find("holds epoch 3, not below the new epoch 2") != std::string::npos, reason);
+  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
+  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.bumpsCompleted == 0);
+  BOOST_TEST(h.store.snapshot().bumpFromEpoch.value_or(0) == 1u);
+  {
+    std::lock_guard lock(h.store.mu);
+    h.store.state.epoch = 3;  // the operator's bump goes above the stream's epoch: 4
+  }
+  h.store.bump();
+  h.store.add(5);
+  BOOST_REQUIRE(h.waitFor([&] {
+    auto state = h.store.snapshot();
+    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
+           state.publishedThrough >= 11;
+  }));
+  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.snapshot().epoch == 4u);
 }
 
 // Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout

@@ -115,7 +115,8 @@ BOOST_AUTO_TEST_CASE(a_fenced_leaders_last_old_epoch_messages_move_the_epochs_st
   BOOST_REQUIRE_MESSAGE(r.isOk(), r.status().message());
   BOOST_TEST(r->version == 60u);
   BOOST_TEST(r->seq == 45u);
-  BOOST_TEST(r->epochStartSeq.value_or(0) == 45u);
+  // Sequences 41..45 hold versions 41..45: the rows the bump took them from get them back.
+  BOOST_TEST((r->staleTail == StaleTail{40, 45, 41, 45}));
   // Once the epoch has published, an old-epoch message after its marks is another writer's.
   BOOST_TEST(halt(marksInEpoch(62, 42, 62, 2, 60, 40), stream(45, 45, 45, 1)).find("through an epoch bump") !=
              std::string::npos);
@@ -129,9 +130,23 @@ BOOST_AUTO_TEST_CASE(a_fenced_leaders_last_old_epoch_messages_move_the_epochs_st
   auto assigned = findResumePoint(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45), "CONTROL_S");
   BOOST_REQUIRE(assigned.isOk());
   BOOST_TEST(assigned->version == 65u);
-  BOOST_TEST(!assigned->epochStartSeq);
+  BOOST_TEST(!assigned->staleTail);
   // In step: no move.
-  BOOST_TEST(!findResumePoint(bumped, stream(40, 40, 40, 1), "CONTROL_S")->epochStartSeq);
+  BOOST_TEST(!findResumePoint(bumped, stream(40, 40, 40, 1), "CONTROL_S")->staleTail);
+}
+
+// Issue 19, item 7, follow-up: which versions the stale messages are, so their rows get them back.
+BOOST_AUTO_TEST_CASE(a_stale_tail_names_the_versions_it_holds) {
+  SourceState bumped = marksInEpoch(60, 40, 60, 2, 60, 40);
+  // The newest of them deleted since: the sequences still count, the one before names the run.
+  BOOST_TEST((findResumePoint(bumped, stream(45, 43, 43, 1), "CONTROL_S")->staleTail == StaleTail{40, 45, 41, 45}));
+  // A session's first publish is fenced on the sequence only: the run may start at any version.
+  BOOST_TEST((findResumePoint(bumped, stream(42, 57, 42, 1), "CONTROL_S")->staleTail == StaleTail{40, 42, 56, 57}));
+  // A version too low for the sequences past the start to hold one each is no chain of ours.
+  BOOST_TEST(halt(bumped, stream(45, 3, 45, 1)).find("through an epoch bump") != std::string::npos);
+  // The epoch assigned versions, none published: still only the old epoch's messages past S.
+  BOOST_TEST((findResumePoint(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45, 45, 45, 1), "CONTROL_S")->staleTail ==
+              StaleTail{40, 45, 41, 45}));
 }
 
 // What a bump keeps: only versions certainly in the stream, so no row whose version the stream

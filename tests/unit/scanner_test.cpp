@@ -131,7 +131,7 @@ class TableStore final : public OutboxStore {
   }
   Status markPublished(uint64_t, uint64_t) override { return Status::ok(); }
   Status setPublished(uint64_t, uint64_t) override { return Status::ok(); }
-  Status moveEpochStart(uint64_t) override { return Status::ok(); }
+  Result<uint64_t> adoptStaleTail(const StaleTail&) override { return uint64_t{0}; }
   Status completeEpochBump(const StreamTip&) override { return Status::ok(); }
   Status halt(const std::string&, std::optional<HaltedRow>) override { return Status::ok(); }
   Status clearHalt() override { return Status::ok(); }
