@@ -47,6 +47,8 @@ Status MysqlOutboxStore::setUp(db::Connection& conn) {
         "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
         "PLUGIN_STATUS = 'ACTIVE'");
     writersVisible_ = plugin.isOk() && plugin->value_or(0) > 0;
+    // The scan's clock on the server (ConnectionReading::clock): held until the connection ends.
+    if (writersVisible_) (void)conn.exec("DO GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
   }
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;

@@ -111,23 +111,38 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // on it other than a reader's from before it takes an id until its transaction ends (the lock
   // is taken when the statement opens its tables). One without such a lock holds no id of the
   // table now, and any it takes later are above the scan cursor: a report, a dump or a
-  // SELECT SLEEP(600) keeps no hole open. (Not by how long it has held the lock: the lock's age
-  // is on the server's clock, a hole's on this process's; docs/design.md.)
+  // SELECT SLEEP(600) keeps no hole open. With each, how long it has held its oldest such lock,
+  // and, read first, the age of this connection's user lock: the server's clock to hold it against.
   if (writersVisible_) {
+    auto clock = queryRows(
+        "SELECT CONNECTION_ID(), (SELECT MAX(LOCK_TIME_MS) FROM information_schema.METADATA_LOCK_INFO WHERE "
+        "THREAD_ID = CONNECTION_ID() AND LOCK_TYPE = 'User lock' AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', "
+        "CONNECTION_ID()))");
+    if (clock.isOk() && clock->next() && !clock->isNull(1)) {
+      reading.clock = ConnectionReading::ServerClock{clock->u64(0), std::chrono::milliseconds(clock->u64(1))};
+    } else if (!clock.isOk() && (clock.status().cause() != Cause::kServer || clock.status().isTransient())) {
+      return clock.status();
+    }
     auto writers = queryRows(fmt::format(
-        "SELECT DISTINCT p.ID FROM information_schema.PROCESSLIST p JOIN "
+        "SELECT p.ID, MAX(m.LOCK_TIME_MS), MAX(m.LOCK_TIME_MS IS NULL) FROM information_schema.PROCESSLIST p JOIN "
         "information_schema.METADATA_LOCK_INFO m ON m.THREAD_ID = p.ID WHERE {} AND m.TABLE_SCHEMA = DATABASE() "
         "AND m.TABLE_NAME = {} AND m.LOCK_MODE NOT IN ('MDL_SHARED', 'MDL_SHARED_HIGH_PRIO', 'MDL_SHARED_READ', "
-        "'MDL_SHARED_READ_ONLY') ORDER BY p.ID",
+        "'MDL_SHARED_READ_ONLY') GROUP BY p.ID ORDER BY p.ID",
         busy("p."), tableLiteral_));
     if (writers.isOk()) {
-      while (writers->next()) reading.busy.push_back(writers->u64(0));
+      while (writers->next()) {
+        reading.busy.push_back(writers->u64(0));
+        reading.writingFor.push_back(writers->isNull(1) || writers->u64(2) != 0
+                                         ? ConnectionReading::kUnknown
+                                         : std::chrono::milliseconds(writers->u64(1)));
+      }
       out.busy = std::move(reading);
       return out;
     }
     // The plugin was unloaded since the connection began: every busy connection is a suspect.
     if (writers.status().cause() != Cause::kServer || writers.status().isTransient()) return writers.status();
     writersVisible_ = false;
+    reading = ConnectionReading{};
   }
   auto all = queryRows("SELECT ID FROM information_schema.PROCESSLIST WHERE " + busy("") + " ORDER BY ID");
   if (!all.isOk()) return all.status();

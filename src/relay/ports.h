@@ -75,8 +75,26 @@ struct ScannedRow {
 // from a cache InnoDB refreshes only when nobody read it for 100 ms, so a reading of it can
 // predate the read it follows, and a statement takes its id before its InnoDB transaction
 // starts (docs/design.md).
+//
+// Where the server shows metadata locks, also how long each has held its oldest such lock, and a
+// clock to hold it against, both the server's: the age of a user lock the reading connection took
+// when it connected, read before the writers. A connection whose every writer's lock is younger
+// than the time since the reading that tagged a hole began writing after the hole's ids were
+// taken, so holds none of them — the contract's "retire suspects by statement start", by the
+// one clock no trigger resets. (Not against this process's clock: a slewed or paused clock on
+// either side would retire a holder.)
 struct ConnectionReading {
   std::vector<uint64_t> busy;  // connection ids, ascending
+  // Parallel to `busy`, or empty (all unknown): how long the connection has held its oldest
+  // writer's metadata lock on the outbox table, rounded down to the millisecond.
+  std::vector<std::chrono::milliseconds> writingFor;
+  static constexpr std::chrono::milliseconds kUnknown = std::chrono::milliseconds::max();
+  // The reading connection's user lock: its connection id, and its age when read (rounded down).
+  struct ServerClock {
+    uint64_t connection = 0;
+    std::chrono::milliseconds age{0};
+  };
+  std::optional<ServerClock> clock;
 };
 
 struct NewRows {

@@ -69,30 +69,26 @@ Result<Scanner::Batch> Scanner::next(int limit) {
 
   // (2) The reading narrows each hole's suspects to the connections inside a statement now (that
   // may write the table, where the server shows it): one seen between statements, not writing
-  // the table, or gone, after the hole was found has finished what could have taken its ids. A
-  // hole with no suspect left may have died.
+  // the table, or gone, after the hole was found has finished what could have taken its ids; so
+  // has one whose writer's locks are all younger than the time since the tagging reading, by the
+  // server's clock (ConnectionReading). A hole with no suspect left may have died.
   std::vector<IdRange> mayBeDead;
   std::optional<uint64_t> readThrough;  // the holes were read only through this id
   if (read->busy) {
-    const std::vector<uint64_t>& busy = read->busy->busy;  // ascending
-    std::map<const std::vector<uint64_t>*, std::shared_ptr<const std::vector<uint64_t>>> narrowed;
-    auto everyone = std::make_shared<const std::vector<uint64_t>>(busy);
+    const ConnectionReading& reading = *read->busy;
+    std::map<const Suspects*, std::shared_ptr<const Suspects>> narrowed;
+    auto everyone = std::make_shared<const Suspects>(Suspects{reading.busy, reading.clock});
     for (auto& [first, hole] : holes_) {
       if (!hole.holders) {
         hole.holders = everyone;  // found before this reading: its suspects are the busy ones
-      } else if (!hole.holders->empty()) {
+      } else if (!hole.holders->ids.empty()) {
         auto& next = narrowed[hole.holders.get()];
-        if (!next) {
-          auto still = std::make_shared<std::vector<uint64_t>>();
-          std::set_intersection(hole.holders->begin(), hole.holders->end(), busy.begin(), busy.end(),
-                                std::back_inserter(*still));
-          next = std::move(still);
-        }
+        if (!next) next = std::make_shared<const Suspects>(narrow(*hole.holders, reading));
         hole.holders = next;
       }
       // A hole found held (its transaction's row is locked) is probed again at most every
       // kHeldReprobe: when it commits, (3) sees it; only a rollback needs the probe.
-      if (hole.holders->empty() && now >= hole.probeAfter) {
+      if (hole.holders->ids.empty() && now >= hole.probeAfter) {
         mayBeDead.push_back(IdRange{first, hole.last});
         hole.probeAfter = now + kHeldReprobe;  // what the probe leaves open is held
       }
@@ -160,6 +156,27 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     batch.newRead = static_cast<size_t>(limit);  // a full batch: poll again at once
   }
   return batch;
+}
+
+Scanner::Suspects Scanner::narrow(const Suspects& suspects, const ConnectionReading& reading) {
+  // Server time since the tagging reading, by one user lock's age read twice, each rounded down.
+  std::optional<std::chrono::milliseconds> sinceTagged;
+  if (suspects.taggedAt && reading.clock && reading.clock->connection == suspects.taggedAt->connection) {
+    sinceTagged = reading.clock->age - suspects.taggedAt->age;
+  }
+  Suspects still{{}, suspects.taggedAt};
+  size_t i = 0;
+  for (uint64_t id : suspects.ids) {
+    while (i < reading.busy.size() && reading.busy[i] < id) ++i;
+    if (i == reading.busy.size() || reading.busy[i] != id) continue;  // between statements, or not writing
+    // Its oldest writer's lock, taken at (this reading's clock read) - writingFor - 1 ms or later,
+    // after the tagging reading's clock read (before tagging + 1 ms, itself after the ids were
+    // taken) when writingFor + 2 ms < sinceTagged: it began writing after them.
+    const auto writing = i < reading.writingFor.size() ? reading.writingFor[i] : ConnectionReading::kUnknown;
+    if (sinceTagged && writing != ConnectionReading::kUnknown && writing + kLockAgeRounding < *sinceTagged) continue;
+    still.ids.push_back(id);
+  }
+  return still;
 }
 
 void Scanner::cutAt(Batch& batch, uint64_t stopAt) {

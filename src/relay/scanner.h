@@ -37,6 +37,8 @@ class Scanner {
   static constexpr std::chrono::milliseconds kBusyReadSpacing{50};
   // A hole a locking probe found held is probed again no sooner than this.
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
+  // Two lock ages, each rounded down to the millisecond, are compared: this covers the rounding.
+  static constexpr std::chrono::milliseconds kLockAgeRounding{2};
   // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
   static constexpr std::chrono::seconds kAutoIncrementCheck{10};
   // A hole open this long is recorded in outbox_scan_holes (ScanMark::pin) and the floor moves on
@@ -82,13 +84,23 @@ class Scanner {
   const ScanMark& recorded() const { return recorded_; }
 
  private:
+  // The connections that may hold a hole's ids: those busy at the first reading after it was
+  // found, less each later reading's retired ones. Shared by the holes tagged at one reading while
+  // they narrow alike.
+  struct Suspects {
+    std::vector<uint64_t> ids;  // ascending
+    // The tagging reading's server clock: after the hole's ids were taken.
+    std::optional<ConnectionReading::ServerClock> taggedAt;
+  };
   // The ids from the map's key through `last`, found at one poll.
   struct Hole {
     uint64_t last;
     Clock::TimePoint found;
-    std::shared_ptr<const std::vector<uint64_t>> holders;  // suspects, ascending; null: no reading since found
+    std::shared_ptr<const Suspects> holders;  // null: no reading since found
     Clock::TimePoint probeAfter{};  // found held: not probed again before this
   };
+  // `suspects` less those `reading` retires.
+  static Suspects narrow(const Suspects& suspects, const ConnectionReading& reading);
   // Opens the ids of `ids` not open already.
   void open(IdRange ids, Clock::TimePoint now);
   // Closes the open ids of `ids` (a hole split in two keeps what it knew).
