@@ -48,7 +48,16 @@ Status MysqlOutboxStore::setUp(db::Connection& conn) {
         "PLUGIN_STATUS = 'ACTIVE'");
     writersVisible_ = plugin.isOk() && plugin->value_or(0) > 0;
     // The scan's clock on the server (ConnectionReading::clock): held until the connection ends.
-    if (writersVisible_) (void)conn.exec("DO GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
+    if (writersVisible_) {
+      auto clock = conn.queryU64("SELECT GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
+      if ((!clock.isOk() || clock->value_or(0) != 1) && !clockWarned_) {
+        clockWarned_ = true;
+        sourceLogger(source_.name)
+            ->warn("could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only "
+                   "once the connections that may hold them are seen between statements (slower, never a row lost)",
+                   clock.isOk() ? "someone else holds it" : clock.status().message());
+      }
+    }
   }
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;

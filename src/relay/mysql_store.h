@@ -105,6 +105,7 @@ class MysqlOutboxStore final : public OutboxStore {
   // The server shows who may write the outbox table (MariaDB's metadata_lock_info plugin): the
   // connection reading lists only those (readNew).
   bool writersVisible_ = false;
+  bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
   db::Session session_;  // last: its setup uses the members above

@@ -161,10 +161,16 @@ Result<Scanner::Batch> Scanner::next(int limit) {
 Scanner::Suspects Scanner::narrow(const Suspects& suspects, const ConnectionReading& reading) {
   // Server time since the tagging reading, by one user lock's age read twice, each rounded down.
   std::optional<std::chrono::milliseconds> sinceTagged;
-  if (suspects.taggedAt && reading.clock && reading.clock->connection == suspects.taggedAt->connection) {
-    sinceTagged = reading.clock->age - suspects.taggedAt->age;
-  }
   Suspects still{{}, suspects.taggedAt};
+  if (suspects.taggedAt && reading.clock && reading.clock->connection == suspects.taggedAt->connection &&
+      reading.clock->age >= suspects.taggedAt->age) {
+    sinceTagged = reading.clock->age - suspects.taggedAt->age;
+  } else if (reading.clock) {
+    // No clock at the tagging, or another one now (a reconnect; the same id after a server
+    // restart reads younger): this reading's clock read, after the ids were taken too, is the
+    // reference from now on.
+    still.taggedAt = reading.clock;
+  }
   size_t i = 0;
   for (uint64_t id : suspects.ids) {
     while (i < reading.busy.size() && reading.busy[i] < id) ++i;

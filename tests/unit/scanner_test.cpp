@@ -295,15 +295,16 @@ BOOST_AUTO_TEST_CASE(a_suspect_writing_only_since_a_hole_was_tagged_is_retired_b
   f.poll();
   BOOST_TEST(f.scanner.openHoles() == 1u);
   BOOST_TEST(f.store.unheldCalls == 0);
-  // Another connection reads now (the session reconnected): its lock is no clock for this hole.
+  // Another connection reads now (the session reconnected): its lock is no clock for this hole,
+  // but the reference from now on (read after the ids were taken too).
   f.store.serverClock = ConnectionReading::ServerClock{43, 5000ms};
   f.store.writingFor[7] = 1ms;
   f.poll();
   BOOST_TEST(f.scanner.openHoles() == 1u);
-  // The tagging reader again, a lock not 2 ms older than the time since the tagging: it began
-  // writing after the hole's ids were taken.
-  f.store.serverClock = ConnectionReading::ServerClock{42, 1200ms};
-  f.store.writingFor[7] = 197ms;
+  // Its lock 100 ms later, a lock not 2 ms older than that: it began writing after the reference
+  // reading, after the hole's ids were taken.
+  f.store.serverClock = ConnectionReading::ServerClock{43, 5100ms};
+  f.store.writingFor[7] = 97ms;
   f.poll();
   BOOST_TEST(f.scanner.openHoles() == 0u);
   BOOST_TEST(f.store.unheldCalls == 1);
