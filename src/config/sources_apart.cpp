@@ -17,8 +17,9 @@ std::string lower(std::string s) {
 }
 
 // The bridge's own tables, beside the outbox tables in each source's database (sql/bridge/).
-constexpr const char* kBridgeTables[] = {"outbox_source_state",     "outbox_bridge_lease",   "outbox_quarantine",
-                                         "outbox_epoch_history",    "outbox_bridge_candidate", "outbox_schema_migrations"};
+constexpr const char* kBridgeTables[] = {"outbox_source_state",     "outbox_bridge_lease",     "outbox_quarantine",
+                                         "outbox_epoch_history",    "outbox_bridge_candidate", "outbox_schema_migrations",
+                                         "outbox_scan_holes",       "outbox_bump_removed"};
 
 // The same database: same server address and schema (two addresses of one server are not seen).
 bool sameDatabase(const Dsn& a, const Dsn& b) {

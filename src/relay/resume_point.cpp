@@ -34,13 +34,26 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
     // the bump fenced (stored after the bump read the stream). The epoch begins after it. (None
     // can follow a message of the new epoch: every publish but a session's first also fences on
     // the previous version's Msg-Id, which no other writer's message can match.) Had those
-    // messages expired, they could not be told from the epoch's own: that halts below as "ahead
-    // of the database", and a second bump resolves it.
+    // messages expired, they could not be told from the epoch's own: that halts below, and a
+    // second bump resolves it.
     // Sequences S+1..L hold one version each, contiguous: the one at tip.seq says which.
     if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq && tip.version &&
         tip.seq > S && tip.epoch < state.epoch && *tip.version <= state.epochVersionsAfter &&
         *tip.version >= tip.seq - S) {
       return ResumePoint{P, L, StaleTail{S, L, *tip.version - (tip.seq - S - 1), *tip.version + (L - tip.seq)}};
+    }
+    // The same sequences with none of them stored any more (deleted, expired, or more deleted
+    // at the end than the tip probe walks back over): the fenced leader's last messages or this
+    // epoch's first, unmarked, cannot be told apart — counted as this epoch's, rows of the first
+    // would be published twice and rows the new epoch assigned meanwhile never (review of issue
+    // 19). Halt: a second bump keeps only the marks (a duplicate at worst, never a loss).
+    if (L > S && state.epoch > 1 && P == state.epochVersionsAfter && S == state.epochStreamSeq &&
+        (!tip.version || tip.seq <= S)) {
+      return Status::permanent(fmt::format(
+          "stream {} moved past where epoch {} began (sequence {}) to sequence {}, but no message after it survives "
+          "to say whose they were (deleted or expired): the last messages of the leader the epoch bump fenced, or "
+          "this epoch's first; publishing nothing until 'outbox-bridge epoch bump'",
+          stream, state.epoch, S, L));
     }
     // Nothing the marks count was lost. A stored message past the marks must be the version the
     // rule says; anything else was written by someone else.

@@ -71,6 +71,8 @@ BOOST_AUTO_TEST_CASE(two_sources_that_would_share_something_are_refused_naming_b
               {"source.a.outbox_table", "bridge's own"}),
       refused(Via::kFile, "outbox_quarantine", baseConfig("outbox_table = \"outbox_quarantine\"\n"), {"bridge's own"}),
       refused(Via::kFile, "outbox_epoch_history", baseConfig("outbox_table = \"outbox_epoch_history\"\n"), {"bridge's own"}),
+      refused(Via::kFile, "outbox_scan_holes", baseConfig("outbox_table = \"outbox_scan_holes\"\n"), {"bridge's own"}),
+      refused(Via::kFile, "outbox_bump_removed", baseConfig("outbox_table = \"outbox_bump_removed\"\n"), {"bridge's own"}),
       refused(Via::kFile, "outbox_bridge_candidate", baseConfig("outbox_table = \"outbox_bridge_candidate\"\n"),
               {"bridge's own"}),
       refused(Via::kFile, "outbox_schema_migrations", baseConfig("outbox_table = \"outbox_schema_migrations\"\n"),

@@ -124,13 +124,20 @@ BOOST_AUTO_TEST_CASE(a_fenced_leaders_last_old_epoch_messages_move_the_epochs_st
   BOOST_TEST(halt(marksInEpoch(60, 40, 60, 2, 60, 40), stream(45, 61, 45, 1)).find("through an epoch bump") !=
              std::string::npos);
   // The same messages, expired (max_age) before the new epoch's first reconcile, cannot be told
-  // from the epoch's own of a database restored to just after the bump: halt, as a restore must.
-  BOOST_TEST(halt(bumped, stream(45)).find("ahead of the database") != std::string::npos);
-  // Once the epoch has assigned versions, messages past the marks may be its own: counted as usual.
-  auto assigned = findResumePoint(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45), "CONTROL_S");
-  BOOST_REQUIRE(assigned.isOk());
-  BOOST_TEST(assigned->version == 65u);
-  BOOST_TEST(!assigned->staleTail);
+  // from the epoch's own: halt, whether the epoch has assigned versions or not (review of issue
+  // 19: counted as the epoch's own 61..65 when it had assigned 61..70, the fenced leader's rows
+  // went out twice and the epoch's 61..65 never).
+  BOOST_TEST(halt(bumped, stream(45)).find("no message after it survives") != std::string::npos);
+  BOOST_TEST(halt(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45)).find("no message after it survives") !=
+             std::string::npos);
+  // Or only messages up to the epoch's start survive.
+  BOOST_TEST(halt(marksInEpoch(60, 40, 70, 2, 60, 40), stream(45, 40, 40, 1)).find("no message after it survives") !=
+             std::string::npos);
+  // Once the epoch has published, messages past its marks are its own: counted as usual.
+  auto published = findResumePoint(marksInEpoch(62, 42, 70, 2, 60, 40), stream(45), "CONTROL_S");
+  BOOST_REQUIRE(published.isOk());
+  BOOST_TEST(published->version == 65u);
+  BOOST_TEST(!published->staleTail);
   // In step: no move.
   BOOST_TEST(!findResumePoint(bumped, stream(40, 40, 40, 1), "CONTROL_S")->staleTail);
 }
