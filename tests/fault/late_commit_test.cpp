@@ -58,6 +58,15 @@ struct BridgedSource {
                           bridge.log());
   }
   double openHoles() { return sourceMetric(port, "outbox_open_holes", source.name); }
+  // A BEFORE INSERT trigger that sleeps a second for each row whose entity_key is 'slow': a
+  // multi-row INSERT holds the ids it reserved at its first row meanwhile.
+  void slowTrigger() {
+    BOOST_REQUIRE(database.sql()
+                      .exec(fmt::format("CREATE TRIGGER {0}_slow BEFORE INSERT ON {0} FOR EACH ROW BEGIN IF "
+                                        "NEW.entity_key = 'slow' THEN DO SLEEP(1); END IF; END",
+                                        table))
+                      .isOk());
+  }
   // A transaction left open after inserting one row whose payload is {"n": n}.
   std::unique_ptr<db::Connection> holdOpen(int n) {
     auto conn = database.connect();
@@ -481,11 +490,7 @@ struct Running {
 // holds its reserved ids) and a transaction that wrote it, until it ends. Read as the scan reads it.
 BOOST_AUTO_TEST_CASE(only_connections_that_may_write_the_outbox_table_are_suspects) {
   BridgedSource s("writers", "wr");
-  BOOST_REQUIRE(s.database.sql()
-                    .exec(fmt::format("CREATE TRIGGER {0}_slow BEFORE INSERT ON {0} FOR EACH ROW BEGIN IF "
-                                      "NEW.entity_key = 'slow' THEN DO SLEEP(1); END IF; END",
-                                      s.table))
-                    .isOk());
+  s.slowTrigger();
   insertRows(*s.producer, s.table, 1, 0);
   const std::string row = fmt::format("('item', 'slow', 'upsert', '{{\"n\":1}}')");
   Running sleeper(s.database, {"DO SLEEP(3)"});
@@ -583,11 +588,7 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_keeps_one_id_holes_few) {
 // writer's lock on the table is older than they are — and every row is published once.
 BOOST_AUTO_TEST_CASE(ids_reserved_by_an_insert_still_in_its_triggers_stay_open_until_it_commits) {
   BridgedSource s("slowtrig", "st");
-  BOOST_REQUIRE(s.database.sql()
-                    .exec(fmt::format("CREATE TRIGGER {0}_slow BEFORE INSERT ON {0} FOR EACH ROW BEGIN IF "
-                                      "NEW.entity_key = 'slow' THEN DO SLEEP(1); END IF; END",
-                                      s.table))
-                    .isOk());
+  s.slowTrigger();
   s.start();
   insertRows(*s.producer, s.table, 1, 0);
   s.requirePublished(1);
