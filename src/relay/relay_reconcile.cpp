@@ -91,7 +91,14 @@ Status Relay::finishEpochBump() {
                                 "'outbox-bridge epoch bump' again",
                                 source_.stream, tip->epoch, state_.epoch));
   }
-  OUTBOX_RETURN_IF_ERROR(store_.completeEpochBump(*tip));
+  if (Status done = store_.completeEpochBump(*tip); !done.isOk()) {
+    // A permanent failure (a table or a grant missing: an upgrade without `migrate`) halts with
+    // its reason, where an operator looks; a second bump clears it and the leader finishes.
+    if (!done.isPermanent()) return done;
+    return haltWith(fmt::format("could not finish the epoch bump to epoch {}: {}; once that is fixed, run "
+                                "'outbox-bridge epoch bump' again",
+                                state_.epoch, done.message()));
+  }
   auto loaded = store_.loadState();
   if (!loaded.isOk()) return loaded.status();
   state_ = *loaded;

@@ -230,9 +230,11 @@ class FakeStore final : public OutboxStore {
     state.haltedRow.reset();
   }
   int bumpsCompleted = 0;
+  std::string finishFails;  // completeEpochBump fails for good with this (a missing table or grant)
   Status completeEpochBump(const StreamTip& tip) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
+    if (!finishFails.empty()) return Status::permanent(finishFails);
     if (!state.bumpFromEpoch) return Status::ok();
     SourceState old = state;
     old.epoch = *state.bumpFromEpoch;
@@ -1046,6 +1048,37 @@ BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_halts_the_source_until_bumped_ag
   }));
   BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
   BOOST_TEST(h.store.snapshot().epoch == 4u);
+}
+
+// Review of the epoch bump's give-back: a finish that fails for good (here, as when migration 009
+// or its grant is missing after an upgrade) halted nothing — "halted" in the log, no
+// halted_reason, no outbox_halted, and `epoch bump --wait` said nothing was wrong. It halts with
+// the reason now; once fixed, a second bump finishes.
+BOOST_AUTO_TEST_CASE(a_finish_that_fails_for_good_halts_the_source_with_the_reason) {
+  Harness h;
+  h.store.add(5);
+  h.crashBetweenAckAndMark(5, 5);
+  h.store.bump();
+  h.store.finishFails = "mysql error 1146: Table 'app.outbox_bump_removed' doesn't exist";
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  const std::string reason = h.store.snapshot().haltedReason;
+  BOOST_TEST(reason.find("could not finish the epoch bump to epoch 2") != std::string::npos, reason);
+  BOOST_TEST(reason.find("outbox_bump_removed") != std::string::npos, reason);
+  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.bumpsCompleted == 0);
+  {
+    std::lock_guard lock(h.store.mu);
+    h.store.finishFails.clear();  // migrated
+  }
+  h.store.bump();
+  h.store.add(5);
+  BOOST_REQUIRE(h.waitFor([&] {
+    auto state = h.store.snapshot();
+    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
+           state.publishedThrough >= 10;
+  }));
+  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
 }
 
 // Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout
