@@ -281,6 +281,19 @@ Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const
   auto restored = conn.execCount(fmt::format(
       "INSERT INTO {} (version, outbox_id) SELECT version, outbox_id FROM outbox_bump_removed WHERE {}", versions_, which));
   if (!restored.isOk()) return restored.status();
+  // A row quarantined after the finish took its version (it had none then) is in the stream all
+  // the same: its quarantine holds nothing back any more, and would keep prune from it.
+  auto lifted = conn.execCount(fmt::format(
+      "DELETE q FROM outbox_quarantine q JOIN outbox_bump_removed r ON r.source = q.source AND r.outbox_id = "
+      "q.outbox_id WHERE r.source = {} AND r.version BETWEEN {} AND {}",
+      sourceLiteral_, tail.firstVersion, tail.lastVersion));
+  if (!lifted.isOk()) return lifted.status();
+  if (*lifted > 0) {
+    sourceLogger(source_.name)
+        ->warn("{} row(s) quarantined after the epoch bump took their versions are in the stream (the fenced "
+               "leader's messages, stored after the bump): their quarantine is lifted",
+               *lifted);
+  }
   OUTBOX_RETURN_IF_ERROR(conn.exec("DELETE FROM outbox_bump_removed WHERE " + which));
   return *restored;
 }
