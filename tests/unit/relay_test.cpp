@@ -1017,6 +1017,33 @@ BOOST_AUTO_TEST_CASE(old_epoch_messages_stored_after_the_bumps_finish_keep_their
   BOOST_TEST(h.store.violations.empty());
 }
 
+namespace {
+
+// The source halts on the finish of a bump with a reason holding each of `fragments`, and the
+// bump stays unfinished.
+void requireBumpHalted(Harness& h, std::initializer_list<const char*> fragments) {
+  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
+  const std::string reason = h.store.snapshot().haltedReason;
+  for (const char* fragment : fragments) BOOST_TEST(reason.find(fragment) != std::string::npos, reason);
+  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
+  BOOST_TEST(h.store.bumpsCompleted == 0);
+}
+
+// The operator bumps again: the leader finishes it, the halt is cleared, and 5 new rows go out
+// (published through at least `through`).
+void requireSecondBumpResumes(Harness& h, uint64_t through) {
+  h.store.bump();
+  h.store.add(5);
+  BOOST_REQUIRE(h.waitFor([&] {
+    auto state = h.store.snapshot();
+    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
+           state.publishedThrough >= through;
+  }));
+  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
+}
+
+}  // namespace
+
 // A stream holding a message of the new epoch or a later one before the leader finishes the bump
 // (another writer): the finish is refused for good. That refusal returned from reconcile without
 // halting the source (no halted_reason, no outbox_halted). Now it halts, and a second bump, above
@@ -1028,25 +1055,13 @@ BOOST_AUTO_TEST_CASE(a_bump_the_stream_overtook_halts_the_source_until_bumped_ag
   h.store.bump();                      // epoch 2, from 1
   h.publisher.storeForeign(6, 3);      // epoch 3, another writer's
   h.start();
-  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
-  const std::string reason = h.store.snapshot().haltedReason;
-  BOOST_TEST(reason.find("holds epoch 3, not below the new epoch 2") != std::string::npos, reason);
-  BOOST_TEST(reason.find("epoch bump") != std::string::npos, reason);
-  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
-  BOOST_TEST(h.store.bumpsCompleted == 0);
+  requireBumpHalted(h, {"holds epoch 3, not below the new epoch 2", "epoch bump"});
   BOOST_TEST(h.store.snapshot().bumpFromEpoch.value_or(0) == 1u);
   {
     std::lock_guard lock(h.store.mu);
     h.store.state.epoch = 3;  // the operator's bump goes above the stream's epoch: 4
   }
-  h.store.bump();
-  h.store.add(5);
-  BOOST_REQUIRE(h.waitFor([&] {
-    auto state = h.store.snapshot();
-    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
-           state.publishedThrough >= 11;
-  }));
-  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
+  requireSecondBumpResumes(h, 11);
   BOOST_TEST(h.store.snapshot().epoch == 4u);
 }
 
@@ -1061,24 +1076,13 @@ BOOST_AUTO_TEST_CASE(a_finish_that_fails_for_good_halts_the_source_with_the_reas
   h.store.bump();
   h.store.finishFails = "mysql error 1146: Table 'app.outbox_bump_removed' doesn't exist";
   h.start();
-  BOOST_REQUIRE(h.waitFor([&] { return !h.store.snapshot().haltedReason.empty(); }));
-  const std::string reason = h.store.snapshot().haltedReason;
-  BOOST_TEST(reason.find("could not finish the epoch bump to epoch 2") != std::string::npos, reason);
-  BOOST_TEST(reason.find("outbox_bump_removed") != std::string::npos, reason);
-  BOOST_TEST(h.waitFor([&] { return h.metrics.halted.load(); }));
-  BOOST_TEST(h.store.bumpsCompleted == 0);
+  requireBumpHalted(h, {"could not finish the epoch bump to epoch 2", "outbox_bump_removed"});
   {
     std::lock_guard lock(h.store.mu);
     h.store.finishFails.clear();  // migrated
   }
-  h.store.bump();
-  h.store.add(5);
-  BOOST_REQUIRE(h.waitFor([&] {
-    auto state = h.store.snapshot();
-    return h.store.bumpsCompleted == 1 && state.haltedReason.empty() && state.publishedThrough == state.assignedThrough &&
-           state.publishedThrough >= 10;
-  }));
-  BOOST_TEST(h.waitFor([&] { return !h.metrics.halted.load(); }));
+  requireSecondBumpResumes(h, 10);
+  BOOST_TEST(h.store.snapshot().epoch == 3u);
 }
 
 // Review of issue 8: a failed publish is never acked, so settle() waited the whole ack_timeout
