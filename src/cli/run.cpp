@@ -23,6 +23,8 @@
 #include "relay/jetstream_publisher.h"
 #include "relay/mysql_store.h"
 #include "relay/relay.h"
+#include "wake/doorbell.h"
+#include "wake/idle_check.h"
 
 namespace outbox::cli {
 
@@ -126,6 +128,14 @@ Command addRun(CLI::App& app) {
       std::unique_ptr<Relay> relay;
     };
     SteadyClock clock;
+    // What wakes each relay besides its own polls (ARCHITECTURE.md 3b); a stop wakes them too.
+    std::vector<std::unique_ptr<Wakeup>> wakeups;
+    std::vector<WatchedSource> watched;
+    for (const auto& source : config.sources) {
+      wakeups.push_back(std::make_unique<Wakeup>());
+      stop.onRequest([w = wakeups.back().get()] { w->interrupt(); });
+      watched.push_back({&source, wakeups.back().get()});
+    }
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
     std::vector<SourceRuntime> runtimes;
     for (size_t i = 0; i < config.sources.size(); ++i) {
@@ -152,6 +162,7 @@ Command addRun(CLI::App& app) {
       Relay::Options options;
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
+      options.wakeup = wakeups[i].get();
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
                                          *metrics[i], clock, options);
       sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,
@@ -159,9 +170,17 @@ Command addRun(CLI::App& app) {
       runtimes.push_back(std::move(rt));
     }
 
+    std::vector<std::unique_ptr<BinlogDoorbell>> doorbells;
+    for (auto& group : doorbellGroups(watched)) doorbells.push_back(std::make_unique<BinlogDoorbell>(group, stop));
+    std::vector<std::unique_ptr<IdleCheck>> idleChecks;
+    for (auto& group : idleCheckGroups(watched)) idleChecks.push_back(std::make_unique<IdleCheck>(group, stop));
     std::vector<std::thread> threads;
     for (auto& rt : runtimes) threads.emplace_back([&rt] { rt.relay->run(); });
+    for (auto& d : doorbells) d->start();
+    for (auto& c : idleChecks) c->start();
     for (auto& t : threads) t.join();
+    doorbells.clear();  // each joins its thread: stop was requested
+    idleChecks.clear();
     http.stop();
     runtimes.clear();
     natsNow = nullptr;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/stop_token.h"
+#include "common/wakeup.h"
 
 namespace outbox {
 
@@ -15,12 +16,21 @@ class Clock {
   virtual TimePoint now() const = 0;
   // Waits `d` of this clock's time, or until stop is requested; true when stop was requested.
   virtual bool waitFor(StopSignal& stop, std::chrono::milliseconds d) const = 0;
+  // The same, also ending at a ring of `wake` after those counted in `seen`. `stop` must interrupt
+  // `wake` when stop is requested (StopSignal::onRequest).
+  virtual bool waitFor(StopSignal& stop, std::chrono::milliseconds d, Wakeup& wake,
+                       const Wakeup::Rings& seen) const = 0;
 };
 
 class SteadyClock final : public Clock {
  public:
   TimePoint now() const override { return std::chrono::steady_clock::now(); }
   bool waitFor(StopSignal& stop, std::chrono::milliseconds d) const override { return stop.waitFor(d); }
+  bool waitFor(StopSignal& stop, std::chrono::milliseconds d, Wakeup& wake,
+               const Wakeup::Rings& seen) const override {
+    if (!stop.stopped()) wake.waitPast(seen, d);
+    return stop.stopped();
+  }
 };
 
 }  // namespace outbox

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <vector>
 
 namespace outbox {
 
@@ -11,11 +13,26 @@ namespace outbox {
 class StopSignal {
  public:
   void request() {
+    std::vector<std::function<void()>> listeners;
     {
       std::lock_guard lock(mu_);
+      if (!stopped_) listeners.swap(listeners_);
       stopped_ = true;
     }
     cv_.notify_all();
+    for (auto& f : listeners) f();
+  }
+  // Calls `f` when stop is first requested (at once if it was): to wake a thread that waits on
+  // something else (a Wakeup). What `f` touches must outlive the request, or the StopSignal.
+  void onRequest(std::function<void()> f) {
+    {
+      std::lock_guard lock(mu_);
+      if (!stopped_) {
+        listeners_.push_back(std::move(f));
+        return;
+      }
+    }
+    f();
   }
   bool stopped() const { return stopped_.load(); }
   // Sleeps up to `d`; returns true when stop was requested.
@@ -28,6 +45,7 @@ class StopSignal {
   std::atomic<bool> stopped_{false};
   std::mutex mu_;
   std::condition_variable cv_;
+  std::vector<std::function<void()>> listeners_;
 };
 
 }  // namespace outbox

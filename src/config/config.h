@@ -84,6 +84,13 @@ bool isSubjectToken(const std::string& token);
 
 enum class OnPoison { kHalt, kQuarantine };
 
+// What wakes a source's relay besides rows flowing (ARCHITECTURE.md 3b): kAuto, the binlog doorbell
+// where the server keeps a binary log and the account may read it, else polling (a warning says
+// what is missing); kBinlog, the same, but a doorbell that cannot work is an error in the log,
+// every time it is tried; kPoll, polling only (the shared idle check of its database).
+enum class Wake { kAuto, kBinlog, kPoll };
+const char* wakeName(Wake wake);
+
 struct SourceConfig {
   std::string name;
   Dsn dsn;
@@ -96,6 +103,7 @@ struct SourceConfig {
   std::string snapshotKey;   // empty: the first column of snapshot_query
   std::string snapshotPath;  // empty: no alias route
   OnPoison onPoison = OnPoison::kHalt;
+  Wake wake = Wake::kAuto;
   Duration duplicateWindow{120'000};
   int replicas = 1;
   Duration maxAge{0};  // 0: keep forever

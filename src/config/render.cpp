@@ -44,6 +44,7 @@ std::string renderMasked(const Config& c) {
                        quoted(s.subjectPrefix), s.batchSize, quoted(formatDuration(s.pollInterval)));
     out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
                        quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
+    out += fmt::format("wake = {}\n", quoted(wakeName(s.wake)));
     out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
                        s.replicas, quoted(formatDuration(s.maxAge)));
   }

@@ -122,6 +122,9 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   if (auto v = sec.oneOf<OnPoison>("on_poison", {{"halt", OnPoison::kHalt}, {"quarantine", OnPoison::kQuarantine}})) {
     s.onPoison = *v;
   }
+  if (auto v = sec.oneOf<Wake>("wake", {{"auto", Wake::kAuto}, {"binlog", Wake::kBinlog}, {"poll", Wake::kPoll}})) {
+    s.wake = *v;
+  }
   if (auto v = sec.integer("replicas")) s.replicas = positiveInt(sec.keyName("replicas"), *v, 5);
   streamLimits(sec, s);
   sec.finish();

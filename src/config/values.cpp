@@ -122,6 +122,15 @@ const char* sslModeName(SslMode mode) {
   return "?";
 }
 
+const char* wakeName(Wake wake) {
+  switch (wake) {
+    case Wake::kAuto: return "auto";
+    case Wake::kBinlog: return "binlog";
+    case Wake::kPoll: return "poll";
+  }
+  return "?";
+}
+
 namespace {
 
 constexpr const char* kDsnForm = "expected mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]";

@@ -116,6 +116,7 @@ class Connection {
   bool failed() const;
 
  private:
+  friend class BinlogReader;  // starts a binlog dump on its own connection
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}
   MysqlHandle<MYSQL> mysql_;
 };

@@ -15,8 +15,16 @@ void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_published_rows_total", Type::kCounter,
               "Rows this process published and the stream acknowledged.");
   page.family("outbox_scans_total", Type::kCounter,
-              "Scans of the outbox table (new rows and open holes) this process's relay completed: about 10 a "
-              "second on an idle source, more while rows flow; flat on a standby, or while halted, paused or stuck.");
+              "Scans of the outbox table (new rows and open holes) this process's relay completed: few on a "
+              "quiet source that a doorbell or idle check watches, more while rows flow; flat on a standby, or "
+              "while halted, paused or stuck.");
+  page.family("outbox_wakeups_total", Type::kCounter,
+              "Polls of the outbox table by what woke them: binlog (the doorbell saw a commit that wrote the "
+              "table), poll (the database's shared idle check saw new ids, or the idle timer), flow (rows just "
+              "came, a full batch, open holes to probe).");
+  page.family("outbox_doorbell_up", Type::kGauge,
+              "1 while a binlog doorbell watched the source's table at its last poll; 0: the source polls "
+              "(see the log for what is missing).");
   page.family("outbox_publish_errors_total", Type::kCounter,
               "Failures by kind: fenced (the stream refused a publish out of turn), publish (NATS), database, "
               "poison (a row that cannot be published as is).");
@@ -50,6 +58,12 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   for (const auto& [kind, counter] : errors) {
     page.sample("outbox_publish_errors_total", {{"source", name}, {"kind", kind}}, counter->load());
   }
+  const std::pair<const char*, const std::atomic<uint64_t>*> wakeups[] = {
+      {"binlog", &m.wakeupsBinlog}, {"poll", &m.wakeupsPoll}, {"flow", &m.wakeupsFlow}};
+  for (const auto& [by, counter] : wakeups) {
+    page.sample("outbox_wakeups_total", {{"source", name}, {"by", by}}, counter->load());
+  }
+  page.sample("outbox_doorbell_up", source, uint64_t{m.doorbell.load() ? 1u : 0u});
   page.sample("outbox_published_version", source, m.publishedVersion.load());
   page.sample("outbox_assigned_version", source, m.assignedVersion.load());
   page.sample("outbox_epoch", source, m.epoch.load());

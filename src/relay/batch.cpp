@@ -34,6 +34,8 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
   } else {
     scanner.invalidate();
   }
+  batch.holesOpen = scanner.openHoles() > 0 || !scanner.valid();
+  batch.cursor = scanner.recorded().cursor;
   metrics.openHoles = scanner.openHoles();
   metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanner.oldestHoleAge().count());
   auto t2 = std::chrono::steady_clock::now();

@@ -19,6 +19,8 @@ struct Batch {
   std::vector<OutboxRow> rows;  // assigned, in version order
   size_t read = 0;              // rows the new-row read returned (as many as asked: more may wait)
   std::optional<std::pair<uint64_t, std::string>> poison;  // (row id, reason): the batch stops before it
+  bool holesOpen = true;  // the scan keeps open holes (they need probes); true when unknown
+  uint64_t cursor = 0;    // the highest outbox id the scan has read past (0 when unknown)
 };
 
 // One batch (ARCHITECTURE.md sections 3, 3a): scan for committed rows, stop before the first

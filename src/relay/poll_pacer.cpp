@@ -4,7 +4,36 @@
 
 namespace outbox {
 
-std::chrono::milliseconds PollPacer::nextDelay(Clock::TimePoint now, bool rowsCame) {
+void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame, bool holesOpen, Watch watch) {
+  if (pollAgain) {
+    if (rowsCame) lastRowsAt_ = now;
+    next_ = now;
+    cause_ = Cause::kFlow;
+    return;
+  }
+  const auto flow = flowDelay(now, rowsCame);
+  if (rowsCame) ringRetries_ = kRingRetries;
+  cause_ = Cause::kFlow;
+  if (watch.doorbell && ringRetries_ < kRingRetries) {
+    // A ring's poll read nothing: the commit may not be visible yet.
+    next_ = started_ + kFlowingPoll * (1 << ringRetries_++);
+    return;
+  }
+  if (holesOpen || (!watch.doorbell && !watch.idleCheck)) {
+    next_ = started_ + flow;
+    cause_ = flow == longest_ ? Cause::kIdle : Cause::kFlow;
+    return;
+  }
+  if (!watch.doorbell && flow < longest_) {
+    next_ = started_ + flow;  // only the idle check watches: follow the flow down to its pace
+    return;
+  }
+  // Rows that come ring; the idle check (or, failing it, this timer at poll_interval) is the rest.
+  next_ = started_ + (watch.idleCheck ? std::chrono::milliseconds(kQuietPoll) : longest_);
+  cause_ = Cause::kIdle;
+}
+
+std::chrono::milliseconds PollPacer::flowDelay(Clock::TimePoint now, bool rowsCame) {
   if (rowsCame) lastRowsAt_ = now;
   auto sinceRows = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastRowsAt_);
   return std::min(std::max(kFlowingPoll, sinceRows / 8), longest_);

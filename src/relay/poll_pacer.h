@@ -6,51 +6,88 @@
 
 namespace outbox {
 
-// When the relay polls next (ARCHITECTURE.md 3b, "the flow"): at once after a full batch, within
-// milliseconds while rows come, and later as they stop coming, up to poll_interval. Waits count
-// from when a poll started, so the time a batch takes is not added to the wait of a row committed
-// just after its read. Every time is the caller's (the relay's clock). Not thread-safe; the relay
-// thread owns it.
+// When the relay polls next (ARCHITECTURE.md 3b): at once after a full batch, within milliseconds
+// while rows come, and later as they stop coming, up to poll_interval. Waits count from when a
+// poll started, so the time a batch takes is not added to the wait of a row committed just after
+// its read. Every time is the caller's (the relay's clock). Not thread-safe; the relay thread
+// owns it.
+//
+// What else wakes the source (a Wakeup) lets it poll less: while the binlog doorbell watches its
+// table, a ring is what says rows came, so the relay polls on its own only to probe open holes
+// (a rollback writes nothing to the binlog) and, after a ring whose poll read nothing (the
+// binlog can be written a moment before the commit is visible), a few times more within
+// kRingRetries; while the shared idle check of its database runs, the check is the idle timer.
+// Either way a quiet source keeps a poll per kQuietPoll of its own, in case both go wrong.
 class PollPacer {
  public:
   // The shortest wait between polls, while rows flow.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};
+  // After a binlog ring, polls that read nothing are repeated this many times, the wait doubling
+  // from kFlowingPoll (2 + 4 + 8 + 16 + 32 ms after the ring's poll).
+  static constexpr int kRingRetries = 5;
+  // The longest a source that something else watches goes without a poll of its own.
+  static constexpr std::chrono::seconds kQuietPoll{60};
+
+  // What watches the source besides its own polls, as the Wakeup says before each batch.
+  struct Watch {
+    bool doorbell = false;
+    bool idleCheck = false;
+  };
+  // Why a poll is due, for outbox_wakeups_total.
+  enum class Cause { kFlow, kIdle, kRing };
 
   // `longest`: the wait once rows have stopped coming (poll_interval).
   explicit PollPacer(std::chrono::milliseconds longest) : longest_(longest) {}
 
   // A session begins at `now`: poll at once, counting as if rows had just come.
-  void begin(Clock::TimePoint now) { next_ = lastRowsAt_ = now; }
-  // A poll's batch started being prepared at `now`.
-  void started(Clock::TimePoint now) { started_ = now; }
+  void begin(Clock::TimePoint now) {
+    next_ = lastRowsAt_ = now;
+    cause_ = Cause::kFlow;
+    ringRetries_ = kRingRetries;
+  }
+  // A poll's batch started being prepared at `now`; `rung`: a binlog ring woke it.
+  void started(Clock::TimePoint now, bool rung = false) {
+    started_ = now;
+    if (rung) ringRetries_ = 0;
+  }
   // The batch of the poll started last arrived at `now`. `pollAgain`: it was full, or ended at a
   // poison row, so the next poll is due at once. Else the next is due nextDelay() after that poll
   // started. `rowsCame`: it read rows — a full batch too, so the poll after a drain still follows
-  // the flow.
+  // the flow. `holesOpen`: the scan keeps open holes, which need probes.
+  void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame, bool holesOpen, Watch watch);
+  // Nothing else watches the source.
   void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame) {
-    if (pollAgain) {
-      if (rowsCame) lastRowsAt_ = now;
-      next_ = now;
-      return;
-    }
-    next_ = started_ + nextDelay(now, rowsCame);
+    batchArrived(now, pollAgain, rowsCame, /*holesOpen=*/true, Watch());
   }
   // The next poll is due at `now` (the assigned tail has more, or new rows may be waiting).
-  void pollAt(Clock::TimePoint now) { next_ = now; }
+  void pollAt(Clock::TimePoint now) {
+    next_ = now;
+    cause_ = Cause::kFlow;
+  }
+  // Something rang: the next poll is due at `now`.
+  void rung(Clock::TimePoint now) {
+    next_ = std::min(next_, now);
+    cause_ = Cause::kRing;
+  }
 
   bool due(Clock::TimePoint now) const { return now >= next_; }
   Clock::TimePoint next() const { return next_; }
+  // Why the next poll is due: the flow (rows came, a full batch, holes to probe), the idle timer,
+  // or a ring.
+  Cause cause() const { return cause_; }
 
  private:
   // The wait grows with the time since rows last came: a producer that pauses for a moment (a
   // slow commit, a GC) finds the relay still polling every few ms; one that stopped costs a poll
   // per poll_interval after a few seconds.
-  std::chrono::milliseconds nextDelay(Clock::TimePoint now, bool rowsCame);
+  std::chrono::milliseconds flowDelay(Clock::TimePoint now, bool rowsCame);
 
   const std::chrono::milliseconds longest_;
   Clock::TimePoint next_;        // when the next poll is due
   Clock::TimePoint started_;     // when the batch being prepared was started
   Clock::TimePoint lastRowsAt_;  // when a poll last read rows
+  Cause cause_ = Cause::kFlow;
+  int ringRetries_ = kRingRetries;  // polls after a ring that read nothing, so far
 };
 
 }  // namespace outbox

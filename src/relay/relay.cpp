@@ -132,6 +132,9 @@ Relay::SessionEnd Relay::session() {
       // Wait briefly for the batch being prepared, without letting acks pile up.
       auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
+    } else if (options_.wakeup != nullptr && options_.wakeup->rings().total() != seenRings_.total() &&
+               !pacer_.due(clock_.now())) {
+      pacer_.rung(clock_.now());
     } else if (pacer_.due(clock_.now()) && roomFor(static_cast<size_t>(source_.batchSize))) {
       OUTBOX_RETURN_IF_ERROR(poll());
     } else {
@@ -171,8 +174,29 @@ Status Relay::poll() {
   return Status::ok();
 }
 
+void Relay::countWakeup() {
+  bool byBinlog = false;
+  if (options_.wakeup != nullptr) {
+    const Wakeup::Rings rings = options_.wakeup->rings();
+    byBinlog = rings.binlog != seenRings_.binlog;
+    metrics_.doorbell = options_.wakeup->doorbell.load();
+    if (byBinlog) {
+      metrics_.wakeupsBinlog++;
+    } else if (rings.idleCheck != seenRings_.idleCheck) {
+      metrics_.wakeupsPoll++;
+    }
+    if (rings.total() != seenRings_.total()) {
+      seenRings_ = rings;
+      pacer_.started(clock_.now(), byBinlog);
+      return;
+    }
+  }
+  (pacer_.cause() == PollPacer::Cause::kIdle ? metrics_.wakeupsPoll : metrics_.wakeupsFlow)++;
+  pacer_.started(clock_.now(), byBinlog);
+}
+
 void Relay::startBatch() {
-  pacer_.started(clock_.now());
+  countWakeup();
   std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
   if (std::exchange(rescan_, false)) from = state_;
   prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough] {
@@ -190,7 +214,12 @@ void Relay::startBatch() {
 void Relay::waitForWork() {
   const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(pacer_.next() - clock_.now());
   if (window_.inFlight() == 0) {
-    clock_.waitFor(stop_, std::max(untilPoll, std::chrono::milliseconds(0)));
+    const auto wait = std::max(untilPoll, std::chrono::milliseconds(0));
+    if (options_.wakeup != nullptr) {
+      clock_.waitFor(stop_, wait, *options_.wakeup, seenRings_);
+    } else {
+      clock_.waitFor(stop_, wait);
+    }
     return;
   }
   auto wait = roomFor(static_cast<size_t>(source_.batchSize)) ? untilPoll : std::chrono::milliseconds(50);
@@ -229,7 +258,12 @@ Status Relay::onBatch(Batch& batch) {
   auto now = clock_.now();
   bool full = batch.read == static_cast<size_t>(source_.batchSize) && !batch.poison;
   // Polls follow the flow: at once after a full batch, within milliseconds while rows come.
-  pacer_.batchArrived(now, full || batch.poison, batch.read > 0);
+  PollPacer::Watch watch;
+  if (options_.wakeup != nullptr) {
+    if (batch.cursor > 0) options_.wakeup->readThrough = batch.cursor;
+    watch = {options_.wakeup->doorbell.load(), options_.wakeup->idleChecked.load()};
+  }
+  pacer_.batchArrived(now, full || batch.poison, batch.read > 0, batch.holesOpen, watch);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();

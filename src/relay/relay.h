@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/prefetcher.h"
 #include "common/status.h"
+#include "common/wakeup.h"
 #include "common/stop_token.h"
 #include "config/config.h"
 #include "lease/lease.h"
@@ -38,6 +39,9 @@ class Relay {
     std::chrono::milliseconds ackTimeout{5000};      // a publish not acked within this: reconcile
     std::chrono::milliseconds markInterval{100};     // longest delay before acks reach published_through
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
+    // Rung by the binlog doorbell and the shared idle check (ARCHITECTURE.md 3b); null: the relay
+    // polls on its own, following the flow. The `stop` given to the relay must interrupt it.
+    Wakeup* wakeup = nullptr;
   };
 
   // `lease` may be null: then this relay assumes it is the only one (tests, single instance).
@@ -81,6 +85,8 @@ class Relay {
   // Publishes the next rows (a batch's worth) of the assigned-but-unpublished tail.
   Status publishTail();
   void startBatch();
+  // Counts what woke the poll starting now (outbox_wakeups_total) and the rings it answers.
+  void countWakeup();
   // Publishes a batch prepareBatch made (starting the next one first when more is waiting), and
   // deals with the poison row that ended it, if any.
   Status onBatch(Batch& batch);
@@ -126,6 +132,7 @@ class Relay {
   // from it.
   AckWindow window_;
   PollPacer pacer_;
+  Wakeup::Rings seenRings_;  // the rings the last poll answered
   Clock::TimePoint lastMark_;
   ProgressLog progress_;
   bool progressed_ = false;

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace outbox {
+
+// What may wake a source's relay before its own next poll (ARCHITECTURE.md 3b), and what it knows
+// of them: the binlog doorbell rings when a transaction that wrote the source's outbox table
+// commits; the shared idle check of its database rings when the table holds an id above what the
+// scan has read. A ring says only when to look: a ring lost, late or wrong costs latency, never a
+// row. Thread-safe: the ringers' threads ring, the relay thread waits and reads.
+class Wakeup {
+ public:
+  enum class By { kBinlog, kIdleCheck };
+
+  struct Rings {
+    uint64_t binlog = 0;
+    uint64_t idleCheck = 0;
+    uint64_t total() const { return binlog + idleCheck; }
+  };
+
+  void ring(By by) {
+    {
+      std::lock_guard lock(mu_);
+      ++(by == By::kBinlog ? rings_.binlog : rings_.idleCheck);
+    }
+    cv_.notify_all();
+  }
+  // Wakes a waiter without a ring (a stop request).
+  void interrupt() {
+    {
+      std::lock_guard lock(mu_);
+      ++interrupts_;
+    }
+    cv_.notify_all();
+  }
+  Rings rings() const {
+    std::lock_guard lock(mu_);
+    return rings_;
+  }
+  // Waits (real time) up to `d`, or until a ring after those counted in `seen`, or interrupt().
+  void waitPast(const Rings& seen, std::chrono::milliseconds d) {
+    std::unique_lock lock(mu_);
+    const uint64_t interrupts = interrupts_;
+    cv_.wait_for(lock, d, [&] { return rings_.total() != seen.total() || interrupts_ != interrupts; });
+  }
+
+  // Whether a doorbell watches the source's table now (connected, reading the binlog): then the
+  // relay need not poll to find rows that come, only to probe open holes.
+  std::atomic<bool> doorbell{false};
+  // Whether the shared idle check runs for the source (its last check succeeded): then the relay's
+  // idle timer is the check's.
+  std::atomic<bool> idleChecked{false};
+  // The highest outbox id the source's scan has read past (its cursor), for the idle check.
+  std::atomic<uint64_t> readThrough{0};
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Rings rings_;
+  uint64_t interrupts_ = 0;
+};
+
+}  // namespace outbox

@@ -1,0 +1,185 @@
+#include "db/binlog.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <mariadb_rpl.h>
+
+namespace outbox::db {
+
+namespace {
+
+// The account as the server matched it ('user'@'host'), for a GRANT to paste.
+std::string accountOf(std::string_view currentUser) {
+  auto at = currentUser.rfind('@');
+  if (at == std::string_view::npos) return fmt::format("'{}'", currentUser);
+  return fmt::format("'{}'@'{}'", currentUser.substr(0, at), currentUser.substr(at + 1));
+}
+
+std::string grantFor(const std::string& account) {
+  return fmt::format("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {}", account);
+}
+
+// The first word(s) of a statement, upper-cased, at most `n` characters.
+std::string headOf(std::string_view statement, size_t n) {
+  size_t i = 0;
+  while (i < statement.size() && std::isspace(static_cast<unsigned char>(statement[i]))) ++i;
+  std::string out;
+  for (; i < statement.size() && out.size() < n; ++i) {
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(statement[i])));
+  }
+  return out;
+}
+
+bool startsWith(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0 &&
+         (s.size() == prefix.size() || !std::isalnum(static_cast<unsigned char>(s[prefix.size()])));
+}
+
+}  // namespace
+
+BinlogReader::~BinlogReader() {
+  if (event_ != nullptr) mariadb_free_rpl_event(event_);
+  if (rpl_ != nullptr) mariadb_rpl_close(rpl_);
+}
+
+Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& params, uint32_t serverId,
+                                                         std::chrono::milliseconds heartbeat) {
+  ConnectParams p = params;
+  // Heartbeats keep a quiet dump's reads short of the timeout; a server that stops sending them
+  // is gone.
+  p.readTimeout = std::max(std::chrono::seconds(5),
+                           std::chrono::duration_cast<std::chrono::seconds>(heartbeat * 4));
+  auto conn = Connection::open(p);
+  if (!conn.isOk()) return conn.status();
+  std::unique_ptr<BinlogReader> reader(new BinlogReader(std::move(conn).value()));
+  Connection& c = *reader->conn_;
+
+  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER()");
+  if (!settings.isOk()) return settings.status();
+  if (!settings->next()) return Status::transient("the server did not say whether it keeps a binary log");
+  const std::string account = accountOf(settings->text(2));
+  if (settings->u64(0) == 0) {
+    return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON and "
+                             "binlog_format = ROW");
+  }
+  reader->format_ = std::string(settings->text(1));
+
+  auto status = c.query("SHOW MASTER STATUS");
+  if (!status.isOk()) {
+    if (status.status().cause() == Cause::kAccessDenied) {
+      return Status::permanent(fmt::format("{} may not read the binary log's position; run {}", account,
+                                           grantFor(account)));
+    }
+    return status.status();
+  }
+  if (!status->next()) {
+    return Status::permanent("the server shows no binary log position (SHOW MASTER STATUS is empty): is log_bin on?");
+  }
+  const std::string file(status->text(0));
+  const uint64_t position = status->u64(1);
+
+  // What a replica tells the server before a dump: it understands the log's checksums and
+  // MariaDB's events (GTIDs, annotate), and wants a heartbeat when the log is quiet.
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(heartbeat).count();
+  OUTBOX_RETURN_IF_ERROR(c.exec(fmt::format("SET @master_binlog_checksum = @@global.binlog_checksum, "
+                                            "@mariadb_slave_capability = 4, @master_heartbeat_period = {}",
+                                            nanos)));
+  MYSQL* mysql = c.mysql_.get();
+  reader->rpl_ = mariadb_rpl_init(mysql);
+  if (reader->rpl_ == nullptr) return fromMysql(mysql, "start reading the binary log");
+  mariadb_rpl_optionsv(reader->rpl_, MARIADB_RPL_FILENAME, file.c_str(), file.size());
+  mariadb_rpl_optionsv(reader->rpl_, MARIADB_RPL_START, static_cast<unsigned long>(position));
+  mariadb_rpl_optionsv(reader->rpl_, MARIADB_RPL_SERVER_ID, static_cast<unsigned int>(serverId));
+  mariadb_rpl_optionsv(reader->rpl_, MARIADB_RPL_FLAGS, 0u);
+  const std::string what = fmt::format("read the binary log from {}:{}", file, position);
+  if (mariadb_rpl_open(reader->rpl_) != 0) return fromMysql(mysql, what);
+  // The server answers a dump with its first events (a rotate to the file, its format), or an
+  // error: a grant it lacks shows here, not at open.
+  reader->event_ = mariadb_rpl_fetch(reader->rpl_, reader->event_);
+  if (reader->event_ == nullptr) {
+    if (mysql_errno(mysql) == ER_SPECIFIC_ACCESS_DENIED_ERROR || mysql_errno(mysql) == ER_ACCESS_DENIED_ERROR) {
+      return Status::permanent(fmt::format("{} may not read the binary log; run {}", account, grantFor(account)));
+    }
+    return Status::transient(fromMysql(mysql, what).message());
+  }
+  return reader;
+}
+
+Result<BinlogCommit> BinlogReader::next() {
+  MYSQL* mysql = conn_->mysql_.get();
+  while (true) {
+    event_ = mariadb_rpl_fetch(rpl_, event_);  // frees the event it is given when it fails
+    if (event_ == nullptr) {
+      // Whatever ended the dump (the connection killed, the server restarted, a log purged under
+      // it), a new dump from the end of the log is the way on.
+      Status s = fromMysql(mysql, "read the binary log");
+      return Status::transient(s.message()).because(s.cause());
+    }
+    switch (event_->event_type) {
+      case HEARTBEAT_LOG_EVENT:
+        return BinlogCommit{};
+      case GTID_EVENT:  // MariaDB's: a group's start, BEGIN implied unless it stands alone (DDL)
+        group_ = {};
+        inGroup_ = (event_->event.gtid.flags & FL_STANDALONE) == 0;
+        break;
+      case TABLE_MAP_EVENT: {
+        std::string name = fmt::format("{}.{}", std::string_view(event_->event.table_map.database.str,
+                                                                 event_->event.table_map.database.length),
+                                       std::string_view(event_->event.table_map.table.str,
+                                                        event_->event.table_map.table.length));
+        if (std::find(group_.tables.begin(), group_.tables.end(), name) == group_.tables.end()) {
+          group_.tables.push_back(std::move(name));
+        }
+        break;
+      }
+      case XID_EVENT: {  // a transactional group committed
+        inGroup_ = false;
+        BinlogCommit done = std::exchange(group_, {});
+        if (!done.tables.empty() || done.unknown) return done;
+        break;
+      }
+      case XA_PREPARE_LOG_EVENT:  // prepared, not committed: its XA COMMIT comes later, alone
+        inGroup_ = false;
+        group_ = {};
+        break;
+      case QUERY_EVENT: {
+        const std::string head = headOf(std::string_view(event_->event.query.statement.str,
+                                                         event_->event.query.statement.length),
+                                        16);
+        if (startsWith(head, "BEGIN") || startsWith(head, "XA START")) {
+          group_ = {};
+          inGroup_ = true;
+          break;
+        }
+        if (startsWith(head, "XA END") || startsWith(head, "SAVEPOINT") || startsWith(head, "ROLLBACK TO")) break;
+        if (startsWith(head, "ROLLBACK") || startsWith(head, "XA ROLLBACK")) {
+          inGroup_ = false;
+          group_ = {};
+          break;
+        }
+        if (startsWith(head, "COMMIT")) {
+          inGroup_ = false;
+          BinlogCommit done = std::exchange(group_, {});
+          if (!done.tables.empty() || done.unknown) return done;
+          break;
+        }
+        // XA COMMIT, DDL, a statement logged as such: the log does not say which rows.
+        group_.unknown = true;
+        if (!inGroup_ || startsWith(head, "XA COMMIT")) {
+          inGroup_ = false;
+          return std::exchange(group_, {});
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace outbox::db

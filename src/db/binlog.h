@@ -1,0 +1,62 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "db/connection.h"
+
+typedef struct st_mariadb_rpl MARIADB_RPL;
+typedef struct st_mariadb_rpl_event MARIADB_RPL_EVENT;
+
+namespace outbox::db {
+
+// What one event group of the binary log says a committed transaction wrote (ARCHITECTURE.md 3b):
+// the tables its row events named ("db.table"), or `unknown` when the log does not say (a
+// statement or mixed format statement, an XA COMMIT, DDL), so anything may have changed.
+struct BinlogCommit {
+  std::vector<std::string> tables;
+  bool unknown = false;
+};
+
+// Reads the binary log from the server's position when it connected, as a replica's dump does
+// (MariaDB Connector/C's mariadb_rpl API, the only other file that includes the C API's headers),
+// and reports each committed transaction — nothing for one rolled back, which writes nothing
+// there. The doorbell's connection: one thread at a time.
+class BinlogReader {
+ public:
+  ~BinlogReader();
+
+  // Connects with `params` and starts a dump at the current end of the log, as replica
+  // `serverId` (unique among the server's replicas: the server drops an older dump of the same
+  // id). The server sends a heartbeat every `heartbeat` while the log is quiet. Fails
+  // permanently, saying what to do, when the server keeps no binary log or the user lacks a grant
+  // it needs (REPLICATION SLAVE to read the log; BINLOG MONITOR, which REPLICATION CLIENT names
+  // too, for its position).
+  static Result<std::unique_ptr<BinlogReader>> open(const ConnectParams& params, uint32_t serverId,
+                                                    std::chrono::milliseconds heartbeat);
+
+  // Waits for the next committed transaction (or heartbeat: then an empty commit with `unknown`
+  // false). A transient failure ends the dump (a connection lost, the server restarted or its
+  // logs purged): open another.
+  Result<BinlogCommit> next();
+
+  // The server's binlog format (ROW, STATEMENT or MIXED) when the dump started.
+  const std::string& format() const { return format_; }
+
+ private:
+  explicit BinlogReader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+
+  std::unique_ptr<Connection> conn_;
+  MARIADB_RPL* rpl_ = nullptr;
+  MARIADB_RPL_EVENT* event_ = nullptr;  // reused by each fetch
+  std::string format_;
+  // The event group being read: what it has named so far.
+  BinlogCommit group_;
+  bool inGroup_ = false;
+};
+
+}  // namespace outbox::db

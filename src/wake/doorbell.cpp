@@ -1,0 +1,104 @@
+#include "wake/doorbell.h"
+
+#include <random>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/backoff.h"
+#include "db/binlog.h"
+
+namespace outbox {
+
+BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& stop)
+    : sources_(std::move(sources)), stop_(stop) {
+  const Dsn& dsn = sources_.front().config->dsn;
+  for (const auto& s : sources_) {
+    tables_.push_back(s.config->dsn.database + "." + s.config->outboxTable);
+    insists_ = insists_ || s.config->wake == Wake::kBinlog;
+  }
+  const std::string server = dsn.socket.empty() ? fmt::format("{}:{}", dsn.host, dsn.port) : dsn.socket;
+  where_ = fmt::format("binlog doorbell of {} (source{} {})", server, sources_.size() == 1 ? "" : "s",
+                       sourceNames(sources_));
+  // A replica id the server's real replicas are unlikely to use: a dump of the same id ends the
+  // older one.
+  std::random_device random;
+  serverId_ = std::uniform_int_distribution<uint32_t>(1u << 30, (1u << 31) - 1)(random);
+}
+
+BinlogDoorbell::~BinlogDoorbell() { join(); }
+
+void BinlogDoorbell::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void BinlogDoorbell::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void BinlogDoorbell::setWatching(bool on) {
+  for (auto& s : sources_) {
+    s.wakeup->doorbell = on;
+    s.wakeup->ring(Wakeup::By::kBinlog);
+  }
+}
+
+void BinlogDoorbell::ringTable(const std::string& table) {
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (tables_[i] == table) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
+  }
+}
+
+void BinlogDoorbell::run() {
+  const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
+  Backoff backoff(std::chrono::milliseconds(1000), std::chrono::milliseconds(60'000));
+  std::string reported;  // the problem last logged: each is logged once until the doorbell works
+  auto problem = [&](const Status& s, std::chrono::milliseconds retry) {
+    if (s.message() == reported && !insists_) return;
+    reported = s.message();
+    const std::string line = fmt::format("{}: {}; the sources poll meanwhile (retrying in {} s)", where_,
+                                         s.message(), std::max<int64_t>(1, retry.count() / 1000));
+    if (insists_) {
+      spdlog::error("{}", line);
+    } else {
+      spdlog::warn("{}", line);
+    }
+  };
+  while (!stop_.stopped()) {
+    auto reader = db::BinlogReader::open(params, serverId_, kHeartbeat);
+    if (!reader.isOk()) {
+      // A setting or a grant takes an operator: look again less often.
+      auto delay = reader.status().isPermanent() ? std::chrono::milliseconds(60'000) : backoff.next();
+      problem(reader.status(), delay);
+      stop_.waitFor(delay);
+      continue;
+    }
+    spdlog::info("{}: watching the binary log (binlog_format {}{}) as replica id {}", where_, (*reader)->format(),
+                 (*reader)->format() == "ROW" ? "" : ": every statement rings every source", serverId_);
+    reported.clear();
+    setWatching(true);  // and look for what committed while nothing watched
+    Status ended;
+    auto since = std::chrono::steady_clock::now();
+    while (!stop_.stopped()) {
+      auto commit = (*reader)->next();
+      if (!commit.isOk()) {
+        ended = commit.status();
+        break;
+      }
+      if (commit->unknown) {
+        for (auto& s : sources_) s.wakeup->ring(Wakeup::By::kBinlog);
+        continue;
+      }
+      for (const auto& table : commit->tables) ringTable(table);
+    }
+    setWatching(false);
+    if (stop_.stopped()) break;
+    // A dump that ran a while and then ended (a restart, a KILL, a failover) is tried again soon.
+    if (std::chrono::steady_clock::now() - since > std::chrono::seconds(10)) backoff.reset();
+    auto delay = backoff.next();
+    problem(ended, delay);
+    stop_.waitFor(delay);
+  }
+}
+
+}  // namespace outbox

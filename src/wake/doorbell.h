@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/stop_token.h"
+#include "wake/watched.h"
+
+namespace outbox {
+
+// The binlog doorbell of one database server (ARCHITECTURE.md 3b): one replication connection,
+// from the end of the binary log when it connects, that rings a source's Wakeup when a
+// transaction that wrote its outbox table commits (row format: the table its row events name;
+// anything the log does not tie to tables — a statement-format statement, an XA COMMIT, DDL —
+// rings every source of the server). It only says when to look: the rows still come from the
+// table, so a ring lost, late or wrong costs latency, never a row. While it watches, each source's
+// Wakeup::doorbell is set; on every (re)connect and every loss it rings them all, so what
+// committed while it did not watch is looked for. Without log_bin or the grants it needs, or
+// while its connection is broken, it says once what is missing and tries again with backoff (the
+// sources poll meanwhile). The credentials are the first source's.
+class BinlogDoorbell {
+ public:
+  // How often a quiet server sends a heartbeat: the longest the thread takes to see stop.
+  static constexpr std::chrono::milliseconds kHeartbeat{1000};
+
+  // `sources` share the server; they and `stop` outlive the doorbell. `stop` must interrupt
+  // nothing here: the thread sees it within kHeartbeat.
+  BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& stop);
+  ~BinlogDoorbell();
+
+  void start();
+  // Returns once the thread has ended (after stop, within about kHeartbeat).
+  void join();
+
+ private:
+  void run();
+  // Sets every source's Wakeup::doorbell to `on` and rings them all.
+  void setWatching(bool on);
+  // Rings the sources whose outbox table is `table` ("db.table").
+  void ringTable(const std::string& table);
+
+  std::vector<WatchedSource> sources_;
+  std::vector<std::string> tables_;  // parallel to sources_: "db.table"
+  StopSignal& stop_;
+  std::string where_;  // for logs: the server and the sources
+  uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up
+  bool insists_ = false;  // a source says wake = "binlog": a doorbell that cannot work is an error
+  std::thread thread_;
+};
+
+}  // namespace outbox
