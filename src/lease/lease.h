@@ -110,6 +110,8 @@ class LeaderLease {
   // Gives the lease up and stops standing for the source (shutdown).
   void release();
   std::chrono::milliseconds heartbeat() const { return heartbeat_; }
+  // When refreshIfDue() next asks the database: a leader that waits for work wakes by then.
+  Clock::TimePoint nextRefresh() const { return nextRefresh_; }
 
  private:
   LeaseStore& store_;

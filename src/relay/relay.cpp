@@ -212,7 +212,10 @@ void Relay::startBatch() {
 }
 
 void Relay::waitForWork() {
-  const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(pacer_.next() - clock_.now());
+  // A quiet source that a doorbell or idle check watches may wait long for its next poll: the
+  // lease is renewed on time all the same.
+  const auto wakeAt = lease_ != nullptr ? std::min(pacer_.next(), lease_->nextRefresh()) : pacer_.next();
+  const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(wakeAt - clock_.now());
   if (window_.inFlight() == 0) {
     const auto wait = std::max(untilPoll, std::chrono::milliseconds(0));
     if (options_.wakeup != nullptr) {

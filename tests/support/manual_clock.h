@@ -43,6 +43,29 @@ class ManualClock final : public Clock {
     return stop.stopped();
   }
 
+  bool waitFor(StopSignal& stop, std::chrono::milliseconds d, Wakeup& wake,
+               const Wakeup::Rings& seen) const override {
+    std::unique_lock lock(mu_);
+    const TimePoint until = now_ + d;
+    auto rung = [&] { return wake.rings().total() != seen.total(); };
+    if (autoAdvance_) {
+      lock.unlock();
+      bool stopped = stop.waitFor(std::min(d, std::chrono::milliseconds(1)));
+      lock.lock();
+      if (!rung()) now_ = std::max(now_, until);
+      return stopped;
+    }
+    auto waiting = waits_.insert(until);
+    changed_.notify_all();
+    // Neither a stop request nor a ring notifies this condition: look every real millisecond.
+    while (now_ < until && !stop.stopped() && !rung() && !autoAdvance_) {
+      changed_.wait_for(lock, std::chrono::milliseconds(1));
+    }
+    waits_.erase(waiting);
+    if (autoAdvance_ && !rung()) now_ = std::max(now_, until);
+    return stop.stopped();
+  }
+
   // Moves time by `d`; waits that end by then return.
   void advance(std::chrono::milliseconds d) {
     std::lock_guard lock(mu_);
