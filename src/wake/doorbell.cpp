@@ -68,7 +68,7 @@ void BinlogDoorbell::run() {
     auto reader = db::BinlogReader::open(params, serverId_, kHeartbeat);
     if (!reader.isOk()) {
       // A setting or a grant takes an operator: look again less often.
-      auto delay = reader.status().isPermanent() ? std::chrono::milliseconds(60'000) : backoff.next();
+      auto delay = reader.status().isPermanent() ? kRetryMissing : backoff.next();
       problem(reader.status(), delay);
       stop_.waitFor(delay);
       continue;

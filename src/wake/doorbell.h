@@ -25,6 +25,8 @@ class BinlogDoorbell {
  public:
   // How often a quiet server sends a heartbeat: the longest the thread takes to see stop.
   static constexpr std::chrono::milliseconds kHeartbeat{1000};
+  // How often a doorbell that lacks a setting or a grant tries again: an operator may fix it.
+  static constexpr std::chrono::milliseconds kRetryMissing{10'000};
 
   // `sources` share the server; they and `stop` outlive the doorbell. `stop` must interrupt
   // nothing here: the thread sees it within kHeartbeat.
