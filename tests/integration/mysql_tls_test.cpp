@@ -25,7 +25,7 @@ struct TlsAccount {
   std::string user;
   std::string password = "tls-pw-7c1e";
   // `grants`: "ALL" on the database, or the README's least privileges for the outbox table named
-  // (without SLAVE MONITOR unless `slaveMonitor`).
+  // (without SLAVE MONITOR and the doorbell's grants unless `slaveMonitor`).
   TlsAccount(TestDatabase& db, const std::string& prefix, const std::string& require, const std::string& outboxTable = "",
              bool slaveMonitor = true)
       : database(db), user(uniqueName(prefix, db)) {
@@ -46,6 +46,7 @@ struct TlsAccount {
     exec(fmt::format("GRANT PROCESS ON *.* TO '{}'@'127.0.0.1'", user));
     if (!outboxTable.empty() && slaveMonitor) {
       exec(fmt::format("GRANT SLAVE MONITOR ON *.* TO '{}'@'127.0.0.1'", user));
+      exec(fmt::format("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '{}'@'127.0.0.1'", user));
     }
   }
   void exec(const std::string& sql) {
@@ -159,6 +160,9 @@ BOOST_AUTO_TEST_CASE(the_bridge_works_through_verify_identity_with_the_least_pri
   bridge.start();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 50; }, 20s), bridge.log());
   BOOST_TEST(bridge.log().find("cannot read the replication status") == std::string::npos, bridge.log());
+  // The binlog doorbell too, over the same verified TLS (issue 20).
+  BOOST_TEST(waitUntil([&] { return bridge.log().find("watching the binary log") != std::string::npos; }, 10s),
+             bridge.log());
   auto snapshot = httpRequest(bridge.httpPort(), "GET", "/v1/sources/" + source.name + "/control-snapshot");
   BOOST_TEST(snapshot.status == 200);
   BOOST_TEST(snapshot.body.find("\"recordCount\":50") != std::string::npos, snapshot.body.substr(0, 300));
