@@ -1,8 +1,9 @@
 // outbox-bench: the project's benchmark (ARCHITECTURE.md section 11). In one run, on the same
 // MariaDB and nats-server: (a) the raw JetStream async-publish rate, (b) the bridge draining a
 // backlog of the same messages, (c) commit-to-ack latency at a steady rate, (d) the bridge idle,
-// (h) (c) again with one-id holes and a long statement elsewhere. It prints each figure beside
-// the raw rate, since shared machines are noisy.
+// (h) (c) again with one-id holes and a long statement elsewhere, (i) a trickle over 1 and 50
+// sources, with the binlog doorbell and polling only (statements, CPU, latency). It prints each
+// figure beside the raw rate, since shared machines are noisy.
 
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -41,6 +43,7 @@ struct Options {
   int idleSeconds = 5;
   int snapshotRecords = 1'000'000;
   int pruneRows = 500'000;
+  int trickleSeconds = 20;  // (i): each trickle run; 0: skip (i)
   std::string nodePoller;  // the directory of tools/node-poller; empty: skip the comparison
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
@@ -264,6 +267,131 @@ double cpuOf(const std::vector<pid_t>& pids) {
   return sum;
 }
 
+// (i) The trickle (ARCHITECTURE.md 3b, issue 20): `sources` sources on one database of their own,
+// waking by `wake` ("auto": the binlog doorbell; "poll": the idle check only), first at rest, then
+// 10 rows/s spread evenly over them, one-row autocommit transactions. MariaDB's statements are
+// its Questions counter less the producer's and the measurement's own; latency is from the
+// producer's commit to the time nats-server stored the message.
+void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection& nc, const std::string& runId,
+             int sources, const std::string& wake) {
+  const std::string id = fmt::format("t{}{}{}", runId, sources, wake.front());
+  dsn.database = "bench_" + id;
+  check(admin.exec("CREATE DATABASE " + dsn.database), "create database");
+  std::vector<std::string> names, tables, streams;
+  const std::string path = fmt::format("/tmp/outbox-bench-{}.toml", id);
+  {
+    std::ofstream out(path);
+    out << fmt::format("[nats]\nurl = \"{}\"\n\n[http]\nlisten = \"127.0.0.1:0\"\n", o.natsUrl);
+    for (int i = 0; i < sources; ++i) {
+      names.push_back(fmt::format("{}s{}", id, i));
+      tables.push_back(names.back() + "_control_outbox");
+      streams.push_back("CONTROL_" + upper(names.back()));
+      out << fmt::format("\n[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\npassword = \"{}\"\n"
+                         "snapshot_query = \"SELECT 1 AS id\"\nwake = \"{}\"\n",
+                         names.back(), dsn.user, dsn.host, dsn.port, dsn.database, dsn.password, wake);
+    }
+  }
+  // The password is in this config: no OUTBOX_BRIDGE_* variable of an earlier run may be left over.
+  for (char** e = environ; *e != nullptr;) {
+    std::string var(*e);
+    if (var.rfind("OUTBOX_BRIDGE_", 0) == 0) {
+      unsetenv(var.substr(0, var.find('=')).c_str());
+    } else {
+      ++e;
+    }
+  }
+  const std::string log = fmt::format("/tmp/outbox-bench-{}.log", id);
+  Subprocess migrate;
+  if (!migrate.start({o.bridge, "migrate", "--config", path}, log + ".migrate")) fail("cannot run migrate");
+  while (migrate.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
+  Subprocess bridge;
+  if (!bridge.start({o.bridge, "run", "--config", path}, log)) fail("cannot start the bridge");
+  auto logText = [&] {
+    std::ifstream in(log);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto begin = Clock::now();
+  while (count(logText(), "in step with stream") < sources ||
+         (wake == "auto" && logText().find("watching the binary log") == std::string::npos)) {
+    if (!bridge.running()) fail("the bridge exited; see " + log);
+    if (Clock::now() - begin > std::chrono::seconds(60)) fail("the sources did not start; see " + log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Past the first polls of each session, which follow the flow.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  auto questions = [&] {
+    auto rows = check(admin.query("SHOW GLOBAL STATUS LIKE 'Questions'"), "Questions");
+    rows.next();
+    return static_cast<double>(rows.u64(1));
+  };
+  struct Cost {
+    double bridgeCpu, mysqlCpu, statements;
+  };
+  auto measure = [&](const std::function<void()>& during) {
+    double q0 = questions(), b0 = cpuOf(bridge.pid()), m0 = cpuOf(o.mysqlPid);
+    auto t0 = Clock::now();
+    during();
+    double took = seconds(Clock::now() - t0);
+    double q1 = questions(), b1 = cpuOf(bridge.pid()), m1 = cpuOf(o.mysqlPid);
+    return Cost{(b1 - b0) / took * 100, (m1 - m0) / took * 100, (q1 - q0 - 1) / took};
+  };
+  const double restSeconds = std::max(5, o.idleSeconds * 2);
+  Cost rest = measure([&] { std::this_thread::sleep_for(std::chrono::duration<double>(restSeconds)); });
+  // 10 rows/s over the sources, round robin; the last row's publish is awaited within the window.
+  const int rows = 10 * o.trickleSeconds;
+  std::vector<int64_t> committedAt(static_cast<size_t>(rows));
+  Cost flow = measure([&] {
+    auto next = Clock::now();
+    for (int i = 0; i < rows; ++i) {
+      check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert',"
+                                   "'{}')",
+                                   tables[static_cast<size_t>(i % sources)], i, payload(o.payloadBytes, wallMicros()))),
+            "insert");
+      committedAt[static_cast<size_t>(i)] = wallMicros();
+      next += std::chrono::milliseconds(100);
+      std::this_thread::sleep_until(next);
+    }
+  });
+  const double bridgeStatements = flow.statements - 10.0;  // less the producer's INSERTs
+  begin = Clock::now();
+  auto published = [&] {
+    return check(conn->queryU64("SELECT SUM(published_through) FROM outbox_source_state"), "published").value_or(0);
+  };
+  while (published() < static_cast<uint64_t>(rows)) {
+    if (Clock::now() - begin > std::chrono::seconds(30)) fail("the trickle was not published; see " + log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto js = check(nats::JetStream::create(nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
+  std::vector<double> latencies;
+  for (int i = 0; i < sources; ++i) {
+    const uint64_t n = static_cast<uint64_t>(rows / sources + (i < rows % sources ? 1 : 0));
+    if (n == 0) continue;
+    auto messages = check(js->readRange(streams[static_cast<size_t>(i)], "control." + names[static_cast<size_t>(i)] + ".>",
+                                        1, n, std::chrono::milliseconds(10'000)),
+                          "read stream");
+    for (const auto& m : messages) {
+      auto key = m.headers.find("Outbox-Entity-Key");
+      if (key == m.headers.end()) continue;
+      latencies.push_back(static_cast<double>(m.timestampNanos / 1000 - committedAt.at(std::stoul(key->second))) / 1000.0);
+    }
+  }
+  bridge.terminate(std::chrono::seconds(10));
+  std::printf("(i)  %2d source%s, %-8s at rest: bridge %5.2f%%, MariaDB %5.2f%%, %6.1f statements/s | 10 rows/s: bridge "
+              "%5.2f%%, MariaDB %5.2f%%, %6.1f statements/s (%.1f a row), p50 %.1f ms, p99 %.1f ms (%zu rows)\n",
+              sources, sources == 1 ? " " : "s", wake == "auto" ? "doorbell" : "polling", rest.bridgeCpu, rest.mysqlCpu,
+              rest.statements, flow.bridgeCpu, flow.mysqlCpu, bridgeStatements, bridgeStatements / 10.0,
+              percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size());
+  std::fflush(stdout);
+  for (const auto& stream : streams) (void)js->deleteStream(stream);
+  (void)admin.exec("DROP DATABASE " + dsn.database);
+}
+
 // (b) Starts t's bridge on its backlog and waits until it has published all of it; the bridge
 // keeps running (idle) for (c) and (d). `single` is the single server's target, for the ratios.
 void drainBacklog(Target& t, const Target& single, const Options& o, const std::string& password) {
@@ -388,6 +516,8 @@ int main(int argc, char** argv) {
   app.add_option("--latency-seconds", o.latencySeconds, "length of the latency run (default 10)");
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
   app.add_option("--snapshot-records", o.snapshotRecords, "records in the snapshot run (default 1000000; 0: skip)");
+  app.add_option("--trickle-seconds", o.trickleSeconds,
+                 "length of each trickle run of (i), 10 rows/s over 1 and 50 sources (default 20; 0: skip)");
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
@@ -519,6 +649,18 @@ int main(int argc, char** argv) {
   }
 
   bridge.terminate(std::chrono::seconds(10));
+
+  // (i) The trickle, while no other bridge runs: the doorbell over 1 and 50 sources, then polling only.
+  if (o.trickleSeconds > 0) {
+    std::printf("(i)  a trickle [targets, doorbell: 50 sources at rest MariaDB <= 1%%, <= 20 statements/s, bridge <= 1%%; "
+                "10 rows/s over 50: p99 <= 15 ms, MariaDB <= 3%%, <= 6 statements a row; 1 source at 10 rows/s: "
+                "MariaDB <= 1.5%%, p99 <= 10 ms; polling only, 50 at rest: MariaDB <= 2%%]\n");
+    Dsn server = Dsn::parse("--dsn", o.dsn);
+    server.password = o.password;
+    for (auto [n, wake] : {std::pair{1, "auto"}, std::pair{50, "auto"}, std::pair{1, "poll"}, std::pair{50, "poll"}}) {
+      trickle(o, server, *admin, *single.nc, runId, n, wake);
+    }
+  }
 
   // (g) The same backlog through a batched Node.js poller (mysql2 + nats.js), same servers.
   if (!o.nodePoller.empty()) {
