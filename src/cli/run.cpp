@@ -129,11 +129,13 @@ Command addRun(CLI::App& app) {
     };
     SteadyClock clock;
     // What wakes each relay besides its own polls (ARCHITECTURE.md 3b); a stop wakes them too.
-    std::vector<std::unique_ptr<Wakeup>> wakeups;
+    // Shared with the stop listener: a start refused below unwinds before the SignalWatcher
+    // requests stop.
+    std::vector<std::shared_ptr<Wakeup>> wakeups;
     std::vector<WatchedSource> watched;
     for (const auto& source : config.sources) {
-      wakeups.push_back(std::make_unique<Wakeup>());
-      stop.onRequest([w = wakeups.back().get()] { w->interrupt(); });
+      wakeups.push_back(std::make_shared<Wakeup>());
+      stop.onRequest([w = wakeups.back()] { w->stop(); });
       watched.push_back({&source, wakeups.back().get()});
     }
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time

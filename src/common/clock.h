@@ -16,7 +16,7 @@ class Clock {
   virtual TimePoint now() const = 0;
   // Waits `d` of this clock's time, or until stop is requested; true when stop was requested.
   virtual bool waitFor(StopSignal& stop, std::chrono::milliseconds d) const = 0;
-  // The same, also ending at a ring of `wake` after those counted in `seen`. `stop` must interrupt
+  // The same, also ending at a ring of `wake` after those counted in `seen`. `stop` must stop()
   // `wake` when stop is requested (StopSignal::onRequest).
   virtual bool waitFor(StopSignal& stop, std::chrono::milliseconds d, Wakeup& wake,
                        const Wakeup::Rings& seen) const = 0;
@@ -28,7 +28,7 @@ class SteadyClock final : public Clock {
   bool waitFor(StopSignal& stop, std::chrono::milliseconds d) const override { return stop.waitFor(d); }
   bool waitFor(StopSignal& stop, std::chrono::milliseconds d, Wakeup& wake,
                const Wakeup::Rings& seen) const override {
-    if (!stop.stopped()) wake.waitPast(seen, d);
+    wake.waitPast(seen, d);  // stop() was called by then if stop was requested (onRequest)
     return stop.stopped();
   }
 };

@@ -30,11 +30,11 @@ class Wakeup {
     }
     cv_.notify_all();
   }
-  // Wakes a waiter without a ring (a stop request).
-  void interrupt() {
+  // Stop was requested: every wait from now on returns at once (StopSignal::onRequest).
+  void stop() {
     {
       std::lock_guard lock(mu_);
-      ++interrupts_;
+      stopped_ = true;
     }
     cv_.notify_all();
   }
@@ -42,11 +42,10 @@ class Wakeup {
     std::lock_guard lock(mu_);
     return rings_;
   }
-  // Waits (real time) up to `d`, or until a ring after those counted in `seen`, or interrupt().
+  // Waits (real time) up to `d`, or until a ring after those counted in `seen`, or stop().
   void waitPast(const Rings& seen, std::chrono::milliseconds d) {
     std::unique_lock lock(mu_);
-    const uint64_t interrupts = interrupts_;
-    cv_.wait_for(lock, d, [&] { return rings_.total() != seen.total() || interrupts_ != interrupts; });
+    cv_.wait_for(lock, d, [&] { return rings_.total() != seen.total() || stopped_; });
   }
 
   // Whether a doorbell watches the source's table now (connected, reading the binlog): then the
@@ -62,7 +61,7 @@ class Wakeup {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Rings rings_;
-  uint64_t interrupts_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace outbox

@@ -176,6 +176,10 @@ Result<BinlogCommit> BinlogReader::next() {
         }
         break;
       }
+      case QUERY_COMPRESSED_EVENT:  // a statement (log_bin_compress): which, not worth unpacking
+        group_.unknown = true;
+        if (!inGroup_) return std::exchange(group_, {});
+        break;
       default:
         break;
     }

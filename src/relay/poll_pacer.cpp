@@ -4,7 +4,10 @@
 
 namespace outbox {
 
-void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame, bool holesOpen, Watch watch) {
+void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRead, bool holesOpen, Watch watch) {
+  const bool rowsCame = rowsRead > 0;
+  unanswered_ -= std::min<uint64_t>(unanswered_, rowsRead);
+  if (unanswered_ == 0) ringRetries_ = kRingRetries;
   if (pollAgain) {
     if (rowsCame) lastRowsAt_ = now;
     next_ = now;
@@ -12,10 +15,10 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame
     return;
   }
   const auto flow = flowDelay(now, rowsCame);
-  if (rowsCame) ringRetries_ = kRingRetries;
   cause_ = Cause::kFlow;
+  if (ringRetries_ >= kRingRetries) unanswered_ = 0;  // given up on: the idle check is the rest
   if (watch.doorbell && ringRetries_ < kRingRetries) {
-    // A ring's poll read nothing: the commit may not be visible yet.
+    // Rings this poll did not find as many rows for: their commits may not be visible yet.
     next_ = started_ + kFlowingPoll * (1 << ringRetries_++);
     return;
   }

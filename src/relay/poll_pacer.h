@@ -44,20 +44,27 @@ class PollPacer {
     next_ = lastRowsAt_ = now;
     cause_ = Cause::kFlow;
     ringRetries_ = kRingRetries;
+    unanswered_ = 0;
   }
-  // A poll's batch started being prepared at `now`; `rung`: a binlog ring woke it.
-  void started(Clock::TimePoint now, bool rung = false) {
+  // A poll's batch started being prepared at `now`, answering `rings` binlog rings that came since
+  // the last poll started (each a commit that wrote the table, so at least a row).
+  void started(Clock::TimePoint now, uint64_t rings = 0) {
     started_ = now;
-    if (rung) ringRetries_ = 0;
+    if (rings > 0) {
+      unanswered_ += rings;
+      ringRetries_ = 0;
+    }
   }
   // The batch of the poll started last arrived at `now`. `pollAgain`: it was full, or ended at a
   // poison row, so the next poll is due at once. Else the next is due nextDelay() after that poll
   // started. `rowsCame`: it read rows — a full batch too, so the poll after a drain still follows
-  // the flow. `holesOpen`: the scan keeps open holes, which need probes.
-  void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame, bool holesOpen, Watch watch);
+  // the flow. `holesOpen`: the scan keeps open holes, which need probes. `rowsRead`: how many the
+  // new-row read returned; fewer than the rings answered, and the commits of some may not be
+  // visible yet: polls follow within kRingRetries.
+  void batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRead, bool holesOpen, Watch watch);
   // Nothing else watches the source.
   void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame) {
-    batchArrived(now, pollAgain, rowsCame, /*holesOpen=*/true, Watch());
+    batchArrived(now, pollAgain, rowsCame ? 1 : 0, /*holesOpen=*/true, Watch());
   }
   // The next poll is due at `now` (the assigned tail has more, or new rows may be waiting).
   void pollAt(Clock::TimePoint now) {
@@ -87,7 +94,8 @@ class PollPacer {
   Clock::TimePoint started_;     // when the batch being prepared was started
   Clock::TimePoint lastRowsAt_;  // when a poll last read rows
   Cause cause_ = Cause::kFlow;
-  int ringRetries_ = kRingRetries;  // polls after a ring that read nothing, so far
+  int ringRetries_ = kRingRetries;  // polls after a ring that read too few rows, so far
+  uint64_t unanswered_ = 0;         // binlog rings whose commits no poll has read yet (as many rows)
 };
 
 }  // namespace outbox

@@ -175,10 +175,11 @@ Status Relay::poll() {
 }
 
 void Relay::countWakeup() {
-  bool byBinlog = false;
+  uint64_t binlogRings = 0;
   if (options_.wakeup != nullptr) {
     const Wakeup::Rings rings = options_.wakeup->rings();
-    byBinlog = rings.binlog != seenRings_.binlog;
+    binlogRings = rings.binlog - seenRings_.binlog;
+    const bool byBinlog = binlogRings > 0;
     metrics_.doorbell = options_.wakeup->doorbell.load();
     if (byBinlog) {
       metrics_.wakeupsBinlog++;
@@ -187,12 +188,12 @@ void Relay::countWakeup() {
     }
     if (rings.total() != seenRings_.total()) {
       seenRings_ = rings;
-      pacer_.started(clock_.now(), byBinlog);
+      pacer_.started(clock_.now(), binlogRings);
       return;
     }
   }
   (pacer_.cause() == PollPacer::Cause::kIdle ? metrics_.wakeupsPoll : metrics_.wakeupsFlow)++;
-  pacer_.started(clock_.now(), byBinlog);
+  pacer_.started(clock_.now(), binlogRings);
 }
 
 void Relay::startBatch() {
@@ -263,10 +264,10 @@ Status Relay::onBatch(Batch& batch) {
   // Polls follow the flow: at once after a full batch, within milliseconds while rows come.
   PollPacer::Watch watch;
   if (options_.wakeup != nullptr) {
-    if (batch.cursor > 0) options_.wakeup->readThrough = batch.cursor;
+    options_.wakeup->readThrough = batch.cursor;  // 0 when unknown: the idle check rings
     watch = {options_.wakeup->doorbell.load(), options_.wakeup->idleChecked.load()};
   }
-  pacer_.batchArrived(now, full || batch.poison, batch.read > 0, batch.holesOpen, watch);
+  pacer_.batchArrived(now, full || batch.poison, batch.read, batch.holesOpen, watch);
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();

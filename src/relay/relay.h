@@ -40,7 +40,7 @@ class Relay {
     std::chrono::milliseconds markInterval{100};     // longest delay before acks reach published_through
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
     // Rung by the binlog doorbell and the shared idle check (ARCHITECTURE.md 3b); null: the relay
-    // polls on its own, following the flow. The `stop` given to the relay must interrupt it.
+    // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
     Wakeup* wakeup = nullptr;
   };
 

@@ -1,5 +1,7 @@
 #include "wake/doorbell.h"
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 
 #include <fmt/format.h>
@@ -10,11 +12,21 @@
 
 namespace outbox {
 
+namespace {
+
+// Table names compared as the server may fold them (lower_case_table_names).
+std::string folded(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name;
+}
+
+}  // namespace
+
 BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& stop)
     : sources_(std::move(sources)), stop_(stop) {
   const Dsn& dsn = sources_.front().config->dsn;
   for (const auto& s : sources_) {
-    tables_.push_back(s.config->dsn.database + "." + s.config->outboxTable);
+    tables_.push_back(folded(s.config->dsn.database + "." + s.config->outboxTable));
     insists_ = insists_ || s.config->wake == Wake::kBinlog;
   }
   const std::string server = dsn.socket.empty() ? fmt::format("{}:{}", dsn.host, dsn.port) : dsn.socket;
@@ -44,8 +56,9 @@ void BinlogDoorbell::setWatching(bool on) {
 }
 
 void BinlogDoorbell::ringTable(const std::string& table) {
+  const std::string name = folded(table);
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (tables_[i] == table) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
+    if (tables_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
   }
 }
 

@@ -28,8 +28,8 @@ class BinlogDoorbell {
   // How often a doorbell that lacks a setting or a grant tries again: an operator may fix it.
   static constexpr std::chrono::milliseconds kRetryMissing{10'000};
 
-  // `sources` share the server; they and `stop` outlive the doorbell. `stop` must interrupt
-  // nothing here: the thread sees it within kHeartbeat.
+  // `sources` share the server; they and `stop` outlive the doorbell. The thread sees a stop
+  // within kHeartbeat.
   BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& stop);
   ~BinlogDoorbell();
 
@@ -45,7 +45,7 @@ class BinlogDoorbell {
   void ringTable(const std::string& table);
 
   std::vector<WatchedSource> sources_;
-  std::vector<std::string> tables_;  // parallel to sources_: "db.table"
+  std::vector<std::string> tables_;  // parallel to sources_: "db.table", lower-case
   StopSignal& stop_;
   std::string where_;  // for logs: the server and the sources
   uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up

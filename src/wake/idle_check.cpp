@@ -14,8 +14,12 @@ IdleCheck::IdleCheck(std::vector<WatchedSource> sources, StopSignal& stop)
   for (size_t i = 0; i < sources_.size(); ++i) {
     const SourceConfig& c = *sources_[i].config;
     // Names are SQL identifiers (config checks them): safe to splice.
-    statement_ += fmt::format("{}SELECT {}, MAX(id) FROM `{}`.`{}`", i == 0 ? "" : " UNION ALL ", i, c.dsn.database,
-                              c.outboxTable);
+    // The highest id, and whether an `epoch bump` waits for the leader to finish it (it writes
+    // no outbox row, so neither this id nor the doorbell would say so).
+    statement_ += fmt::format(
+        "{0}SELECT {1}, (SELECT MAX(id) FROM `{2}`.`{3}`), (SELECT COUNT(*) FROM `{2}`.outbox_source_state WHERE "
+        "source = '{4}' AND bump_from_epoch IS NOT NULL)",
+        i == 0 ? "" : " UNION ALL ", i, c.dsn.database, c.outboxTable, c.name);
     interval_ = std::min(interval_, c.pollInterval);
   }
   where_ = fmt::format("idle check of source{} {}", sources_.size() == 1 ? "" : "s", sourceNames(sources_));
@@ -59,9 +63,9 @@ void IdleCheck::run() {
         reported.clear();
         while (rows->next()) {
           const size_t i = rows->u64(0);
-          if (i < sources_.size() && !rows->isNull(1) && rows->u64(1) > sources_[i].wakeup->readThrough.load()) {
-            sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
-          }
+          if (i >= sources_.size()) continue;
+          const bool newIds = !rows->isNull(1) && rows->u64(1) > sources_[i].wakeup->readThrough.load();
+          if (newIds || rows->u64(2) > 0) sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
         }
         continue;
       }

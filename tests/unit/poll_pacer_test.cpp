@@ -90,3 +90,98 @@ BOOST_AUTO_TEST_CASE(the_poll_after_a_drain_follows_the_flow) {
   p.batchArrived(t0 + 4s, false, false);
   BOOST_TEST((p.next() == t0 + 4s + PollPacer::kFlowingPoll));
 }
+
+// Issue 20 (ARCHITECTURE.md 3b): what else watches the source decides how often it polls on its own.
+namespace {
+constexpr PollPacer::Watch kDoorbell{.doorbell = true, .idleCheck = true};
+constexpr PollPacer::Watch kIdleCheckOnly{.doorbell = false, .idleCheck = true};
+constexpr PollPacer::Watch kDoorbellOnly{.doorbell = true, .idleCheck = false};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(with_the_doorbell_a_quiet_source_without_holes_polls_once_a_quiet_poll) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0 + 1ms, false, /*rowsCame=*/true, /*holesOpen=*/false, kDoorbell);
+  // Rows that come ring: no poll of its own follows the flow.
+  BOOST_TEST((p.next() == t0 + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
+  p.rung(t0 + 3s);
+  BOOST_TEST(p.due(t0 + 3s));
+  BOOST_TEST((p.cause() == PollPacer::Cause::kRing));
+}
+
+BOOST_AUTO_TEST_CASE(with_the_doorbell_open_holes_keep_their_probes) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, true, /*holesOpen=*/true, kDoorbell);
+  BOOST_TEST((p.next() == t0 + PollPacer::kFlowingPoll));
+  p.started(t0 + 8s);
+  p.batchArrived(t0 + 8s, false, false, true, kDoorbell);
+  BOOST_TEST((p.next() == t0 + 8s + 250ms));  // down to poll_interval, never the quiet poll
+}
+
+BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubling) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, false, false, kDoorbell);
+  auto at = t0 + 10s;
+  p.rung(at);
+  p.started(at, /*rung=*/true);
+  // The binlog can be written a moment before the commit is visible: 2, 4, 8, 16, 32 ms.
+  for (int i = 0; i < PollPacer::kRingRetries; ++i) {
+    p.batchArrived(at, false, /*rowsCame=*/false, false, kDoorbell);
+    BOOST_TEST((p.next() == at + PollPacer::kFlowingPoll * (1 << i)), "retry " << i);
+    at = p.next();
+    p.started(at);
+  }
+  p.batchArrived(at, false, false, false, kDoorbell);
+  BOOST_TEST((p.next() == at + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  // A retry that finds the row stops the retries.
+  p.rung(at + 1s);
+  p.started(at + 1s, true);
+  p.batchArrived(at + 1s, false, /*rowsCame=*/true, false, kDoorbell);
+  BOOST_TEST((p.next() == at + 1s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+}
+
+BOOST_AUTO_TEST_CASE(with_the_doorbell_but_no_idle_check_the_idle_timer_is_poll_interval) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, true, false, kDoorbellOnly);
+  BOOST_TEST((p.next() == t0 + 250ms));
+}
+
+BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_pace_then_stop) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, /*rowsCame=*/true, false, kIdleCheckOnly);
+  BOOST_TEST((p.next() == t0 + PollPacer::kFlowingPoll));
+  p.started(t0 + 800ms);
+  p.batchArrived(t0 + 800ms, false, false, false, kIdleCheckOnly);
+  BOOST_TEST((p.next() == t0 + 800ms + 100ms));
+  // Once the flow's wait reaches poll_interval, the idle check (every poll_interval) takes over.
+  p.started(t0 + 3s);
+  p.batchArrived(t0 + 3s, false, false, false, kIdleCheckOnly);
+  BOOST_TEST((p.next() == t0 + 3s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
+}
+
+// Review of issue 20: two commits rang before one poll that found only the first (the second not
+// visible yet): the retries go on until as many rows as rings were read.
+BOOST_AUTO_TEST_CASE(retries_go_on_while_fewer_rows_than_rings_were_read) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, 0, false, kDoorbell);
+  const auto at = t0 + 10s;
+  p.started(at, /*rings=*/2);
+  p.batchArrived(at, false, /*rowsRead=*/1, false, kDoorbell);
+  BOOST_TEST((p.next() == at + PollPacer::kFlowingPoll));
+  p.started(at + 2ms);
+  p.batchArrived(at + 2ms, false, 1, false, kDoorbell);
+  BOOST_TEST((p.next() == at + 2ms + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+}

@@ -494,8 +494,10 @@ struct Harness {
     source.batchSize = 10;
     source.pollInterval = 5ms;
   }
+  Wakeup* wakeup = nullptr;  // set before start(): the relay waits on it
   void start(std::chrono::milliseconds ackTimeout = 300ms) {
     Relay::Options options;
+    options.wakeup = wakeup;
     options.maxInFlight = 30;
     options.ackTimeout = ackTimeout;
     options.haltRecheck = 20ms;
@@ -1139,4 +1141,50 @@ BOOST_AUTO_TEST_CASE(idle_polls_back_off_to_poll_interval) {
   // The decay: from 2 ms apart towards 100 ms over the first second.
   BOOST_TEST(firstSecond > 15, firstSecond << " polls in the first second");
   BOOST_TEST(firstSecond < 60, firstSecond << " polls in the first second");
+}
+
+// Issue 20 (ARCHITECTURE.md 3b): a quiet source that the doorbell and the idle check watch polls
+// only when rung (or once a PollPacer::kQuietPoll) — and a ring wakes it at once, with no time
+// passing on its clock.
+BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_it_at_once) {
+  Harness h;
+  Wakeup wakeup;
+  h.stop.onRequest([&] { wakeup.stop(); });
+  wakeup.doorbell = true;
+  wakeup.idleChecked = true;
+  h.wakeup = &wakeup;
+  h.source.pollInterval = 100ms;
+  h.startStepped();
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  const int quiet = h.store.polls;
+  h.store.add(1);
+  BOOST_REQUIRE(h.clock.run(5s, 5ms));
+  BOOST_TEST(h.store.polls == quiet, h.store.polls - quiet << " polls while quiet and watched");
+  BOOST_TEST(h.store.snapshot().publishedThrough == 0u);
+  // Answered with no time passing on the relay's clock (nothing steps it now).
+  const auto rungAt = h.clock.now();
+  wakeup.ring(Wakeup::By::kBinlog);
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 1; }));
+  BOOST_TEST((h.clock.now() == rungAt));
+  BOOST_TEST(h.metrics.wakeupsBinlog.load() == 1u);
+  BOOST_TEST(wakeup.readThrough.load() == 1u);  // what the idle check compares with
+  BOOST_TEST(h.streamIsDense(1));
+}
+
+// ... and it keeps its lease: the wait for a ring ends for the lease's heartbeat (10 s here).
+BOOST_AUTO_TEST_CASE(a_watched_quiet_leader_renews_its_lease_while_it_sleeps) {
+  Harness h;
+  Wakeup wakeup;
+  h.stop.onRequest([&] { wakeup.stop(); });
+  wakeup.doorbell = true;
+  wakeup.idleChecked = true;
+  h.wakeup = &wakeup;
+  h.leadByLease();
+  h.startStepped();
+  for (int i = 0; i < 10; ++i) {
+    BOOST_REQUIRE(h.clock.run(10s, 100ms));
+    std::lock_guard lock(h.leases->mu);
+    BOOST_TEST((h.leases->holder == "me" && h.leases->expires > h.clock.now() + 15s), "after " << (i + 1) * 10 << " s");
+  }
+  BOOST_TEST(h.metrics.leader.load());
 }
