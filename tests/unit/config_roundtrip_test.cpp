@@ -48,6 +48,7 @@ poll_interval = "90s"
 snapshot_key = "id"
 snapshot_path = "/account/control-snapshot"
 on_poison = "quarantine"
+wake = "binlog"
 duplicate_window = "30s"
 replicas = 3
 max_age = "7d"
@@ -87,7 +88,7 @@ dsn = "mysql://u@[::1]/shop"
     BOOST_TEST(b.snapshotKey == a.snapshotKey);
     BOOST_TEST(b.snapshotPath == a.snapshotPath);
     BOOST_TEST((b.batchSize == a.batchSize && b.pollInterval == a.pollInterval && b.onPoison == a.onPoison &&
-                b.duplicateWindow == a.duplicateWindow && b.replicas == a.replicas && b.maxAge == a.maxAge));
+                b.wake == a.wake && b.duplicateWindow == a.duplicateWindow && b.replicas == a.replicas && b.maxAge == a.maxAge));
   }
   BOOST_TEST(c.sources[1].snapshotKey == "k\x01\x7f\"\\");
 }

@@ -50,6 +50,7 @@ BOOST_AUTO_TEST_CASE(defaults_follow_the_contract) {
   BOOST_TEST(s.replicas == 1);
   BOOST_TEST(s.maxAge.count() == 0);
   BOOST_TEST((s.onPoison == OnPoison::kHalt));
+  BOOST_TEST((s.wake == Wake::kAuto));
   BOOST_TEST(c.http.listen == "127.0.0.1:8080");
   BOOST_TEST(c.lease.ttl.count() == 30'000);
   BOOST_TEST(c.lease.heartbeat.count() == 10'000);
@@ -190,6 +191,8 @@ BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "batch_size = \"ten\"\n") == "source.account.batch_size");
   BOOST_TEST(errorKey(std::string(kMinimal) + "poll_interval = \"fast\"\n") == "source.account.poll_interval");
   BOOST_TEST(errorKey(std::string(kMinimal) + "on_poison = \"drop\"\n") == "source.account.on_poison");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "wake = \"binlogs\"\n") == "source.account.wake");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "wake = \"poll\"\n").empty());
   BOOST_TEST(errorKey(std::string(kMinimal) + "stream = \"a.b\"\n") == "source.account.stream");
   BOOST_TEST(errorKey(std::string(kMinimal) + "subject_prefix = \"a.*\"\n") == "source.account.subject_prefix");
   BOOST_TEST(errorKey(std::string(kMinimal) + "snapshot_path = \"nope\"\n") == "source.account.snapshot_path");
