@@ -132,6 +132,24 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     }
     const std::optional<Candidate> leaveTo = lighterCandidate(*all, holder);
     std::optional<Candidate> handTo = lighterCandidate(settled, holder);
+    if (standing && !leaveTo && !handTo && held_ && held_->holder == holder) {
+      // Still ours, nobody lighter: renew exactly the lease we hold (same holder, same epoch).
+      auto renewed = conn.execCount(fmt::format(
+          "UPDATE outbox_bridge_lease SET expires_at = NOW(6) + INTERVAL {} MICROSECOND WHERE source = {} AND "
+          "holder_id = {} AND lease_epoch = {}",
+          ttlMicros, source, me, held_->leaseEpoch));
+      if (!renewed.isOk()) return renewed.status();
+      if (*renewed == 1) {
+        OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
+        LeaseGrant grant;
+        grant.leader = true;
+        grant.holder = holder;
+        grant.leaseEpoch = held_->leaseEpoch;
+        grant.expiresIn = ttl;
+        return grant;
+      }
+      held_.reset();  // taken meanwhile (we were frozen past the TTL): the full round trip says by whom
+    }
     auto current = [&]() -> Result<LeaseGrant> {
       auto rows = conn.query(fmt::format(
           "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM outbox_bridge_lease "
@@ -191,11 +209,17 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     if (standing) OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
     auto grant = current();
     if (grant.isOk() && grant->holder.empty() && grant->leaseEpoch == 0) return Status::transient("lease row vanished");
+    if (grant.isOk() && grant->leader) {
+      held_ = Held{holder, grant->leaseEpoch};
+    } else {
+      held_.reset();
+    }
     return grant;
   });
 }
 
 Status MysqlLeaseStore::release(const std::string& holder) {
+  held_.reset();
   return session_.run([&](db::Connection& conn) {
     return conn.exec(fmt::format("UPDATE outbox_bridge_lease SET expires_at = NOW(6) WHERE source = {} AND holder_id = {}",
                                  conn.quote(source_.name), conn.quote(holder)));
