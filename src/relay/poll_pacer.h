@@ -14,16 +14,17 @@ namespace outbox {
 //
 // What else wakes the source (a Wakeup) lets it poll less: while the binlog doorbell watches its
 // table, a ring is what says rows came, so the relay polls on its own only to probe open holes
-// (a rollback writes nothing to the binlog) and, after a ring whose poll read nothing (the
-// binlog can be written a moment before the commit is visible), a few times more within
-// kRingRetries; while the shared idle check of its database runs, the check is the idle timer.
+// (a rollback writes nothing to the binlog) and, after rings whose poll read fewer rows than
+// rings (the binlog can be written a moment before the commit is visible), a few times more
+// within kRingRetries; while the shared idle check of its database runs, the check is the idle
+// timer.
 // Either way a quiet source keeps a poll per kQuietPoll of its own, in case both go wrong.
 class PollPacer {
  public:
   // The shortest wait between polls, while rows flow.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};
-  // After a binlog ring, polls that read nothing are repeated this many times, the wait doubling
-  // from kFlowingPoll (2 + 4 + 8 + 16 + 32 ms after the ring's poll).
+  // After binlog rings, polls that read fewer rows than rings are repeated up to this many times,
+  // the wait doubling from kFlowingPoll (2 + 4 + 8 + 16 + 32 ms after the rings' poll).
   static constexpr int kRingRetries = 5;
   // The longest a source that something else watches goes without a poll of its own.
   static constexpr std::chrono::seconds kQuietPoll{60};
@@ -56,11 +57,11 @@ class PollPacer {
     }
   }
   // The batch of the poll started last arrived at `now`. `pollAgain`: it was full, or ended at a
-  // poison row, so the next poll is due at once. Else the next is due nextDelay() after that poll
-  // started. `rowsCame`: it read rows — a full batch too, so the poll after a drain still follows
-  // the flow. `holesOpen`: the scan keeps open holes, which need probes. `rowsRead`: how many the
-  // new-row read returned; fewer than the rings answered, and the commits of some may not be
-  // visible yet: polls follow within kRingRetries.
+  // poison row, so the next poll is due at once. Else the next is due after that poll started, as
+  // the class comment says. `rowsRead`: how many rows the new-row read returned (a full batch too,
+  // so the poll after a drain still follows the flow); fewer than the rings answered, and the
+  // commits of some may not be visible yet. `holesOpen`: the scan keeps open holes, which need
+  // probes.
   void batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRead, bool holesOpen, Watch watch);
   // Nothing else watches the source.
   void batchArrived(Clock::TimePoint now, bool pollAgain, bool rowsCame) {
