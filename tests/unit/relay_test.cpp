@@ -495,6 +495,14 @@ struct Harness {
     source.pollInterval = 5ms;
   }
   Wakeup* wakeup = nullptr;  // set before start(): the relay waits on it
+  Wakeup watcher;
+  // Before start(): the relay waits on `watcher`, which says a doorbell and an idle check watch it.
+  void watched() {
+    stop.onRequest([this] { watcher.stop(); });
+    watcher.doorbell = true;
+    watcher.idleChecked = true;
+    wakeup = &watcher;
+  }
   void start(std::chrono::milliseconds ackTimeout = 300ms) {
     Relay::Options options;
     options.wakeup = wakeup;
@@ -1148,11 +1156,7 @@ BOOST_AUTO_TEST_CASE(idle_polls_back_off_to_poll_interval) {
 // passing on its clock.
 BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_it_at_once) {
   Harness h;
-  Wakeup wakeup;
-  h.stop.onRequest([&] { wakeup.stop(); });
-  wakeup.doorbell = true;
-  wakeup.idleChecked = true;
-  h.wakeup = &wakeup;
+  h.watched();
   h.source.pollInterval = 100ms;
   h.startStepped();
   BOOST_REQUIRE(h.clock.run(1s, 1ms));
@@ -1163,22 +1167,18 @@ BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_i
   BOOST_TEST(h.store.snapshot().publishedThrough == 0u);
   // Answered with no time passing on the relay's clock (nothing steps it now).
   const auto rungAt = h.clock.now();
-  wakeup.ring(Wakeup::By::kBinlog);
+  h.watcher.ring(Wakeup::By::kBinlog);
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 1; }));
   BOOST_TEST((h.clock.now() == rungAt));
   BOOST_TEST(h.metrics.wakeupsBinlog.load() == 1u);
-  BOOST_TEST(wakeup.readThrough.load() == 1u);  // what the idle check compares with
+  BOOST_TEST(h.watcher.readThrough.load() == 1u);  // what the idle check compares with
   BOOST_TEST(h.streamIsDense(1));
 }
 
 // ... and it keeps its lease: the wait for a ring ends for the lease's heartbeat (10 s here).
 BOOST_AUTO_TEST_CASE(a_watched_quiet_leader_renews_its_lease_while_it_sleeps) {
   Harness h;
-  Wakeup wakeup;
-  h.stop.onRequest([&] { wakeup.stop(); });
-  wakeup.doorbell = true;
-  wakeup.idleChecked = true;
-  h.wakeup = &wakeup;
+  h.watched();
   h.leadByLease();
   h.startStepped();
   for (int i = 0; i < 10; ++i) {
