@@ -91,6 +91,18 @@ class ComposeFile(unittest.TestCase):
                 self.assertTrue(service.get("healthcheck", {}).get("disable"),
                                 f"{name} would inherit the image's /readyz healthcheck and show unhealthy")
 
+    def test_mariadb_grants_what_the_bridge_refuses_to_start_without_and_keeps_a_binlog(self):
+        mariadb = compose()["services"]["mariadb"]
+        mounted = {v.split(":")[1]: v.split(":")[0] for v in mariadb["volumes"] if v.startswith("./")}
+        grants = [src for dst, src in mounted.items() if dst.startswith("/docker-entrypoint-initdb.d/")]
+        text = "".join(open(os.path.join(REPO, g), encoding="utf-8").read() for g in grants)
+        # The image gives MARIADB_USER the demo database only: PROCESS is checked at start (exit 2).
+        self.assertRegex(text, r"GRANT PROCESS\b[^;]* ON \*\.\* TO 'outbox'@'%'")
+        self.assertRegex(text, r"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON \*\.\* TO 'outbox'@'%'")
+        argv = argv_of(mariadb)
+        self.assertIn("--log-bin=mariadb-bin", argv)
+        self.assertIn("--binlog-format=ROW", argv)
+
     def test_every_secret_file_exists(self):
         for name, secret in compose()["secrets"].items():
             self.assertTrue(os.path.isfile(os.path.join(REPO, secret["file"])), f"secret {name}: {secret['file']}")
