@@ -7,7 +7,7 @@ namespace outbox {
 void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRead, bool holesOpen, Watch watch) {
   const bool rowsCame = rowsRead > 0;
   unanswered_ -= std::min<uint64_t>(unanswered_, rowsRead);
-  if (unanswered_ == 0) ringRetries_ = kRingRetries;
+  if (unanswered_ == 0 && !(checkAgain_ && rowsCame)) ringRetries_ = kRingRetries;
   if (pollAgain) {
     if (rowsCame) lastRowsAt_ = now;
     next_ = now;

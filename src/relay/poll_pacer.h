@@ -23,8 +23,9 @@ class PollPacer {
  public:
   // The shortest wait between polls, while rows flow.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};
-  // After binlog rings, polls that read fewer rows than rings are repeated up to this many times,
-  // the wait doubling from kFlowingPoll (2 + 4 + 8 + 16 + 32 ms after the rings' poll).
+  // After binlog rings, polls that read fewer rows than rings (or that answered several rings and
+  // read rows) are repeated up to this many times, the wait doubling from kFlowingPoll (2 + 4 + 8
+  // + 16 + 32 ms after the rings' poll).
   static constexpr int kRingRetries = 5;
   // The longest a source that something else watches goes without a poll of its own.
   static constexpr std::chrono::seconds kQuietPoll{60};
@@ -51,6 +52,7 @@ class PollPacer {
   // the last poll started (each a commit that wrote the table, so at least a row).
   void started(Clock::TimePoint now, uint64_t rings = 0) {
     started_ = now;
+    checkAgain_ = rings >= 2;
     if (rings > 0) {
       unanswered_ += rings;
       ringRetries_ = 0;
@@ -97,6 +99,10 @@ class PollPacer {
   Cause cause_ = Cause::kFlow;
   int ringRetries_ = kRingRetries;  // polls after a ring that read too few rows, so far
   uint64_t unanswered_ = 0;         // binlog rings whose commits no poll has read yet (as many rows)
+  // The poll answers several rings: rows of one commit may stand for another's, not yet visible
+  // (a multi-row commit and a one-row commit rang together), so one that read rows is followed
+  // by one more.
+  bool checkAgain_ = false;
 };
 
 }  // namespace outbox

@@ -11,12 +11,13 @@
 
 namespace outbox {
 
-// One idle poll for the sources that share a database server and account (ARCHITECTURE.md 3b):
+// One idle poll for the sources that share a database (and account; ARCHITECTURE.md 3b):
 // every poll_interval (the shortest of theirs), one statement reads each outbox table's highest
 // id, and a source whose table holds an id above what its scan has read (Wakeup::readThrough)
-// is rung, as is one whose `epoch bump` waits for its leader to finish it; the others stay asleep. So a quiet database costs one statement per poll_interval,
-// however many sources it has, and a source need not poll on its own to find new rows (open
-// holes, which no new id shows, keep their own probes). While its checks succeed, each source's
+// is rung, as is one whose `epoch bump` waits for its leader to finish it; the others stay
+// asleep. So a quiet database costs one statement per poll_interval, however many sources it
+// has, and a source need not poll on its own to find new rows (open holes, which no new id
+// shows, keep their own probes). While its checks succeed, each source's
 // Wakeup::idleChecked is set. The credentials are the first source's (source names are SQL
 // identifiers: safe to splice); a table it may not read makes the check fail, and the sources
 // poll on their own.

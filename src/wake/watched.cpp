@@ -32,7 +32,9 @@ std::vector<std::vector<WatchedSource>> idleCheckGroups(const std::vector<Watche
   if (sources.empty()) return {};
   return groupBy(
       sources,
-      [](const SourceConfig& c) { return std::make_tuple(c.dsn.host, c.dsn.port, c.dsn.socket, c.dsn.user); },
+      [](const SourceConfig& c) {
+        return std::make_tuple(c.dsn.host, c.dsn.port, c.dsn.socket, c.dsn.user, c.dsn.database);
+      },
       false);
 }
 

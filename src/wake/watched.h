@@ -16,8 +16,8 @@ struct WatchedSource {
 };
 
 // The sources that share one doorbell (those reached at one server address that may use it,
-// wake != poll) and those that share one idle check (one server address and one account), in
-// the order of `sources`.
+// wake != poll) and those that share one idle check (one database, reached at one address as one
+// account), in the order of `sources`.
 std::vector<std::vector<WatchedSource>> doorbellGroups(const std::vector<WatchedSource>& sources);
 std::vector<std::vector<WatchedSource>> idleCheckGroups(const std::vector<WatchedSource>& sources);
 

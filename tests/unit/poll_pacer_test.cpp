@@ -185,3 +185,25 @@ BOOST_AUTO_TEST_CASE(retries_go_on_while_fewer_rows_than_rings_were_read) {
   p.batchArrived(at + 2ms, false, 1, false, kDoorbell);
   BOOST_TEST((p.next() == at + 2ms + std::chrono::milliseconds(PollPacer::kQuietPoll)));
 }
+
+// Second review of issue 20: a three-row commit and a one-row commit rang before one poll that
+// found only the first (the second not visible yet): three rows pay for two rings, but a poll
+// that answered several rings and read rows is followed by one more; one that then reads
+// nothing ends the retries.
+BOOST_AUTO_TEST_CASE(a_poll_that_answered_several_rings_is_checked_once_more) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, 0, false, kDoorbell);
+  const auto at = t0 + 10s;
+  p.started(at, /*rings=*/2);
+  p.batchArrived(at, false, /*rowsRead=*/3, false, kDoorbell);
+  BOOST_TEST((p.next() == at + PollPacer::kFlowingPoll));
+  p.started(at + 2ms);
+  p.batchArrived(at + 2ms, false, 0, false, kDoorbell);
+  BOOST_TEST((p.next() == at + 2ms + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  // One ring, its row read: no second look.
+  p.started(at + 5s, 1);
+  p.batchArrived(at + 5s, false, 1, false, kDoorbell);
+  BOOST_TEST((p.next() == at + 5s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+}
