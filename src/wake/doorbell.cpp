@@ -87,7 +87,7 @@ void BinlogDoorbell::run() {
       continue;
     }
     spdlog::info("{}: watching the binary log (binlog_format {}{}) as replica id {}", where_, (*reader)->format(),
-                 (*reader)->format() == "ROW" ? "" : ": every statement rings every source", serverId_);
+                 (*reader)->format() == "STATEMENT" ? ": every statement rings every source" : "", serverId_);
     reported.clear();
     setWatching(true);  // and look for what committed while nothing watched
     Status ended;
