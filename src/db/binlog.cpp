@@ -125,20 +125,39 @@ Result<BinlogCommit> BinlogReader::next() {
         return BinlogCommit{};
       case GTID_EVENT:  // MariaDB's: a group's start, BEGIN implied unless it stands alone (DDL)
         group_ = {};
+        mapped_.clear();
         inGroup_ = (event_->event.gtid.flags & FL_STANDALONE) == 0;
         break;
-      case TABLE_MAP_EVENT: {
-        std::string name = fmt::format("{}.{}", std::string_view(event_->event.table_map.database.str,
-                                                                 event_->event.table_map.database.length),
-                                       std::string_view(event_->event.table_map.table.str,
-                                                        event_->event.table_map.table.length));
-        if (std::find(group_.tables.begin(), group_.tables.end(), name) == group_.tables.end()) {
-          group_.tables.push_back(std::move(name));
+      case TABLE_MAP_EVENT:
+        mapped_.emplace_back(event_->event.table_map.table_id,
+                             fmt::format("{}.{}",
+                                         std::string_view(event_->event.table_map.database.str,
+                                                          event_->event.table_map.database.length),
+                                         std::string_view(event_->event.table_map.table.str,
+                                                          event_->event.table_map.table.length)));
+        break;
+      case WRITE_ROWS_EVENT_V1:
+      case WRITE_ROWS_EVENT:
+      case WRITE_ROWS_COMPRESSED_EVENT_V1:
+      case WRITE_ROWS_COMPRESSED_EVENT:
+      case UPDATE_ROWS_EVENT_V1:
+      case UPDATE_ROWS_EVENT:
+      case UPDATE_ROWS_COMPRESSED_EVENT_V1:
+      case UPDATE_ROWS_COMPRESSED_EVENT:
+      case PARTIAL_UPDATE_ROWS_EVENT: {
+        // Rows written or changed: a table's new rows. (Deleted rows — prune — need no look.)
+        const uint64_t id = event_->event.rows.table_id;
+        auto map = std::find_if(mapped_.rbegin(), mapped_.rend(), [&](const auto& m) { return m.first == id; });
+        if (map == mapped_.rend()) {
+          group_.unknown = true;
+        } else if (std::find(group_.tables.begin(), group_.tables.end(), map->second) == group_.tables.end()) {
+          group_.tables.push_back(map->second);
         }
         break;
       }
       case XID_EVENT: {  // a transactional group committed
         inGroup_ = false;
+        mapped_.clear();
         BinlogCommit done = std::exchange(group_, {});
         if (!done.tables.empty() || done.unknown) return done;
         break;
@@ -153,6 +172,7 @@ Result<BinlogCommit> BinlogReader::next() {
                                         16);
         if (startsWith(head, "BEGIN") || startsWith(head, "XA START")) {
           group_ = {};
+          mapped_.clear();
           inGroup_ = true;
           break;
         }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -15,8 +16,9 @@ typedef struct st_mariadb_rpl_event MARIADB_RPL_EVENT;
 namespace outbox::db {
 
 // What one event group of the binary log says a committed transaction wrote (ARCHITECTURE.md 3b):
-// the tables its row events named ("db.table"), or `unknown` when the log does not say (a
-// statement or mixed format statement, an XA COMMIT, DDL), so anything may have changed.
+// the tables it wrote or changed rows of ("db.table"; a group that only deleted rows, as prune's
+// do, names none), or `unknown` when the log does not say (a statement logged as such, an XA
+// COMMIT, DDL), so anything may have changed.
 struct BinlogCommit {
   std::vector<std::string> tables;
   bool unknown = false;
@@ -54,8 +56,10 @@ class BinlogReader {
   MARIADB_RPL* rpl_ = nullptr;
   MARIADB_RPL_EVENT* event_ = nullptr;  // reused by each fetch
   std::string format_;
-  // The event group being read: what it has named so far.
+  // The event group being read: what it has named so far, and the tables its TABLE_MAP events
+  // numbered (a row event names its table by that number).
   BinlogCommit group_;
+  std::vector<std::pair<uint64_t, std::string>> mapped_;
   bool inGroup_ = false;
 };
 

@@ -331,8 +331,8 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_on_a_quiet_watched_source_is_finished_at_once
 }
 
 // What the doorbell reads (db::BinlogReader) on the stack's MariaDB: the tables a committed
-// transaction wrote, by database; nothing for a rollback or an XA PREPARE; "unknown" where the
-// log does not say (XA COMMIT, a statement logged as such, DDL).
+// transaction wrote, by database; nothing for rows deleted, a rollback or an XA PREPARE;
+// "unknown" where the log does not say (XA COMMIT, a statement logged as such, DDL).
 BOOST_AUTO_TEST_CASE(the_binlog_reader_tells_commits_by_table_and_says_when_it_cannot) {
   TestDatabase one("wake_rd1");
   TestDatabase two("wake_rd2");
@@ -358,6 +358,14 @@ BOOST_AUTO_TEST_CASE(the_binlog_reader_tells_commits_by_table_and_says_when_it_c
   auto c = next();
   BOOST_TEST(!c.unknown);
   BOOST_TEST((c.tables == std::vector<std::string>{one.name() + ".t"}));
+
+  // Rows deleted (prune): nothing to look for; the next commit reported is the insert after it.
+  BOOST_REQUIRE(a.exec("DELETE FROM t WHERE v = 1").isOk());
+  BOOST_REQUIRE(a.exec("INSERT INTO t (v) VALUES (6)").isOk());
+  c = next();
+  BOOST_TEST(!c.unknown);
+  BOOST_TEST((c.tables == std::vector<std::string>{one.name() + ".t"}));
+  BOOST_TEST(one.scalar("SELECT COUNT(*) FROM t WHERE v = 1") == 0u);
 
   BOOST_REQUIRE(a.begin().isOk());  // rolled back: nothing; the next commit is the other database's
   BOOST_REQUIRE(a.exec("INSERT INTO t (v) VALUES (2)").isOk());
