@@ -96,6 +96,15 @@ namespace {
 constexpr PollPacer::Watch kDoorbell{.doorbell = true, .idleCheck = true};
 constexpr PollPacer::Watch kIdleCheckOnly{.doorbell = false, .idleCheck = true};
 constexpr PollPacer::Watch kDoorbellOnly{.doorbell = true, .idleCheck = false};
+constexpr auto kQuiet = std::chrono::milliseconds(PollPacer::kQuietPoll);
+// A pacer the doorbell and the idle check watch, its first poll at t0 having read nothing.
+PollPacer quietWatched() {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, 0, false, kDoorbell);
+  return p;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(with_the_doorbell_a_quiet_source_without_holes_polls_once_a_quiet_poll) {
@@ -104,7 +113,7 @@ BOOST_AUTO_TEST_CASE(with_the_doorbell_a_quiet_source_without_holes_polls_once_a
   p.started(t0);
   p.batchArrived(t0 + 1ms, false, /*rowsCame=*/true, /*holesOpen=*/false, kDoorbell);
   // Rows that come ring: no poll of its own follows the flow.
-  BOOST_TEST((p.next() == t0 + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == t0 + kQuiet));
   BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
   p.rung(t0 + 3s);
   BOOST_TEST(p.due(t0 + 3s));
@@ -123,10 +132,7 @@ BOOST_AUTO_TEST_CASE(with_the_doorbell_open_holes_keep_their_probes) {
 }
 
 BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubling) {
-  PollPacer p(250ms);
-  p.begin(t0);
-  p.started(t0);
-  p.batchArrived(t0, false, false, false, kDoorbell);
+  PollPacer p = quietWatched();
   auto at = t0 + 10s;
   p.rung(at);
   p.started(at, /*rung=*/true);
@@ -138,12 +144,12 @@ BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubl
     p.started(at);
   }
   p.batchArrived(at, false, false, false, kDoorbell);
-  BOOST_TEST((p.next() == at + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == at + kQuiet));
   // A retry that finds the row stops the retries.
   p.rung(at + 1s);
   p.started(at + 1s, true);
   p.batchArrived(at + 1s, false, /*rowsCame=*/true, false, kDoorbell);
-  BOOST_TEST((p.next() == at + 1s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == at + 1s + kQuiet));
 }
 
 BOOST_AUTO_TEST_CASE(with_the_doorbell_but_no_idle_check_the_idle_timer_is_poll_interval) {
@@ -166,24 +172,21 @@ BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_
   // Once the flow's wait reaches poll_interval, the idle check (every poll_interval) takes over.
   p.started(t0 + 3s);
   p.batchArrived(t0 + 3s, false, false, false, kIdleCheckOnly);
-  BOOST_TEST((p.next() == t0 + 3s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == t0 + 3s + kQuiet));
   BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
 }
 
 // Review of issue 20: two commits rang before one poll that found only the first (the second not
 // visible yet): the retries go on until as many rows as rings were read.
 BOOST_AUTO_TEST_CASE(retries_go_on_while_fewer_rows_than_rings_were_read) {
-  PollPacer p(250ms);
-  p.begin(t0);
-  p.started(t0);
-  p.batchArrived(t0, false, 0, false, kDoorbell);
+  PollPacer p = quietWatched();
   const auto at = t0 + 10s;
   p.started(at, /*rings=*/2);
   p.batchArrived(at, false, /*rowsRead=*/1, false, kDoorbell);
   BOOST_TEST((p.next() == at + PollPacer::kFlowingPoll));
   p.started(at + 2ms);
   p.batchArrived(at + 2ms, false, 1, false, kDoorbell);
-  BOOST_TEST((p.next() == at + 2ms + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == at + 2ms + kQuiet));
 }
 
 // Second review of issue 20: a three-row commit and a one-row commit rang before one poll that
@@ -191,19 +194,16 @@ BOOST_AUTO_TEST_CASE(retries_go_on_while_fewer_rows_than_rings_were_read) {
 // that answered several rings and read rows is followed by one more; one that then reads
 // nothing ends the retries.
 BOOST_AUTO_TEST_CASE(a_poll_that_answered_several_rings_is_checked_once_more) {
-  PollPacer p(250ms);
-  p.begin(t0);
-  p.started(t0);
-  p.batchArrived(t0, false, 0, false, kDoorbell);
+  PollPacer p = quietWatched();
   const auto at = t0 + 10s;
   p.started(at, /*rings=*/2);
   p.batchArrived(at, false, /*rowsRead=*/3, false, kDoorbell);
   BOOST_TEST((p.next() == at + PollPacer::kFlowingPoll));
   p.started(at + 2ms);
   p.batchArrived(at + 2ms, false, 0, false, kDoorbell);
-  BOOST_TEST((p.next() == at + 2ms + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == at + 2ms + kQuiet));
   // One ring, its row read: no second look.
   p.started(at + 5s, 1);
   p.batchArrived(at + 5s, false, 1, false, kDoorbell);
-  BOOST_TEST((p.next() == at + 5s + std::chrono::milliseconds(PollPacer::kQuietPoll)));
+  BOOST_TEST((p.next() == at + 5s + kQuiet));
 }
