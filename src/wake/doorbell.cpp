@@ -27,6 +27,7 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& s
   const Dsn& dsn = sources_.front().config->dsn;
   for (const auto& s : sources_) {
     tables_.push_back(folded(s.config->dsn.database + "." + s.config->outboxTable));
+    histories_.push_back(folded(s.config->dsn.database + ".outbox_epoch_history"));
     insists_ = insists_ || s.config->wake == Wake::kBinlog;
   }
   const std::string server = dsn.socket.empty() ? fmt::format("{}:{}", dsn.host, dsn.port) : dsn.socket;
@@ -58,7 +59,7 @@ void BinlogDoorbell::setWatching(bool on) {
 void BinlogDoorbell::ringTable(const std::string& table) {
   const std::string name = folded(table);
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (tables_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
+    if (tables_[i] == name || histories_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
   }
 }
 

@@ -41,11 +41,14 @@ class BinlogDoorbell {
   void run();
   // Sets every source's Wakeup::doorbell to `on` and rings them all.
   void setWatching(bool on);
-  // Rings the sources whose outbox table is `table` ("db.table").
+  // Rings the sources whose outbox table is `table` ("db.table"), and every source of a database
+  // whose outbox_epoch_history it is (an `epoch bump` writes a row there, and the leader must
+  // finish the bump; rare, so the other sources of the database look once for nothing).
   void ringTable(const std::string& table);
 
   std::vector<WatchedSource> sources_;
-  std::vector<std::string> tables_;  // parallel to sources_: "db.table", lower-case
+  std::vector<std::string> tables_;     // parallel to sources_: "db.table", lower-case
+  std::vector<std::string> histories_;  // parallel to sources_: "db.outbox_epoch_history", lower-case
   StopSignal& stop_;
   std::string where_;  // for logs: the server and the sources
   uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up

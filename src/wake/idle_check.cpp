@@ -16,10 +16,10 @@ IdleCheck::IdleCheck(std::vector<WatchedSource> sources, StopSignal& stop)
     // Names are SQL identifiers (config checks them): safe to splice.
     // The highest id, and whether an `epoch bump` waits for the leader to finish it (it writes
     // no outbox row, so neither this id nor the doorbell would say so).
-    statement_ += fmt::format(
-        "{0}SELECT {1}, (SELECT MAX(id) FROM `{2}`.`{3}`), (SELECT COUNT(*) FROM `{2}`.outbox_source_state WHERE "
-        "source = '{4}' AND bump_from_epoch IS NOT NULL)",
-        i == 0 ? "" : " UNION ALL ", i, c.dsn.database, c.outboxTable, c.name);
+    parts_.push_back(fmt::format(
+        "SELECT {0}, (SELECT MAX(id) FROM `{1}`.`{2}`), (SELECT COUNT(*) FROM `{1}`.outbox_source_state WHERE "
+        "source = '{3}' AND bump_from_epoch IS NOT NULL)",
+        i, c.dsn.database, c.outboxTable, c.name));
     interval_ = std::min(interval_, c.pollInterval);
   }
   where_ = fmt::format("idle check of source{} {}", sources_.size() == 1 ? "" : "s", sourceNames(sources_));
@@ -41,11 +41,26 @@ void IdleCheck::setChecked(bool on) {
   }
 }
 
+std::string IdleCheck::statement() const {
+  std::string out;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].wakeup->doorbell.load()) continue;
+    if (!out.empty()) out += " UNION ALL ";
+    out += parts_[i];
+  }
+  return out;
+}
+
 void IdleCheck::run() {
   const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
   std::unique_ptr<db::Connection> conn;
   std::string reported;
   while (!stop_.waitFor(interval_)) {
+    const std::string statement = this->statement();
+    if (statement.empty()) {
+      conn.reset();  // the doorbell watches them all: no idle connection for the server to time out
+      continue;
+    }
     Status s;
     if (!conn) {
       auto opened = db::Connection::open(params);
@@ -56,7 +71,7 @@ void IdleCheck::run() {
       }
     }
     if (conn) {
-      auto rows = conn->query(statement_);
+      auto rows = conn->query(statement);
       if (rows.isOk()) {
         setChecked(true);
         if (!reported.empty()) spdlog::info("{}: working again", where_);

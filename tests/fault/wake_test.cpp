@@ -311,21 +311,25 @@ BOOST_AUTO_TEST_CASE(fifty_sources_on_one_database_publish_every_row_once_in_ord
   }
 }
 
-// Review of issue 20: an `epoch bump` writes no outbox row, so no doorbell rings for it; the idle
-// check sees it waiting and wakes the quiet leader, which finishes it within the command's wait.
+// Review of issue 20: an `epoch bump` writes no outbox row; it writes outbox_epoch_history, which
+// the doorbell rings every source of the database for, and wakes the quiet leader (poll_interval
+// 10 s, no idle check while the doorbell watches), which finishes it within the command's wait.
 BOOST_AUTO_TEST_CASE(an_epoch_bump_on_a_quiet_watched_source_is_finished_at_once) {
-  WatchedSource w("wake_bump", {{"poll_interval", "\"250ms\""}});
+  WatchedSource w("wake_bump");
   w.start();
   w.requireDoorbell(true);
   for (int i = 0; i < 3; ++i) w.insertOne();
   BOOST_REQUIRE_MESSAGE(w.published(5s), w.bridge.log());
   std::this_thread::sleep_for(2s);
   w.requireNoScansFor(1s);  // quiet: asleep until something rings
+  const double rung = w.wakeups("binlog"), polled = w.wakeups("poll");
   const auto start = std::chrono::steady_clock::now();
   auto bump = runBridge({"epoch", "bump", "--config", w.config, "--source", w.source.name, "--reason", "quiet"});
   BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
   BOOST_TEST(bump.out.find("epoch 2, versions continue after 3") != std::string::npos, bump.out << w.bridge.log());
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
+  BOOST_TEST(w.wakeups("binlog") >= rung + 1);
+  BOOST_TEST(w.wakeups("poll") == polled);  // no idle check runs while the doorbell watches
   w.insertOne();
   BOOST_REQUIRE_MESSAGE(w.published(5s), w.bridge.log());
 }
