@@ -67,14 +67,49 @@ Status MysqlLeaseStore::stand(db::Connection& conn, const std::string& holder, s
                              conn.quote(holder)));
   if (!s.isOk() && unbalanced(s)) return Status::ok();
   if (!s.isOk()) return s;
+  sweepIfDue(conn);
+  return Status::ok();
+}
+
+void MysqlLeaseStore::sweepIfDue(db::Connection& conn) {
   // Candidates that died an hour ago or more are gone for good (their holder ids never come back):
   // deleted now and then, not on every round trip, so as not to lock the source's candidate rows
   // that often.
   if (roundTrips_++ % kSweepEvery == 0) {
     (void)conn.exec(fmt::format(
-        "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR", source));
+        "DELETE FROM outbox_bridge_candidate WHERE source = {} AND expires_at < NOW(6) - INTERVAL 1 HOUR",
+        conn.quote(source_.name)));
   }
-  return Status::ok();
+}
+
+Result<bool> MysqlLeaseStore::renewHeld(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl) {
+  const std::string source = conn.quote(source_.name);
+  const std::string me = conn.quote(holder);
+  const int64_t ttlMicros = ttl.count() * 1000;
+  // The lease and our live candidacy for the source in one statement, one commit: a quiet
+  // source's heartbeat is a commit, and commits are most of what it costs the database.
+  auto both = conn.execCount(fmt::format(
+      "UPDATE outbox_bridge_lease l JOIN outbox_bridge_candidate c ON c.source = l.source AND c.holder_id = "
+      "l.holder_id SET l.expires_at = NOW(6) + INTERVAL {0} MICROSECOND, c.renewed_at = NOW(6), c.expires_at = "
+      "NOW(6) + INTERVAL {0} MICROSECOND WHERE l.source = {1} AND l.holder_id = {2} AND l.lease_epoch = {3} AND "
+      "c.expires_at >= NOW(6)",
+      ttlMicros, source, me, held_->leaseEpoch));
+  if (both.isOk() && *both > 0) {
+    sweepIfDue(conn);
+    return true;
+  }
+  // The candidate table cannot be used, or a lock held it a moment (unbalanced: balancing does
+  // without), or our candidacy lapsed: the lease alone, then stand as in the full round trip.
+  // Nothing matched because the lease was taken: the UPDATE below matches nothing either.
+  if (!both.isOk() && !unbalanced(both.status())) return both.status();
+  auto renewed = conn.execCount(fmt::format(
+      "UPDATE outbox_bridge_lease SET expires_at = NOW(6) + INTERVAL {} MICROSECOND WHERE source = {} AND "
+      "holder_id = {} AND lease_epoch = {}",
+      ttlMicros, source, me, held_->leaseEpoch));
+  if (!renewed.isOk()) return renewed.status();
+  if (*renewed == 0) return false;
+  OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
+  return true;
 }
 
 Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn, const std::string& holder,
@@ -134,13 +169,9 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     std::optional<Candidate> handTo = lighterCandidate(settled, holder);
     if (standing && !leaveTo && !handTo && held_ && held_->holder == holder) {
       // Still ours, nobody lighter: renew exactly the lease we hold (same holder, same epoch).
-      auto renewed = conn.execCount(fmt::format(
-          "UPDATE outbox_bridge_lease SET expires_at = NOW(6) + INTERVAL {} MICROSECOND WHERE source = {} AND "
-          "holder_id = {} AND lease_epoch = {}",
-          ttlMicros, source, me, held_->leaseEpoch));
+      auto renewed = renewHeld(conn, holder, ttl);
       if (!renewed.isOk()) return renewed.status();
-      if (*renewed == 1) {
-        OUTBOX_RETURN_IF_ERROR(stand(conn, holder, ttl, true));
+      if (*renewed) {
         LeaseGrant grant;
         grant.leader = true;
         grant.holder = holder;

@@ -35,6 +35,11 @@ class MysqlLeaseStore final : public LeaseStore {
   // The empty list balancing falls back to after `failed` on the candidate table, or nullopt when
   // the connection itself broke.
   std::optional<std::vector<Candidate>> unbalanced(const Status& failed);
+  // Deletes candidacies dead for an hour, every kSweepEvery round trips.
+  void sweepIfDue(db::Connection& conn);
+  // Renews the lease held_ names (same holder and epoch) and our candidacy for a TTL; false when
+  // the lease is not that one any more.
+  Result<bool> renewHeld(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
   // Whether a lease we gave up less than a TTL ago has not been taken yet.
   Result<bool> handingOver(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
 
@@ -44,8 +49,9 @@ class MysqlLeaseStore final : public LeaseStore {
   bool warnedUnbalanced_ = false;
   uint64_t roundTrips_ = 0;
   // The lease the last round trip found ours: holder and lease epoch. While nobody is lighter, its
-  // renewal is one UPDATE on exactly that holder and epoch (issue 20: 50 quiet sources' heartbeats
-  // are most of what they cost the database); any other answer takes the full round trip.
+  // renewal is one UPDATE of exactly that holder and epoch and of our candidacy (issue 20: 50 quiet
+  // sources' heartbeats are most of what they cost the database); any other answer takes the full
+  // round trip.
   struct Held {
     std::string holder;
     uint64_t leaseEpoch = 0;

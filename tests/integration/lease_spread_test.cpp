@@ -178,6 +178,8 @@ BOOST_AUTO_TEST_CASE(without_the_candidate_table_or_its_grant_the_lease_works_un
     Instance a(noGrant, "instance-nogrant", spread.clock);
     a.step();
     BOOST_TEST(a.leads() == 6);
+    a.step();  // a steady leader's renewal, which also renews the candidacy it cannot write
+    BOOST_TEST(a.leads() == 6);
     a.stop();
   }
   BOOST_REQUIRE(sql.exec(fmt::format("DROP USER '{}'@'127.0.0.1'", user)).isOk());
@@ -188,6 +190,57 @@ BOOST_AUTO_TEST_CASE(without_the_candidate_table_or_its_grant_the_lease_works_un
   BOOST_TEST(b.leads() == 6);
   b.step();
   BOOST_TEST(b.leads() == 6);
+}
+
+// Issue 20: a steady leader (nobody lighter) renews its lease and its candidacy in one UPDATE of
+// both rows. It renews exactly the lease it holds: one whose candidacy lapsed meanwhile stands
+// afresh (stood_since restarts), and one taken meanwhile (a frozen leader) is not renewed.
+BOOST_AUTO_TEST_CASE(a_steady_leader_renews_its_lease_and_candidacy_together_and_only_its_own_lease) {
+  Spread spread;
+  Instance a(spread.config, "instance-a", spread.clock);
+  a.step();
+  BOOST_REQUIRE(a.leads() == 6);
+  auto& sql = spread.database.sql();
+  const std::string source = spread.config.sources[0].name;
+  auto micros = [&](const std::string& table, const std::string& column) {
+    return spread.database.scalar(fmt::format("SELECT CAST(UNIX_TIMESTAMP({}) * 1000000 AS UNSIGNED) FROM {} WHERE "
+                                              "source = '{}'",
+                                              column, table, source));
+  };
+  const uint64_t stood = micros("outbox_bridge_candidate", "stood_since");
+  const uint64_t lease0 = micros("outbox_bridge_lease", "expires_at"), cand0 = micros("outbox_bridge_candidate", "renewed_at");
+  std::this_thread::sleep_for(50ms);
+  a.step();
+  BOOST_TEST(a.leads() == 6);
+  BOOST_TEST(micros("outbox_bridge_lease", "expires_at") > lease0);
+  BOOST_TEST(micros("outbox_bridge_candidate", "renewed_at") > cand0);
+  BOOST_TEST(micros("outbox_bridge_candidate", "stood_since") == stood);
+  BOOST_TEST(spread.database.scalar("SELECT SUM(lease_epoch) FROM outbox_bridge_lease") == 6u);
+
+  // The candidacy lapsed (as after a long pause): the renewal stands afresh.
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_bridge_candidate SET expires_at = NOW(6) - INTERVAL 1 SECOND, "
+                                     "renewed_at = NOW(6) - INTERVAL 4 SECOND WHERE source = '{}'",
+                                     source))
+                    .isOk());
+  std::this_thread::sleep_for(50ms);
+  a.step();
+  BOOST_TEST(a.leads(0));
+  BOOST_TEST(micros("outbox_bridge_candidate", "stood_since") > stood);
+  BOOST_TEST(spread.database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_bridge_candidate WHERE source = '{}' AND "
+                                                "expires_at > NOW(6)",
+                                                source)) == 1u);
+
+  // Taken by another instance meanwhile: not renewed, not led.
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_bridge_lease SET holder_id = 'instance-z', lease_epoch = "
+                                     "lease_epoch + 1, expires_at = NOW(6) + INTERVAL 3 SECOND WHERE source = '{}'",
+                                     source))
+                    .isOk());
+  a.step();
+  BOOST_TEST(!a.leads(0));
+  BOOST_TEST(spread.database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_bridge_lease WHERE source = '{}' AND "
+                                                "holder_id = 'instance-z' AND lease_epoch = 2",
+                                                source)) == 1u);
+  for (size_t s = 1; s < 6; ++s) BOOST_TEST(a.leads(s));
 }
 
 // A candidate that stopped renewing (its process died a moment ago; its row not yet expired) is
