@@ -47,7 +47,6 @@ Status Scanner::reset(const SourceState& state) {
 
 Result<Scanner::Batch> Scanner::next(int limit) {
   const auto now = clock_.now();
-  if (now - lastAutoIncrementCheck_ >= kAutoIncrementCheck) OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   const bool readBusy = !holes_.empty() && now - lastBusyRead_ >= kBusyReadSpacing;
   // (1) new rows, then (2) the connections inside a statement.
   auto read = store_.readNew(cursor_, limit, readBusy);
@@ -59,6 +58,11 @@ Result<Scanner::Batch> Scanner::next(int limit) {
                                          *read->epoch));
   }
   if (readBusy) lastBusyRead_ = now;
+  // A poll that found new rows shows ids above the cursor: only one that found none (a quiet
+  // table, or one whose new rows took ids the scan has passed) asks the AUTO_INCREMENT.
+  if (read->rows.empty() && now - lastAutoIncrementCheck_ >= kAutoIncrementCheck) {
+    OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
+  }
   Batch batch;
   batch.newRead = read->rows.size();
   for (auto& r : read->rows) {

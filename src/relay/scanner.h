@@ -39,7 +39,8 @@ class Scanner {
   static constexpr std::chrono::milliseconds kHeldReprobe{1000};
   // Two lock ages, each rounded down to the millisecond, are compared: this covers the rounding.
   static constexpr std::chrono::milliseconds kLockAgeRounding{2};
-  // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor.
+  // How often the scan checks that the table's AUTO_INCREMENT is still above its cursor, on polls
+  // that read no new row (a trickle's polls each read one: no statement of this for them).
   static constexpr std::chrono::seconds kAutoIncrementCheck{10};
   // A hole open this long is recorded in outbox_scan_holes (ScanMark::pin) and the floor moves on
   // past it: a scan that starts again reads the recorded holes and the rows above the floor, not
