@@ -31,8 +31,9 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRe
     next_ = started_ + flow;  // only the idle check watches: follow the flow down to its pace
     return;
   }
-  // Rows that come ring; the idle check (or, failing it, this timer at poll_interval) is the rest.
-  next_ = started_ + (watch.idleCheck ? std::chrono::milliseconds(kQuietPoll) : longest_);
+  // Rows that come ring (the doorbell), or the idle check finds them: a poll of its own a
+  // kQuietPoll, in case both go wrong.
+  next_ = started_ + std::chrono::milliseconds(kQuietPoll);
   cause_ = Cause::kIdle;
 }
 

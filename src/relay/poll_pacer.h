@@ -16,8 +16,8 @@ namespace outbox {
 // table, a ring is what says rows came, so the relay polls on its own only to probe open holes
 // (a rollback writes nothing to the binlog) and, after rings whose poll read fewer rows than
 // rings (the binlog can be written a moment before the commit is visible), a few times more
-// within kRingRetries; while the shared idle check of its database runs, the check is the idle
-// timer.
+// within kRingRetries (the idle check leaves such a source out); while the shared idle check of
+// its database runs, the check is the idle timer.
 // Either way a quiet source keeps a poll per kQuietPoll of its own, in case both go wrong.
 class PollPacer {
  public:

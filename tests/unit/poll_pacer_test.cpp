@@ -152,12 +152,14 @@ BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubl
   BOOST_TEST((p.next() == at + 1s + kQuiet));
 }
 
-BOOST_AUTO_TEST_CASE(with_the_doorbell_but_no_idle_check_the_idle_timer_is_poll_interval) {
+// The idle check leaves out the sources the doorbell watches: the doorbell alone is enough.
+BOOST_AUTO_TEST_CASE(with_the_doorbell_and_no_idle_check_a_quiet_source_polls_once_a_quiet_poll) {
   PollPacer p(250ms);
   p.begin(t0);
   p.started(t0);
   p.batchArrived(t0, false, true, false, kDoorbellOnly);
-  BOOST_TEST((p.next() == t0 + 250ms));
+  BOOST_TEST((p.next() == t0 + kQuiet));
+  BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
 }
 
 BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_pace_then_stop) {
