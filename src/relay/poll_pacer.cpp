@@ -40,7 +40,7 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRe
 std::chrono::milliseconds PollPacer::flowDelay(Clock::TimePoint now, bool rowsCame) {
   if (rowsCame) lastRowsAt_ = now;
   auto sinceRows = std::chrono::duration_cast<std::chrono::milliseconds>(now - lastRowsAt_);
-  return std::min(std::max(kFlowingPoll, sinceRows / 8), longest_);
+  return std::min(std::max(kFlowingPoll, sinceRows / kFlowDivisor), longest_);
 }
 
 }  // namespace outbox

@@ -41,13 +41,13 @@ BOOST_AUTO_TEST_CASE(the_wait_grows_with_the_time_since_rows_came_up_to_the_long
   p.begin(t0);
   p.started(t0);
   p.batchArrived(t0, false, true);
-  // An eighth of the time since rows last came, at least kFlowingPoll, at most `longest`.
-  p.started(t0 + 8ms);
-  p.batchArrived(t0 + 8ms, false, false);
-  BOOST_TEST((p.next() == t0 + 8ms + PollPacer::kFlowingPoll));
-  p.started(t0 + 800ms);
-  p.batchArrived(t0 + 800ms, false, false);
-  BOOST_TEST((p.next() == t0 + 800ms + 100ms));
+  // Half the time since rows last came, at least kFlowingPoll, at most `longest`.
+  p.started(t0 + 3ms);
+  p.batchArrived(t0 + 3ms, false, false);
+  BOOST_TEST((p.next() == t0 + 3ms + PollPacer::kFlowingPoll));
+  p.started(t0 + 200ms);
+  p.batchArrived(t0 + 200ms, false, false);
+  BOOST_TEST((p.next() == t0 + 200ms + 100ms));
   p.started(t0 + 10s);
   p.batchArrived(t0 + 10s, false, false);
   BOOST_TEST((p.next() == t0 + 10s + 250ms));
@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(a_session_counts_as_rows_having_just_come) {
   p.begin(t0);
   p.started(t0 + 80ms);
   p.batchArrived(t0 + 80ms, false, false);
-  BOOST_TEST((p.next() == t0 + 80ms + 10ms));
+  BOOST_TEST((p.next() == t0 + 80ms + 40ms));
 }
 
 BOOST_AUTO_TEST_CASE(poll_at_moves_the_next_poll) {
@@ -73,6 +73,35 @@ BOOST_AUTO_TEST_CASE(poll_at_moves_the_next_poll) {
   BOOST_TEST(!p.due(t0 + 1s));
   p.pollAt(t0 + 1s);
   BOOST_TEST(p.due(t0 + 1s));
+}
+
+// Issue 20: polls that follow the flow are priced. A trickle's rows come with pauses between them;
+// the polls in a pause grow by half each time, so a pause of 100 ms costs about ten polls (an
+// eighth of the pause cost 23) and a row after it waits at most a third of it.
+BOOST_AUTO_TEST_CASE(a_pause_between_rows_costs_about_ten_polls_per_100ms) {
+  PollPacer p(250ms);
+  p.begin(t0);
+  p.started(t0);
+  p.batchArrived(t0, false, true);
+  int polls = 0;
+  auto at = t0;
+  while (at < t0 + 100ms) {
+    at = p.next();
+    p.started(at);
+    p.batchArrived(at, false, false);
+    ++polls;
+  }
+  BOOST_TEST(polls <= 11);
+  BOOST_TEST((at - t0 <= 100ms + 100ms / 2));  // the poll after a row at 100 ms is at most half the pause late
+  // A pause of two seconds, then quiet: polls reach poll_interval within a second.
+  int more = 0;
+  while (at < t0 + 2s) {
+    at = p.next();
+    p.started(at);
+    p.batchArrived(at, false, false);
+    ++more;
+  }
+  BOOST_TEST(polls + more <= 25);
 }
 
 // Found in the Relay split (issue 19): a full batch did not count as rows having come, so the
@@ -88,7 +117,7 @@ BOOST_AUTO_TEST_CASE(the_poll_after_a_drain_follows_the_flow) {
   }
   p.started(t0 + 4s);
   p.batchArrived(t0 + 4s, false, false);
-  BOOST_TEST((p.next() == t0 + 4s + PollPacer::kFlowingPoll));
+  BOOST_TEST((p.next() == t0 + 4s + 5ms));  // half the 10 ms since the last full batch
 }
 
 // Issue 20 (ARCHITECTURE.md 3b): what else watches the source decides how often it polls on its own.
@@ -168,9 +197,9 @@ BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_
   p.started(t0);
   p.batchArrived(t0, false, /*rowsCame=*/true, false, kIdleCheckOnly);
   BOOST_TEST((p.next() == t0 + PollPacer::kFlowingPoll));
-  p.started(t0 + 800ms);
-  p.batchArrived(t0 + 800ms, false, false, false, kIdleCheckOnly);
-  BOOST_TEST((p.next() == t0 + 800ms + 100ms));
+  p.started(t0 + 200ms);
+  p.batchArrived(t0 + 200ms, false, false, false, kIdleCheckOnly);
+  BOOST_TEST((p.next() == t0 + 200ms + 100ms));
   // Once the flow's wait reaches poll_interval, the idle check (every poll_interval) takes over.
   p.started(t0 + 3s);
   p.batchArrived(t0 + 3s, false, false, false, kIdleCheckOnly);
