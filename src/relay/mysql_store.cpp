@@ -208,17 +208,39 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     // A quarantine takes the state row's lock first too, so it committed before the UPDATE above
     // or waits for this transaction: a locking read sees what it wrote (a plain one at READ
     // COMMITTED or a snapshot may not). One of the two wins, never both.
-    auto quarantined = conn.queryU64(fmt::format(
-        "SELECT MIN(outbox_id) FROM outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND "
-        "outbox_id IN ({}) LOCK IN SHARE MODE",
-        sourceLiteral_, rows.front().id, rows.back().id, ids));
-    if (!quarantined.isOk()) return quarantined.status();
-    if (quarantined->has_value()) {
+    const std::string quarantinedIds = fmt::format(
+        "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
+        rows.front().id, rows.back().id, ids);
+    auto whichQuarantined = [&]() -> Status {
+      auto quarantined = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantinedIds));
+      if (!quarantined.isOk()) return quarantined.status();
+      if (!quarantined->has_value()) return Status::ok();
       return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
                                            **quarantined));
+    };
+    if (rows.size() > kFoldedCheckRows) {
+      OUTBOX_RETURN_IF_ERROR(whichQuarantined());
+      // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
+      OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values)));
+      return recordPins(conn, mark);
     }
-    // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values)));
+    // A small batch (a trickle's one row) checks in its INSERT: an INSERT ... SELECT reads the
+    // quarantine with shared locks, as the locking read above does — and no earlier read of this
+    // transaction fixed a snapshot. All of it or none of it is inserted.
+    std::string selected;
+    v = expectedAssignedThrough;
+    for (const auto& r : rows) {
+      selected += selected.empty() ? fmt::format("SELECT {} AS version, {} AS outbox_id", ++v, r.id)
+                                   : fmt::format(" UNION ALL SELECT {}, {}", ++v, r.id);
+    }
+    auto inserted = conn.execCount(fmt::format(
+        "INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})", versions_,
+        selected, quarantinedIds));
+    if (!inserted.isOk()) return inserted.status();
+    if (*inserted != rows.size()) {
+      OUTBOX_RETURN_IF_ERROR(whichQuarantined());
+      return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
+    }
     return recordPins(conn, mark);
   });
   if (!s.isOk()) return s;

@@ -311,6 +311,26 @@ BOOST_AUTO_TEST_CASE(fifty_sources_on_one_database_publish_every_row_once_in_ord
   }
 }
 
+// A producer whose writes the binary log does not carry (sql_log_bin = 0 here; a binlog_ignore_db
+// filter alike): no ring ever comes for them, and the idle check, which leaves the sources the
+// doorbell watches to it, still looks at them every IdleCheck::kWatchedCheck (5 s).
+BOOST_AUTO_TEST_CASE(rows_the_binary_log_does_not_carry_are_found_by_the_idle_check_within_seconds) {
+  WatchedSource w("wake_nolog", {{"poll_interval", "\"1s\""}});
+  w.start();
+  w.requireDoorbell(true);
+  std::this_thread::sleep_for(1s);
+  const double rung = w.wakeups("binlog"), polled = w.wakeups("poll");
+  BOOST_REQUIRE(w.producer->exec("SET SESSION sql_log_bin = 0").isOk());
+  const auto start = std::chrono::steady_clock::now();
+  w.insertOne();
+  BOOST_REQUIRE_MESSAGE(w.published(10s), w.bridge.log());
+  BOOST_TEST((std::chrono::steady_clock::now() - start <= 7s));
+  BOOST_TEST(w.wakeups("binlog") == rung);
+  BOOST_TEST(w.wakeups("poll") >= polled + 1);
+  BOOST_REQUIRE(w.producer->exec("SET SESSION sql_log_bin = 1").isOk());
+  requireDenseOnce(w.source, w.inserted);
+}
+
 // Review of issue 20: an `epoch bump` writes no outbox row; it writes outbox_epoch_history, which
 // the doorbell rings every source of the database for, and wakes the quiet leader (poll_interval
 // 10 s, no idle check while the doorbell watches), which finishes it within the command's wait.
