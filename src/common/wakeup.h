@@ -15,18 +15,27 @@ namespace outbox {
 // row. Thread-safe: the ringers' threads ring, the relay thread waits and reads.
 class Wakeup {
  public:
-  enum class By { kBinlog, kIdleCheck };
+  // kBinlog: a commit wrote rows to the table (so a poll should read at least one); kBinlogNoRows:
+  // the binary log says to look without rows to wait for (an epoch bump, the doorbell coming or
+  // going); kIdleCheck: the idle check saw new ids or a bump.
+  enum class By { kBinlog, kBinlogNoRows, kIdleCheck };
 
   struct Rings {
     uint64_t binlog = 0;
+    uint64_t binlogNoRows = 0;
     uint64_t idleCheck = 0;
-    uint64_t total() const { return binlog + idleCheck; }
+    uint64_t total() const { return binlog + binlogNoRows + idleCheck; }
   };
+
+  // How often the idle check looks at the sources a doorbell watches too (the net under writes the
+  // binary log does not carry), and how often such a source polls on its own while the idle check
+  // fails.
+  static constexpr std::chrono::seconds kWatchedCheck{5};
 
   void ring(By by) {
     {
       std::lock_guard lock(mu_);
-      ++(by == By::kBinlog ? rings_.binlog : rings_.idleCheck);
+      ++(by == By::kBinlog ? rings_.binlog : by == By::kBinlogNoRows ? rings_.binlogNoRows : rings_.idleCheck);
     }
     cv_.notify_all();
   }
@@ -56,6 +65,10 @@ class Wakeup {
   std::atomic<bool> idleChecked{false};
   // The highest outbox id the source's scan has read past (its cursor), for the idle check.
   std::atomic<uint64_t> readThrough{0};
+  // The relay gave up waiting for the rows of binlog rings (their commits not visible within the
+  // retries: a semi-synchronous commit waiting for its replica, say): the idle check looks at the
+  // source every round, as if no doorbell watched it, until a poll reads rows again.
+  std::atomic<bool> ringsUnanswered{false};
 
  private:
   mutable std::mutex mu_;

@@ -82,6 +82,11 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   }
   const std::string file(status->text(0));
   const uint64_t position = status->u64(1);
+  auto names = [&](unsigned column) {
+    return status->columnCount() <= column ? std::string() : std::string(status->optText(column).value_or(""));
+  };
+  reader->doDb_ = names(2);
+  reader->ignoreDb_ = names(3);
 
   // What a replica tells the server before a dump: it understands the log's checksums and
   // MariaDB's events (GTIDs, annotate), and wants a heartbeat when the log is quiet.
@@ -205,5 +210,19 @@ Result<BinlogCommit> BinlogReader::next() {
     }
   }
 }
+
+bool binlogCarries(std::string_view doDb, std::string_view ignoreDb, std::string_view database) {
+  auto named = [&](std::string_view list) {
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (list.substr(at, comma - at) == database) return true;
+      at = comma + 1;
+    }
+    return false;
+  };
+  return doDb.empty() ? !named(ignoreDb) : named(doDb);
+}
+
+bool BinlogReader::logs(const std::string& database) const { return binlogCarries(doDb_, ignoreDb_, database); }
 
 }  // namespace outbox::db

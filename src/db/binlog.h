@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct BinlogCommit {
   std::vector<std::string> tables;
   bool unknown = false;
 };
+
+// Whether a server whose SHOW MASTER STATUS says `doDb` (Binlog_Do_DB) and `ignoreDb`
+// (Binlog_Ignore_DB), each a comma-separated list or empty, writes to its binary log what changes
+// tables of `database`.
+bool binlogCarries(std::string_view doDb, std::string_view ignoreDb, std::string_view database);
 
 // Reads the binary log from the server's position when it connected, as a replica's dump does
 // (MariaDB Connector/C's mariadb_rpl API, the only other file that includes the C API's headers),
@@ -48,6 +54,9 @@ class BinlogReader {
 
   // The server's binlog format (ROW, STATEMENT or MIXED) when the dump started.
   const std::string& format() const { return format_; }
+  // Whether the log carries writes to tables of `database`: not when the server filters it out
+  // (binlog_do_db names others, or binlog_ignore_db names it; SHOW MASTER STATUS says which).
+  bool logs(const std::string& database) const;
 
  private:
   explicit BinlogReader(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
@@ -56,6 +65,7 @@ class BinlogReader {
   MARIADB_RPL* rpl_ = nullptr;
   MARIADB_RPL_EVENT* event_ = nullptr;  // reused by each fetch
   std::string format_;
+  std::string doDb_, ignoreDb_;  // SHOW MASTER STATUS's Binlog_Do_DB, Binlog_Ignore_DB
   // The event group being read: what it has named so far, and the tables its TABLE_MAP events
   // numbered (a row event names its table by that number).
   BinlogCommit group_;

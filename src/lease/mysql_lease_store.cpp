@@ -95,6 +95,7 @@ Result<bool> MysqlLeaseStore::renewHeld(db::Connection& conn, const std::string&
       "c.expires_at >= NOW(6)",
       ttlMicros, source, me, held_->leaseEpoch));
   if (both.isOk() && *both > 0) {
+    ++jointRenewals_;
     sweepIfDue(conn);
     return true;
   }

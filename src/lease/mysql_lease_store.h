@@ -21,6 +21,8 @@ class MysqlLeaseStore final : public LeaseStore {
   Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) override;
   Status release(const std::string& holder) override;
   Status withdraw(const std::string& holder) override;
+  // Renewals done in one statement (the lease and the candidacy together), so far.
+  uint64_t jointRenewals() const { return jointRenewals_; }
 
  private:
   // Renews our candidacy for a TTL (or, not standing, deletes it). A failure on the candidate
@@ -48,6 +50,7 @@ class MysqlLeaseStore final : public LeaseStore {
   std::chrono::milliseconds fresh_;  // a candidate renewed longer ago than this is taken for dead
   bool warnedUnbalanced_ = false;
   uint64_t roundTrips_ = 0;
+  uint64_t jointRenewals_ = 0;
   // The lease the last round trip found ours: holder and lease epoch. While nobody is lighter, its
   // renewal is one UPDATE of exactly that holder and epoch and of our candidacy (issue 20: 50 quiet
   // sources' heartbeats are most of what they cost the database); any other answer takes the full

@@ -6,6 +6,7 @@ namespace outbox {
 
 void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRead, bool holesOpen, Watch watch) {
   const bool rowsCame = rowsRead > 0;
+  if (rowsCame) ringsGivenUp_ = false;
   unanswered_ -= std::min<uint64_t>(unanswered_, rowsRead);
   if (unanswered_ == 0 && !(checkAgain_ && rowsCame)) ringRetries_ = kRingRetries;
   if (pollAgain) {
@@ -16,7 +17,10 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRe
   }
   const auto flow = flowDelay(now, rowsCame);
   cause_ = Cause::kFlow;
-  if (ringRetries_ >= kRingRetries) unanswered_ = 0;  // given up on: the idle check is the rest
+  if (ringRetries_ >= kRingRetries && unanswered_ > 0) {
+    ringsGivenUp_ = true;  // the idle check looks for their rows
+    unanswered_ = 0;
+  }
   if (watch.doorbell && ringRetries_ < kRingRetries) {
     // Rings this poll did not find as many rows for: their commits may not be visible yet.
     next_ = started_ + kFlowingPoll * (1 << ringRetries_++);
@@ -32,8 +36,10 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRe
     return;
   }
   // Rows that come ring (the doorbell), or the idle check finds them: a poll of its own a
-  // kQuietPoll, in case both go wrong.
-  next_ = started_ + std::chrono::milliseconds(kQuietPoll);
+  // kQuietPoll, in case both go wrong. A doorbell without a working idle check (not run yet, or
+  // failing): this timer is the net the check would be, at its pace for watched sources.
+  next_ = started_ + (watch.idleCheck ? std::chrono::milliseconds(kQuietPoll)
+                                      : std::max<std::chrono::milliseconds>(longest_, Wakeup::kWatchedCheck));
   cause_ = Cause::kIdle;
 }
 

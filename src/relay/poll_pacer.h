@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/clock.h"
+#include "common/wakeup.h"
 
 namespace outbox {
 
@@ -16,16 +17,16 @@ namespace outbox {
 // table, a ring is what says rows came, so the relay polls on its own only to probe open holes
 // (a rollback writes nothing to the binlog) and, after rings whose poll read fewer rows than
 // rings (the binlog can be written a moment before the commit is visible), a few times more
-// within kRingRetries (the idle check leaves such a source out); while the shared idle check of
-// its database runs, the check is the idle timer.
+// within kRingRetries, then leaves them to the idle check (ringsGivenUp); while the shared idle
+// check of its database runs, the check is the idle timer.
 // Either way a quiet source keeps a poll per kQuietPoll of its own, in case both go wrong.
 class PollPacer {
  public:
   // The shortest wait between polls, while rows flow.
   static constexpr std::chrono::milliseconds kFlowingPoll{2};
   // Once rows stop coming, the wait is this fraction of the time since they last came: each poll
-  // half again later than the last, so a row after a pause of T waits at most about T / 3 and
-  // costs about log1.5(T / 2 ms) polls (10 for 100 ms; an eighth, as before issue 20, cost 23).
+  // half again later than the last, so a row after a pause of T waits at most T / 2 and costs
+  // about log1.5(T / 2 ms) polls (10 for 100 ms; an eighth, as before issue 20, cost 23).
   static constexpr int kFlowDivisor = 2;
   // After binlog rings, polls that read fewer rows than rings (or that answered several rings and
   // read rows) are repeated up to this many times, the wait doubling from kFlowingPoll (2 + 4 + 8
@@ -89,6 +90,9 @@ class PollPacer {
   // Why the next poll is due: the flow (rows came, a full batch, holes to probe), the idle timer,
   // or a ring.
   Cause cause() const { return cause_; }
+  // The retries after binlog rings ended before as many rows as rings were read, and no poll has
+  // read rows since (Wakeup::ringsUnanswered: the idle check looks for them).
+  bool ringsGivenUp() const { return ringsGivenUp_; }
 
  private:
   // The wait grows with the time since rows last came (kFlowDivisor): a producer that pauses for
@@ -107,6 +111,7 @@ class PollPacer {
   // (a multi-row commit and a one-row commit rang together), so one that read rows is followed
   // by one more.
   bool checkAgain_ = false;
+  bool ringsGivenUp_ = false;
 };
 
 }  // namespace outbox

@@ -175,25 +175,22 @@ Status Relay::poll() {
 }
 
 void Relay::countWakeup() {
-  uint64_t binlogRings = 0;
+  Wakeup::Rings rings = seenRings_;
   if (options_.wakeup != nullptr) {
-    const Wakeup::Rings rings = options_.wakeup->rings();
-    binlogRings = rings.binlog - seenRings_.binlog;
-    const bool byBinlog = binlogRings > 0;
+    rings = options_.wakeup->rings();
     metrics_.doorbell = options_.wakeup->doorbell.load();
-    if (byBinlog) {
-      metrics_.wakeupsBinlog++;
-    } else if (rings.idleCheck != seenRings_.idleCheck) {
-      metrics_.wakeupsPoll++;
-    }
-    if (rings.total() != seenRings_.total()) {
-      seenRings_ = rings;
-      pacer_.started(clock_.now(), binlogRings);
-      return;
-    }
   }
-  (pacer_.cause() == PollPacer::Cause::kIdle ? metrics_.wakeupsPoll : metrics_.wakeupsFlow)++;
-  pacer_.started(clock_.now(), binlogRings);
+  // Only rings of commits that wrote rows are rows to wait for (PollPacer::started).
+  const uint64_t rowRings = rings.binlog - seenRings_.binlog;
+  if (rowRings > 0 || rings.binlogNoRows != seenRings_.binlogNoRows) {
+    metrics_.wakeupsBinlog++;
+  } else if (rings.idleCheck != seenRings_.idleCheck || pacer_.cause() == PollPacer::Cause::kIdle) {
+    metrics_.wakeupsPoll++;
+  } else {
+    metrics_.wakeupsFlow++;
+  }
+  seenRings_ = rings;
+  pacer_.started(clock_.now(), rowRings);
 }
 
 void Relay::startBatch() {
@@ -268,6 +265,7 @@ Status Relay::onBatch(Batch& batch) {
     watch = {options_.wakeup->doorbell.load(), options_.wakeup->idleChecked.load()};
   }
   pacer_.batchArrived(now, full || batch.poison, batch.read, batch.holesOpen, watch);
+  if (options_.wakeup != nullptr) options_.wakeup->ringsUnanswered = pacer_.ringsGivenUp();
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();

@@ -49,17 +49,28 @@ void BinlogDoorbell::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BinlogDoorbell::setWatching(bool on) {
+void BinlogDoorbell::setWatching(bool on, const db::BinlogReader* reader) {
+  std::string unlogged;
   for (auto& s : sources_) {
-    s.wakeup->doorbell = on;
-    s.wakeup->ring(Wakeup::By::kBinlog);
+    const bool logged = reader == nullptr || reader->logs(s.config->dsn.database);
+    if (!logged) unlogged += (unlogged.empty() ? "" : ", ") + s.config->name;
+    s.wakeup->doorbell = on && logged;
+    s.wakeup->ring(Wakeup::By::kBinlogNoRows);
   }
+  if (on && !unlogged.empty() && unlogged != unloggedReported_) {
+    spdlog::warn("{}: the binary log leaves out the database of source(s) {} (binlog_do_db or binlog_ignore_db): "
+                 "they poll, the idle check watching",
+                 where_, unlogged);
+  }
+  if (on) unloggedReported_ = unlogged;
 }
 
 void BinlogDoorbell::ringTable(const std::string& table) {
   const std::string name = folded(table);
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (tables_[i] == name || histories_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
+    if (tables_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlog);
+    // An epoch bump: a look, not rows to wait for.
+    if (histories_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlogNoRows);
   }
 }
 
@@ -90,7 +101,7 @@ void BinlogDoorbell::run() {
     spdlog::info("{}: watching the binary log (binlog_format {}{}) as replica id {}", where_, (*reader)->format(),
                  (*reader)->format() == "STATEMENT" ? ": every statement rings every source" : "", serverId_);
     reported.clear();
-    setWatching(true);  // and look for what committed while nothing watched
+    setWatching(true, reader->get());  // and look for what committed while nothing watched
     Status ended;
     auto since = std::chrono::steady_clock::now();
     while (!stop_.stopped()) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/stop_token.h"
+#include "db/binlog.h"
 #include "wake/watched.h"
 
 namespace outbox {
@@ -39,8 +40,9 @@ class BinlogDoorbell {
 
  private:
   void run();
-  // Sets every source's Wakeup::doorbell to `on` and rings them all.
-  void setWatching(bool on);
+  // Sets every source's Wakeup::doorbell to `on` (only those whose database `reader`'s log
+  // carries) and rings them all.
+  void setWatching(bool on, const db::BinlogReader* reader = nullptr);
   // Rings the sources whose outbox table is `table` ("db.table"), and every source of a database
   // whose outbox_epoch_history it is (an `epoch bump` writes a row there, and the leader must
   // finish the bump; rare, so the other sources of the database look once for nothing).
@@ -53,6 +55,7 @@ class BinlogDoorbell {
   std::string where_;  // for logs: the server and the sources
   uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up
   bool insists_ = false;  // a source says wake = "binlog": a doorbell that cannot work is an error
+  std::string unloggedReported_;  // the sources last warned of whose database the log leaves out
   std::thread thread_;
 };
 

@@ -35,18 +35,18 @@ void IdleCheck::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void IdleCheck::setChecked(bool on) {
-  for (auto& s : sources_) {
-    if (s.wakeup->idleChecked.exchange(on) != on && !on) s.wakeup->ring(Wakeup::By::kIdleCheck);
+void IdleCheck::setChecked(const std::vector<size_t>& which, bool on) {
+  for (size_t i : which) {
+    Wakeup& w = *sources_[i].wakeup;
+    if (w.idleChecked.exchange(on) != on && !on) w.ring(Wakeup::By::kIdleCheck);
   }
 }
 
-std::string IdleCheck::statement(bool watchedToo) const {
-  std::string out;
+std::vector<size_t> IdleCheck::due(bool all) const {
+  std::vector<size_t> out;
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (!watchedToo && sources_[i].wakeup->doorbell.load()) continue;
-    if (!out.empty()) out += " UNION ALL ";
-    out += parts_[i];
+    const Wakeup& w = *sources_[i].wakeup;
+    if (all || !w.doorbell.load() || w.ringsUnanswered.load()) out.push_back(i);
   }
   return out;
 }
@@ -54,11 +54,17 @@ std::string IdleCheck::statement(bool watchedToo) const {
 void IdleCheck::run() {
   const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
   std::unique_ptr<db::Connection> conn;
-  std::string reported;
-  const uint64_t watchedEvery = std::max<uint64_t>(1, kWatchedCheck / interval_);
-  for (uint64_t round = 1; !stop_.waitFor(interval_); ++round) {
-    const std::string statement = this->statement(round % watchedEvery == 0);
-    if (statement.empty()) continue;  // the doorbell watches them all, and their check is not due
+  std::string reported;  // the failure last logged ("": none since the last full round worked)
+  std::vector<size_t> everyone(sources_.size());
+  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
+  // The watched sources every kWatchedCheck, or every round when poll_interval is longer; the
+  // first round checks them all at once (so the relays know early that the check works).
+  const uint64_t watchedEvery = std::max<uint64_t>(1, Wakeup::kWatchedCheck / interval_);
+  for (uint64_t round = 0; round == 0 || !stop_.waitFor(interval_); ++round) {
+    const std::vector<size_t> which = due(round % watchedEvery == 0);
+    if (which.empty()) continue;  // the doorbell watches them all, and their check is not due
+    std::string statement;
+    for (size_t i : which) statement += (statement.empty() ? "" : " UNION ALL ") + parts_[i];
     Status s;
     if (!conn) {
       auto opened = db::Connection::open(params);
@@ -71,9 +77,12 @@ void IdleCheck::run() {
     if (conn) {
       auto rows = conn->query(statement);
       if (rows.isOk()) {
-        setChecked(true);
-        if (!reported.empty()) spdlog::info("{}: working again", where_);
-        reported.clear();
+        setChecked(which, true);
+        // A round that left watched sources out says nothing of a failure a full one met.
+        if (!reported.empty() && which.size() == sources_.size()) {
+          spdlog::info("{}: working again", where_);
+          reported.clear();
+        }
         while (rows->next()) {
           const size_t i = rows->u64(0);
           if (i >= sources_.size()) continue;
@@ -86,13 +95,13 @@ void IdleCheck::run() {
       conn.reset();
     }
     // The sources poll on their own meanwhile (their relays report the database's trouble too).
-    setChecked(false);
+    setChecked(which, false);
     if (s.message() != reported) {
       spdlog::warn("{}: {}; the sources poll on their own meanwhile", where_, s.message());
       reported = s.message();
     }
   }
-  setChecked(false);
+  setChecked(everyone, false);
 }
 
 }  // namespace outbox

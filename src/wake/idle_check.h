@@ -18,8 +18,9 @@ namespace outbox {
 // asleep. So a quiet database costs one statement per poll_interval, however many sources it
 // has, and a source need not poll on its own to find new rows (open holes, which no new id
 // shows, keep their own probes). A source the binlog doorbell watches (it rings for its new rows
-// and for an `epoch bump`) is checked only every kWatchedCheck, the net under a doorbell that
-// cannot see some writes (a producer with sql_log_bin = 0, a binlog_ignore_db filter): while the
+// and for an `epoch bump`) is checked only every Wakeup::kWatchedCheck (or poll_interval, when
+// longer), the net under writes the binary log does not carry (a producer with sql_log_bin = 0),
+// unless its relay gave up waiting for the rows of its rings (Wakeup::ringsUnanswered): while the
 // doorbell watches them all, the check costs a statement a kWatchedCheck. While its checks
 // succeed, each source's
 // Wakeup::idleChecked is set. The credentials are the first source's (source names are SQL
@@ -27,8 +28,6 @@ namespace outbox {
 // poll on their own.
 class IdleCheck {
  public:
-  // How often the sources the doorbell watches are checked too.
-  static constexpr std::chrono::seconds kWatchedCheck{5};
 
   IdleCheck(std::vector<WatchedSource> sources, StopSignal& stop);
   ~IdleCheck();
@@ -38,10 +37,11 @@ class IdleCheck {
 
  private:
   void run();
-  void setChecked(bool on);
-  // The check of the sources no doorbell watches now, or (`watchedToo`) of every source ("" when
-  // there is none to check).
-  std::string statement(bool watchedToo) const;
+  // Sets Wakeup::idleChecked of the sources `which` (indexes into sources_); rings those it clears.
+  void setChecked(const std::vector<size_t>& which, bool on);
+  // The sources a round checks: those no doorbell watches or whose rings went unanswered, or
+  // (`all`) every one.
+  std::vector<size_t> due(bool all) const;
 
   std::vector<WatchedSource> sources_;
   StopSignal& stop_;

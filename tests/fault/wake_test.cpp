@@ -130,10 +130,10 @@ BOOST_AUTO_TEST_CASE(with_the_doorbell_rows_are_published_within_50ms_at_a_10s_p
 BOOST_AUTO_TEST_CASE(polling_only_a_quiet_source_waits_for_the_idle_check) {
   WatchedSource w("wake_poll", {{"wake", "\"poll\""}, {"poll_interval", "\"1s\""}});
   w.start();
-  // Quiet long enough that the flow's polls have slowed to poll_interval (an eighth of the quiet):
-  // then the relay leaves the idle check to find new rows, and scans nothing of its own.
+  // Quiet long enough that the flow's polls have slowed to poll_interval (half the quiet): then
+  // the relay leaves the idle check to find new rows, and scans nothing of its own.
   BOOST_REQUIRE(waitUntil([&] { return w.metric("outbox_relay_running") == 1; }, 20s));
-  std::this_thread::sleep_for(9s);
+  std::this_thread::sleep_for(4s);
   w.requireNoScansFor(3s);
   const double byPoll = w.wakeups("poll");
   const auto start = std::chrono::steady_clock::now();
@@ -313,7 +313,7 @@ BOOST_AUTO_TEST_CASE(fifty_sources_on_one_database_publish_every_row_once_in_ord
 
 // A producer whose writes the binary log does not carry (sql_log_bin = 0 here; a binlog_ignore_db
 // filter alike): no ring ever comes for them, and the idle check, which leaves the sources the
-// doorbell watches to it, still looks at them every IdleCheck::kWatchedCheck (5 s).
+// doorbell watches to it, still looks at them every Wakeup::kWatchedCheck (5 s).
 BOOST_AUTO_TEST_CASE(rows_the_binary_log_does_not_carry_are_found_by_the_idle_check_within_seconds) {
   WatchedSource w("wake_nolog", {{"poll_interval", "\"1s\""}});
   w.start();
@@ -323,8 +323,8 @@ BOOST_AUTO_TEST_CASE(rows_the_binary_log_does_not_carry_are_found_by_the_idle_ch
   BOOST_REQUIRE(w.producer->exec("SET SESSION sql_log_bin = 0").isOk());
   const auto start = std::chrono::steady_clock::now();
   w.insertOne();
-  BOOST_REQUIRE_MESSAGE(w.published(10s), w.bridge.log());
-  BOOST_TEST((std::chrono::steady_clock::now() - start <= 7s));
+  BOOST_REQUIRE_MESSAGE(w.published(15s), w.bridge.log());
+  BOOST_TEST((std::chrono::steady_clock::now() - start <= 8s));
   BOOST_TEST(w.wakeups("binlog") == rung);
   BOOST_TEST(w.wakeups("poll") >= polled + 1);
   BOOST_REQUIRE(w.producer->exec("SET SESSION sql_log_bin = 1").isOk());
@@ -333,7 +333,7 @@ BOOST_AUTO_TEST_CASE(rows_the_binary_log_does_not_carry_are_found_by_the_idle_ch
 
 // Review of issue 20: an `epoch bump` writes no outbox row; it writes outbox_epoch_history, which
 // the doorbell rings every source of the database for, and wakes the quiet leader (poll_interval
-// 10 s, no idle check while the doorbell watches), which finishes it within the command's wait.
+// 10 s: the idle check is no faster), which finishes it within the command's wait.
 BOOST_AUTO_TEST_CASE(an_epoch_bump_on_a_quiet_watched_source_is_finished_at_once) {
   WatchedSource w("wake_bump");
   w.start();
@@ -342,14 +342,13 @@ BOOST_AUTO_TEST_CASE(an_epoch_bump_on_a_quiet_watched_source_is_finished_at_once
   BOOST_REQUIRE_MESSAGE(w.published(5s), w.bridge.log());
   std::this_thread::sleep_for(2s);
   w.requireNoScansFor(1s);  // quiet: asleep until something rings
-  const double rung = w.wakeups("binlog"), polled = w.wakeups("poll");
+  const double rung = w.wakeups("binlog");
   const auto start = std::chrono::steady_clock::now();
   auto bump = runBridge({"epoch", "bump", "--config", w.config, "--source", w.source.name, "--reason", "quiet"});
   BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
   BOOST_TEST(bump.out.find("epoch 2, versions continue after 3") != std::string::npos, bump.out << w.bridge.log());
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
   BOOST_TEST(w.wakeups("binlog") >= rung + 1);
-  BOOST_TEST(w.wakeups("poll") == polled);  // no idle check runs while the doorbell watches
   w.insertOne();
   BOOST_REQUIRE_MESSAGE(w.published(5s), w.bridge.log());
 }

@@ -44,6 +44,7 @@ class Instance {
     return n;
   }
   bool leads(size_t source) const { return leases_[source]->isLeader(); }
+  uint64_t jointRenewals(size_t source) const { return stores_[source]->jointRenewals(); }
   uint64_t leaseEpoch(size_t source) const { return leases_[source]->leaseEpoch(); }
   void stop() {
     for (auto& lease : leases_) lease->release();
@@ -210,8 +211,10 @@ BOOST_AUTO_TEST_CASE(a_steady_leader_renews_its_lease_and_candidacy_together_and
   const uint64_t stood = micros("outbox_bridge_candidate", "stood_since");
   const uint64_t lease0 = micros("outbox_bridge_lease", "expires_at"), cand0 = micros("outbox_bridge_candidate", "renewed_at");
   std::this_thread::sleep_for(50ms);
+  BOOST_TEST(a.jointRenewals(0) == 0u);  // the first round trip took the lease
   a.step();
   BOOST_TEST(a.leads() == 6);
+  BOOST_TEST(a.jointRenewals(0) == 1u);  // one statement renewed both rows
   BOOST_TEST(micros("outbox_bridge_lease", "expires_at") > lease0);
   BOOST_TEST(micros("outbox_bridge_candidate", "renewed_at") > cand0);
   BOOST_TEST(micros("outbox_bridge_candidate", "stood_since") == stood);
@@ -225,6 +228,7 @@ BOOST_AUTO_TEST_CASE(a_steady_leader_renews_its_lease_and_candidacy_together_and
   std::this_thread::sleep_for(50ms);
   a.step();
   BOOST_TEST(a.leads(0));
+  BOOST_TEST(a.jointRenewals(0) == 1u);  // the lease alone, then the candidacy afresh
   BOOST_TEST(micros("outbox_bridge_candidate", "stood_since") > stood);
   BOOST_TEST(spread.database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_bridge_candidate WHERE source = '{}' AND "
                                                 "expires_at > NOW(6)",

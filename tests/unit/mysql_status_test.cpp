@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE mysql_status
 #include <boost/test/unit_test.hpp>
 
+#include "db/binlog.h"
 #include "db/connection.h"
 
 using namespace outbox;
@@ -64,4 +65,18 @@ BOOST_AUTO_TEST_CASE(missing_tables_and_privileges_are_named) {
   BOOST_TEST(!from(1064).isLockConflict());
   // A Status the bridge made itself has no cause.
   BOOST_TEST((Status::transient("ours").cause() == Cause::kNone));
+}
+
+// Issue 20: the doorbell watches no source whose database the server's binary log leaves out
+// (binlog_do_db names others, or binlog_ignore_db names it): those poll instead of waiting for
+// rings that never come.
+BOOST_AUTO_TEST_CASE(the_doorbell_knows_which_databases_the_binary_log_carries) {
+  using outbox::db::binlogCarries;
+  BOOST_TEST(binlogCarries("", "", "shop"));
+  BOOST_TEST(!binlogCarries("", "shop", "shop"));
+  BOOST_TEST(!binlogCarries("", "audit,shop", "shop"));
+  BOOST_TEST(binlogCarries("", "audit,shopping", "shop"));
+  BOOST_TEST(binlogCarries("billing,shop", "", "shop"));
+  BOOST_TEST(!binlogCarries("billing", "", "shop"));
+  BOOST_TEST(!binlogCarries("billing", "shop", "shop"));
 }

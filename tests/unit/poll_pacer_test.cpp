@@ -172,23 +172,33 @@ BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubl
     at = p.next();
     p.started(at);
   }
+  BOOST_TEST(!p.ringsGivenUp());
   p.batchArrived(at, false, false, false, kDoorbell);
   BOOST_TEST((p.next() == at + kQuiet));
+  // Given up on: the idle check looks for the ring's row every round (Wakeup::ringsUnanswered).
+  BOOST_TEST(p.ringsGivenUp());
   // A retry that finds the row stops the retries.
   p.rung(at + 1s);
   p.started(at + 1s, true);
   p.batchArrived(at + 1s, false, /*rowsCame=*/true, false, kDoorbell);
   BOOST_TEST((p.next() == at + 1s + kQuiet));
+  BOOST_TEST(!p.ringsGivenUp());
 }
 
-// The idle check leaves out the sources the doorbell watches: the doorbell alone is enough.
-BOOST_AUTO_TEST_CASE(with_the_doorbell_and_no_idle_check_a_quiet_source_polls_once_a_quiet_poll) {
+// A doorbell whose idle check does not work (not run yet, or failing): the source polls at the
+// pace the check would look at it (Wakeup::kWatchedCheck), not every poll_interval.
+BOOST_AUTO_TEST_CASE(with_the_doorbell_and_no_working_idle_check_a_quiet_source_polls_at_the_checks_pace) {
   PollPacer p(250ms);
   p.begin(t0);
   p.started(t0);
   p.batchArrived(t0, false, true, false, kDoorbellOnly);
-  BOOST_TEST((p.next() == t0 + kQuiet));
+  BOOST_TEST((p.next() == t0 + std::chrono::milliseconds(Wakeup::kWatchedCheck)));
   BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
+  PollPacer slow(10s);  // poll_interval longer than that: poll_interval
+  slow.begin(t0);
+  slow.started(t0);
+  slow.batchArrived(t0, false, true, false, kDoorbellOnly);
+  BOOST_TEST((slow.next() == t0 + 10s));
 }
 
 BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_pace_then_stop) {
