@@ -264,7 +264,8 @@ Status Relay::onBatch(Batch& batch) {
     options_.wakeup->readThrough = batch.cursor;  // 0 when unknown: the idle check rings
     watch = {options_.wakeup->doorbell.load(), options_.wakeup->idleChecked.load()};
   }
-  pacer_.batchArrived(now, full || batch.poison, batch.read, batch.holesOpen, watch);
+  // A late row answers its commit's ring as a new one does.
+  pacer_.batchArrived(now, full || batch.poison, std::max(batch.read, batch.rows.size()), batch.holesOpen, watch);
   if (options_.wakeup != nullptr) options_.wakeup->ringsUnanswered = pacer_.ringsGivenUp();
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
