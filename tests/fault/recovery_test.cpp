@@ -476,7 +476,8 @@ BOOST_AUTO_TEST_CASE(a_poison_row_halts_only_its_source_until_quarantined) {
   std::string reason = database.state(poisoned.name).haltedReason;
   BOOST_TEST(reason.find(fmt::format("id={}", poisonId)) != std::string::npos, reason);
   BOOST_TEST(reason.find("subject token") != std::string::npos, reason);
-  BOOST_TEST(database.state(poisoned.name).publishedThrough == 3u);  // the rows before it went out
+  // The rows before it went out: marked as the halted session settles, a moment after the halt.
+  BOOST_TEST(waitUntil([&] { return database.state(poisoned.name).publishedThrough == 3u; }, 5s));
   BOOST_TEST(bridge.log().find(fmt::format("id={}", poisonId)) != std::string::npos);
   // The other source goes on.
   insertRows(sql, healthy.outboxTable(), 200);

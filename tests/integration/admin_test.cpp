@@ -18,6 +18,31 @@ namespace {
 const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer s3cret-admin"}};
 const std::string kAdminToml = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"s3cret-admin\"\n";
 const bool kNoted = (registerSecret("s3cret-admin"), true);
+// A source's relay store and an operator's, on two connections, over one migrated database: the
+// two sides of a quarantine racing an assign.
+struct TwoStores {
+  TestDatabase database;
+  SourceSpec spec;
+  std::string path;
+  Config config;
+  const SourceConfig& source;
+  MysqlOutboxStore relayStore, operatorStore;
+  std::string table;
+
+  TwoStores(const std::string& purpose, const std::string& prefix)
+      : database(purpose),
+        spec{uniqueName(prefix, database), &database, {}},
+        path(writeConfig({spec})),
+        config((migrate(path), loadConfig(path, processEnvironment()))),
+        source(config.sources.front()),
+        relayStore(source),
+        operatorStore(source),
+        table(spec.outboxTable()) {
+    BOOST_REQUIRE(relayStore.connect().isOk());
+    BOOST_REQUIRE(operatorStore.connect().isOk());
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_admin_api_requires_its_bearer_token) {
@@ -143,16 +168,8 @@ BOOST_AUTO_TEST_CASE(quarantine_through_the_admin_api_resumes_a_halted_source) {
 // connections, each side started at the same moment; every other batch is of three rows, the
 // raced one in the middle (issue 20: small batches check in their versions INSERT).
 BOOST_AUTO_TEST_CASE(quarantine_and_assign_of_one_row_never_both_win) {
-  TestDatabase database("qrace");
-  SourceSpec spec{uniqueName("qr", database), &database, {}};
-  const std::string path = writeConfig({spec});
-  migrate(path);
-  const Config config = loadConfig(path, processEnvironment());
-  const SourceConfig& source = config.sources.front();
-  MysqlOutboxStore relayStore(source), operatorStore(source);
-  BOOST_REQUIRE(relayStore.connect().isOk());
-  BOOST_REQUIRE(operatorStore.connect().isOk());
-  const std::string table = spec.outboxTable();
+  TwoStores f("qrace", "qr");
+  auto& [database, spec, path, config, source, relayStore, operatorStore, table] = f;
   uint64_t assignedThrough = 0;
   int assignWon = 0, quarantineWon = 0;
   constexpr int kTries = 1000;
@@ -211,16 +228,8 @@ BOOST_AUTO_TEST_CASE(quarantine_and_assign_of_one_row_never_both_win) {
 // first. Either way a batch the scan read before a row of it was quarantined is refused whole, the
 // row named: no version, assigned_through unmoved; the batch without that row then goes through.
 BOOST_AUTO_TEST_CASE(a_batch_holding_a_row_quarantined_since_the_scan_is_refused_whole) {
-  TestDatabase database("qbatch");
-  SourceSpec spec{uniqueName("qb", database), &database, {}};
-  const std::string path = writeConfig({spec});
-  migrate(path);
-  const Config config = loadConfig(path, processEnvironment());
-  const SourceConfig& source = config.sources.front();
-  MysqlOutboxStore relayStore(source), operatorStore(source);
-  BOOST_REQUIRE(relayStore.connect().isOk());
-  BOOST_REQUIRE(operatorStore.connect().isOk());
-  const std::string table = spec.outboxTable();
+  TwoStores f("qbatch", "qb");
+  auto& [database, spec, path, config, source, relayStore, operatorStore, table] = f;
   constexpr size_t kLarge = MysqlOutboxStore::kFoldedCheckRows + 4;
   insertRows(database.sql(), table, 3 + kLarge, 0);
   uint64_t id = database.scalar("SELECT MIN(id) FROM " + table);
