@@ -124,39 +124,41 @@ std::vector<nats::StoredMessage> requireStreamMatchesTable(TestDatabase& databas
                                          source.name, rows, state.assignedThrough, state.publishedThrough,
                                          state.haltedReason, context()));
   }
-  // A cluster that just healed may answer "JetStream system temporarily unavailable" for a while.
-  std::vector<nats::StoredMessage> all;
-  std::string unavailable;
-  bool read = waitUntil(
+  // A cluster that just healed may answer "JetStream system temporarily unavailable" for a while,
+  // or a node back from a freeze may answer for the stream from its state before it (its last
+  // sequence then): read again until the stream holds what the table says, or the time is up.
+  std::vector<nats::StoredMessage> current;
+  std::string violation;
+  bool matched = waitUntil(
       [&] {
+        std::vector<nats::StoredMessage> all;
         try {
           all = reader.readAll(source.stream(), "control." + source.name);
-          return true;
         } catch (const std::exception& e) {
-          unavailable = e.what();
+          violation = fmt::format("could not be read: {}", e.what());
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
           return false;
         }
+        current.clear();
+        uint64_t firstVersion = 0;
+        for (auto& m : all) {
+          if (headerU64(m, "Outbox-Epoch") != state.epoch) continue;
+          if (firstVersion == 0) firstVersion = headerU64(m, "Outbox-Version");
+          current.push_back(std::move(m));
+        }
+        // Rows from firstVersion on: all of them, when the epoch began at version 1.
+        const uint64_t expected =
+            firstVersion <= 1 ? rows
+                              : database.scalar(fmt::format("SELECT COUNT(*) FROM `{}_versions` WHERE version >= {}",
+                                                            table, firstVersion));
+        violation = checkDenseOnce(current, source.name, expected, std::max<uint64_t>(firstVersion, 1));
+        if (violation.empty()) violation = checkEntityOrder(current);
+        if (violation.empty()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        return false;
       },
       timeout);
-  if (!read) throw std::runtime_error(fmt::format("stream {} could not be read: {}", source.stream(), unavailable));
-  std::vector<nats::StoredMessage> current;
-  uint64_t firstVersion = 0;
-  for (auto& m : all) {
-    if (headerU64(m, "Outbox-Epoch") != state.epoch) continue;
-    if (firstVersion == 0) firstVersion = headerU64(m, "Outbox-Version");
-    current.push_back(std::move(m));
-  }
-  // Rows from firstVersion on: all of them, when the epoch began at version 1.
-  const uint64_t expected =
-      firstVersion <= 1 ? rows
-                        : database.scalar(fmt::format("SELECT COUNT(*) FROM `{}_versions` WHERE version >= {}", table,
-                                                      firstVersion));
-  std::string violation = checkDenseOnce(current, source.name, expected, std::max<uint64_t>(firstVersion, 1));
-  if (violation.empty()) violation = checkEntityOrder(current);
-  if (!violation.empty()) {
-    throw std::runtime_error(fmt::format("stream {}: {}\n{}", source.stream(), violation, context()));
-  }
+  if (!matched) throw std::runtime_error(fmt::format("stream {}: {}\n{}", source.stream(), violation, context()));
   return current;
 }
 
