@@ -24,6 +24,7 @@
 #include "tools/support/subprocess.h"
 #include "config/config.h"
 #include "db/connection.h"
+#include "db/migrate.h"
 #include "nats/jetstream.h"
 
 using namespace outbox;
@@ -267,27 +268,33 @@ double cpuOf(const std::vector<pid_t>& pids) {
   return sum;
 }
 
-// (i)'s reference: the same 10 rows/s of one-row INSERTs into a table of the outbox's shape with no
-// bridge running — what the producer's own commits cost MariaDB, which every (i) figure includes.
+// (i)'s load: `rows` one-row autocommit INSERTs, ten a second, into tables[i % tables.size()];
+// `committed(i)` right after each.
+void insertTenASecond(db::Connection& conn, const std::vector<std::string>& tables, int rows, int payloadBytes,
+                      const std::function<void(int)>& committed = {}) {
+  auto next = Clock::now();
+  for (int i = 0; i < rows; ++i) {
+    check(conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert',"
+                                "'{}')",
+                                tables[static_cast<size_t>(i) % tables.size()], i, payload(payloadBytes, wallMicros()))),
+          "insert");
+    if (committed) committed(i);
+    next += std::chrono::milliseconds(100);
+    std::this_thread::sleep_until(next);
+  }
+}
+
+// (i)'s reference: the same load into an outbox table (the project's schema) with no bridge
+// running — what the producer's own commits cost MariaDB, which every (i) figure includes.
 double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std::string& runId) {
   dsn.database = fmt::format("bench_t{}p", runId);
   check(admin.exec("CREATE DATABASE " + dsn.database), "create database");
   auto conn = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
-  check(conn->exec("CREATE TABLE alone_outbox (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, entity_type "
-                   "VARCHAR(64) NOT NULL, entity_key VARCHAR(191) NOT NULL, op VARCHAR(16) NOT NULL, payload "
-                   "LONGTEXT NOT NULL, created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))"),
-        "create the table");
+  std::vector<std::string> applied;
+  check(db::migrate(*conn, {"alone_outbox"}, {}, applied), "create the outbox table");
   const double m0 = cpuOf(o.mysqlPid);
   const auto t0 = Clock::now();
-  auto next = t0;
-  for (int i = 0; i < 10 * o.trickleSeconds; ++i) {
-    check(conn->exec(fmt::format("INSERT INTO alone_outbox (entity_type, entity_key, op, payload) VALUES ('item','{}',"
-                                 "'upsert','{}')",
-                                 i, payload(o.payloadBytes, wallMicros()))),
-          "insert");
-    next += std::chrono::milliseconds(100);
-    std::this_thread::sleep_until(next);
-  }
+  insertTenASecond(*conn, {"alone_outbox"}, 10 * o.trickleSeconds, o.payloadBytes);
   const double cpu = (cpuOf(o.mysqlPid) - m0) / seconds(Clock::now() - t0) * 100;
   (void)admin.exec("DROP DATABASE " + dsn.database);
   return cpu;
@@ -373,16 +380,7 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
   const int rows = 10 * o.trickleSeconds;
   std::vector<int64_t> committedAt(static_cast<size_t>(rows));
   Cost flow = measure([&] {
-    auto next = Clock::now();
-    for (int i = 0; i < rows; ++i) {
-      check(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert',"
-                                   "'{}')",
-                                   tables[static_cast<size_t>(i % sources)], i, payload(o.payloadBytes, wallMicros()))),
-            "insert");
-      committedAt[static_cast<size_t>(i)] = wallMicros();
-      next += std::chrono::milliseconds(100);
-      std::this_thread::sleep_until(next);
-    }
+    insertTenASecond(*conn, tables, rows, o.payloadBytes, [&](int i) { committedAt[static_cast<size_t>(i)] = wallMicros(); });
   });
   const double bridgeStatements = flow.statements - 10.0;  // less the producer's INSERTs
   begin = Clock::now();

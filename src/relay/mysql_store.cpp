@@ -1,6 +1,7 @@
 #include "relay/mysql_store.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -182,18 +183,37 @@ Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) 
 
 Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) {
   if (rows.empty()) return saveScan(mark);
-  std::string values, ids;
-  values.reserve(rows.size() * 24);
+  // The versions follow id order. The outbox rows are not touched.
+  const bool folded = rows.size() <= kFoldedCheckRows;
+  std::string pairs, ids;
+  pairs.reserve(rows.size() * 24);
   ids.reserve(rows.size() * 12);
   uint64_t v = expectedAssignedThrough;
   for (const auto& r : rows) {
-    if (!values.empty()) {
-      values += ',';
-      ids += ',';
+    const bool first = ids.empty();
+    ++v;
+    if (folded && first) {
+      fmt::format_to(std::back_inserter(pairs), "SELECT {} AS version, {} AS outbox_id", v, r.id);
+    } else if (folded) {
+      fmt::format_to(std::back_inserter(pairs), " UNION ALL SELECT {}, {}", v, r.id);
+    } else {
+      fmt::format_to(std::back_inserter(pairs), "{}({},{})", first ? "" : ",", v, r.id);
     }
-    values += fmt::format("({},{})", ++v, r.id);
-    ids += std::to_string(r.id);
+    fmt::format_to(std::back_inserter(ids), "{}{}", first ? "" : ",", r.id);
   }
+  // A quarantine takes the state row's lock first too, so it committed before the claim below or
+  // waits for this transaction: a locking read after the claim sees what it wrote (a plain one at
+  // READ COMMITTED or a snapshot may not). One of the two wins, never both. A large batch reads
+  // the quarantine, then inserts one VALUES list; a small one (a trickle's row) checks in its
+  // INSERT ... SELECT, which reads the quarantine with shared locks too (and no earlier read of
+  // the transaction fixed a snapshot): all of it or none of it is inserted.
+  const std::string quarantined = fmt::format(
+      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
+      rows.front().id, rows.back().id, ids);
+  const std::string insert =
+      folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
+                           versions_, pairs, quarantined)
+             : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
   Status s = session_.transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
@@ -205,40 +225,18 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
           "moved the source to a new epoch");
     }
-    // A quarantine takes the state row's lock first too, so it committed before the UPDATE above
-    // or waits for this transaction: a locking read sees what it wrote (a plain one at READ
-    // COMMITTED or a snapshot may not). One of the two wins, never both.
-    const std::string quarantinedIds = fmt::format(
-        "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
-        rows.front().id, rows.back().id, ids);
-    auto whichQuarantined = [&]() -> Status {
-      auto quarantined = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantinedIds));
-      if (!quarantined.isOk()) return quarantined.status();
-      if (!quarantined->has_value()) return Status::ok();
+    auto refuseQuarantined = [&]() -> Status {
+      auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
+      if (!row.isOk()) return row.status();
+      if (!row->has_value()) return Status::ok();
       return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
-                                           **quarantined));
+                                           **row));
     };
-    if (rows.size() > kFoldedCheckRows) {
-      OUTBOX_RETURN_IF_ERROR(whichQuarantined());
-      // One statement for the whole batch; versions follow id order. The outbox rows are not touched.
-      OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, values)));
-      return recordPins(conn, mark);
-    }
-    // A small batch (a trickle's one row) checks in its INSERT: an INSERT ... SELECT reads the
-    // quarantine with shared locks, as the locking read above does — and no earlier read of this
-    // transaction fixed a snapshot. All of it or none of it is inserted.
-    std::string selected;
-    v = expectedAssignedThrough;
-    for (const auto& r : rows) {
-      selected += selected.empty() ? fmt::format("SELECT {} AS version, {} AS outbox_id", ++v, r.id)
-                                   : fmt::format(" UNION ALL SELECT {}, {}", ++v, r.id);
-    }
-    auto inserted = conn.execCount(fmt::format(
-        "INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})", versions_,
-        selected, quarantinedIds));
+    if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
+    auto inserted = conn.execCount(insert);
     if (!inserted.isOk()) return inserted.status();
     if (*inserted != rows.size()) {
-      OUTBOX_RETURN_IF_ERROR(whichQuarantined());
+      OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
       return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
     }
     return recordPins(conn, mark);

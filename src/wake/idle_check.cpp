@@ -55,8 +55,6 @@ void IdleCheck::run() {
   const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
   std::unique_ptr<db::Connection> conn;
   std::string reported;  // the failure last logged ("": none since the last full round worked)
-  std::vector<size_t> everyone(sources_.size());
-  for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = i;
   // The watched sources every kWatchedCheck, or every round when poll_interval is longer; the
   // first round checks them all at once (so the relays know early that the check works).
   const uint64_t watchedEvery = std::max<uint64_t>(1, Wakeup::kWatchedCheck / interval_);
@@ -101,7 +99,7 @@ void IdleCheck::run() {
       reported = s.message();
     }
   }
-  setChecked(everyone, false);
+  setChecked(due(/*all=*/true), false);
 }
 
 }  // namespace outbox

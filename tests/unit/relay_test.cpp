@@ -1176,6 +1176,35 @@ BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_i
   BOOST_TEST(h.streamIsDense(1));
 }
 
+// A ring of a commit that wrote rows is polled for a few times more (the commit may not be visible
+// yet), then left to the idle check (Wakeup::ringsUnanswered) until a poll reads rows; a ring that
+// only says "look" (an epoch bump) costs one poll and leaves nothing unanswered.
+BOOST_AUTO_TEST_CASE(a_ring_whose_row_does_not_show_is_left_to_the_idle_check_until_rows_come) {
+  Harness h;
+  h.watched();
+  h.source.pollInterval = 100ms;
+  h.startStepped();
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  // A ring is answered in real time (no clock step needed): wait for its poll, then step the clock.
+  int before = h.store.polls;
+  h.watcher.ring(Wakeup::By::kBinlogNoRows);
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.polls == before + 1; }));
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  BOOST_TEST(h.store.polls == before + 1);
+  BOOST_TEST(!h.watcher.ringsUnanswered.load());
+  before = h.store.polls;
+  h.watcher.ring(Wakeup::By::kBinlog);  // its row never shows
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.polls == before + 1; }));
+  BOOST_REQUIRE(h.clock.run(1s, 1ms));
+  BOOST_TEST(h.store.polls == before + 1 + PollPacer::kRingRetries);
+  BOOST_TEST(h.watcher.ringsUnanswered.load());
+  h.store.add(1);
+  h.watcher.ring(Wakeup::By::kIdleCheck);  // the idle check saw its id
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 1; }));
+  BOOST_REQUIRE(h.clock.run(100ms, 1ms));
+  BOOST_TEST(!h.watcher.ringsUnanswered.load());
+}
+
 // ... and it keeps its lease: the wait for a ring ends for the lease's heartbeat (10 s here).
 BOOST_AUTO_TEST_CASE(a_watched_quiet_leader_renews_its_lease_while_it_sleeps) {
   Harness h;
