@@ -22,7 +22,7 @@ enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 //                    MariaDB 11.6+'s innodb_snapshot_isolation, error 1020): running it again is
 //                    the answer;
 //   kConnection    — the server went away, or never answered: asking again on a new connection;
-//   kMissingTable  — a table the statement names does not exist (a schema not migrated);
+//   kMissingTable  — a table or column the statement names does not exist (a schema not migrated);
 //   kAccessDenied  — a privilege or a login refused;
 //   kServer        — any other error the server reported.
 enum class Cause { kNone, kLockWait, kRolledBack, kConnection, kMissingTable, kAccessDenied, kServer };

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "config/section.h"
+#include "config/subject_template.h"
 
 namespace outbox::config_detail {
 
@@ -107,6 +108,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
                                                                  "nats-server ($JS.API, $SYS, ...)",
                                                                  shownValue(s.subjectPrefix)));
   }
+  subjectAndLatest(sec, s);
   if (auto v = sec.integer("batch_size")) s.batchSize = positiveInt(sec.keyName("batch_size"), *v, 100000);
   if (auto v = sec.duration("poll_interval")) {
     if (v->count() < 1 || *v > std::chrono::hours(1)) {
@@ -129,6 +131,34 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   streamLimits(sec, s);
   sec.finish();
   return s;
+}
+
+// `subject` (a template under subject_prefix) and `latest_stream`, which keeps one message per
+// subject: the subject must name the key, and not the op (a delete would not replace the upsert).
+void subjectAndLatest(Section& sec, SourceConfig& s) {
+  if (auto text = sec.str("subject")) {
+    std::string problem;
+    if (!SubjectTemplate::parse(*text, s.subjectPrefix, problem)) {
+      throw ConfigError(sec.keyName("subject"), fmt::format("'{}' {}", shownValue(*text), problem));
+    }
+    s.subject = *text;
+  }
+  auto latest = sec.str("latest_stream");
+  if (!latest) return;
+  if (!isStreamName(*latest)) {
+    throw ConfigError(sec.keyName("latest_stream"), fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', "
+                                                                "'>', '/')",
+                                                                shownValue(*latest)));
+  }
+  if (*latest == s.stream) throw ConfigError(sec.keyName("latest_stream"), "must differ from the source's stream");
+  const SubjectTemplate subject = SubjectTemplate::forSource(s.subject, s.subjectPrefix);
+  if (!subject.uses("entity_key") || subject.uses("op")) {
+    throw ConfigError(sec.keyName("latest_stream"),
+                      fmt::format("keeps the last message of each subject, so the subject must name the entity key "
+                                  "and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" (it is '{}')",
+                                  s.subjectPrefix, subject.text()));
+  }
+  s.latestStream = *latest;
 }
 
 // nats-server's rules for a stream (server/stream.go, checkStreamCfg): max_age 0 (for ever) or at

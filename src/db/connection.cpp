@@ -56,6 +56,7 @@ Classified classify(unsigned code) {
     case ER_QUERY_INTERRUPTED:
       return {Cause::kServer, true};
     case ER_NO_SUCH_TABLE:
+    case ER_BAD_FIELD_ERROR:  // a column a newer schema file adds
       return {Cause::kMissingTable, false};
     case ER_ACCESS_DENIED_ERROR:
     case ER_DBACCESS_DENIED_ERROR:

@@ -60,11 +60,17 @@ Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& ta
   return Status::ok();
 }
 
+// A file that begins "-- online:" changes nothing a running bridge reads or writes (a column
+// only a newer bridge reads): it may be applied while bridges run.
+bool appliesOnline(const SchemaFile& file) { return std::string_view(file.sql).starts_with("-- online:"); }
+
 // Schema changes move what a running bridge writes (v2 moved versions out of the outbox table):
-// with files to apply, a bridge that leads a source must be stopped first.
+// with files to apply, a bridge that leads a source must be stopped first, unless every one of
+// them applies online.
 Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTables) {
   size_t pending = 0;
   for (const auto& file : schemaFiles()) {
+    if (appliesOnline(file)) continue;
     const bool bridgeScope = std::string(file.scope) == "bridge";
     for (size_t i = 0; i < (bridgeScope ? 1 : outboxTables.size()); ++i) {
       auto done = isApplied(conn, file, bridgeScope ? "" : outboxTables[i]);

@@ -263,6 +263,10 @@ Status JetStream::publishAsync(const OutgoingMessage& message) {
     s = natsMsgHeader_Set(raw, key, value.c_str());
     if (s != NATS_OK) return fromNats(s, 0, "set header");
   }
+  for (const auto& [key, value] : message.moreHeaders) {
+    s = natsMsgHeader_Add(raw, key.c_str(), value.c_str());
+    if (s != NATS_OK) return fromNats(s, 0, "add header");
+  }
   natsMsg* owned = msg.release();
   // No per-message MaxWait: nats.c would arm a timer for every message. The relay keeps its
   // own deadline for acks and abandons what is pending when it passes.

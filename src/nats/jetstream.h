@@ -121,6 +121,7 @@ struct OutgoingMessage {
   std::string subject;
   std::string_view data;
   std::vector<std::pair<const char*, std::string>> headers;
+  std::vector<std::pair<std::string, std::string>> moreHeaders;  // names not known in advance
 };
 
 // The server's answer to one asynchronous publish, handed from the library's thread to the

@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "relay/poison.h"
+#include "relay/row_headers.h"
 
 namespace outbox {
 
@@ -24,10 +25,10 @@ constexpr int kMaxTipProbe = 10'000;
 
 }  // namespace
 
-nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
-                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
+nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+                                uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
   nats::OutgoingMessage m;
-  m.subject = source.subjectPrefix + "." + row.entityType;
+  m.subject = subject.render(SubjectFields{source.name, row.entityType, row.entityKey, row.op});
   if (row.payload) m.data = *row.payload;
   m.headers = {
       {"Nats-Msg-Id", fmt::format("{}:{}", source.name, row.version)},
@@ -42,12 +43,18 @@ nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row
   if (fenceOnPreviousVersion) {
     m.headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, row.version - 1));
   }
+  if (row.op == "upsert") m.headers.emplace_back("Content-Type", "application/json");
+  // Checked when the row was read (findPoison): a row whose headers cannot travel never gets here.
+  if (row.headers) (void)parseRowHeaders(*row.headers, m.moreHeaders);
   return m;
 }
 
 JetStreamPublisher::JetStreamPublisher(const SourceConfig& source, const NatsConfig& nats,
                                        nats::Connection& connection)
-    : source_(source), nats_(nats), connection_(connection) {}
+    : source_(source),
+      subject_(SubjectTemplate::forSource(source.subject, source.subjectPrefix)),
+      nats_(nats),
+      connection_(connection) {}
 
 Status JetStreamPublisher::prepare() {
   if (!js_) {
@@ -105,7 +112,7 @@ Result<StreamTip> JetStreamPublisher::tip() {
 
 Status JetStreamPublisher::publish(const OutboxRow& row, uint64_t epoch, uint64_t expectedLastSeq,
                                    bool fenceOnPreviousVersion) {
-  return js_->publishAsync(toMessage(source_, row, epoch, expectedLastSeq, fenceOnPreviousVersion));
+  return js_->publishAsync(toMessage(source_, subject_, row, epoch, expectedLastSeq, fenceOnPreviousVersion));
 }
 
 void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {
@@ -151,7 +158,7 @@ void JetStreamPublisher::abandon() {
 }
 
 std::optional<std::string> JetStreamPublisher::poisonReason(const OutboxRow& row) {
-  return findPoison(source_, row, static_cast<size_t>(connection_.maxPayload()));
+  return findPoison(source_, subject_, row, static_cast<size_t>(connection_.maxPayload()));
 }
 
 }  // namespace outbox

@@ -4,14 +4,15 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/subject_template.h"
 #include "nats/jetstream.h"
 #include "relay/ports.h"
 
 namespace outbox {
 
 // The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4.
-nats::OutgoingMessage toMessage(const SourceConfig& source, const OutboxRow& row, uint64_t epoch,
-                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
+nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+                                uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
 
 // Publisher over a shared nats::Connection (which must outlive it), with its own JetStream
 // context. Single-threaded apart from the ack queue inside nats::JetStream.
@@ -33,6 +34,7 @@ class JetStreamPublisher final : public Publisher {
   void checkDuplicate(const std::string& msgId, VersionAck& ack);
 
   const SourceConfig& source_;
+  SubjectTemplate subject_;
   const NatsConfig& nats_;
   nats::Connection& connection_;
   std::unique_ptr<nats::JetStream> js_;

@@ -141,6 +141,12 @@ Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char*
   // A statement that failed before it began a transaction leaves the isolation level set for the
   // next one, which may be the scan's consistent read: start from a fresh connection instead.
   if (isolation != nullptr && !rows.isOk()) session_.drop();
+  if (!rows.isOk() && rows.status().cause() == Cause::kMissingTable) {
+    return Status::permanent(fmt::format("{}; the schema is older than this bridge: run `outbox-bridge migrate` (the "
+                                         "source resumes by itself)",
+                                         rows.status().message()))
+        .because(Cause::kMissingTable);
+  }
   return rows;
 }
 

@@ -14,7 +14,8 @@ namespace outbox {
 namespace {
 // The outbox row's columns (alias o), then one more per query: its version, or the scan's flags.
 constexpr const char* kRowColumns =
-    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED)";
+    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED), "
+    "o.headers";
 
 OutboxRow rowFrom(const db::Rows& rows) {
   OutboxRow r;
@@ -24,6 +25,7 @@ OutboxRow rowFrom(const db::Rows& rows) {
   r.op = std::string(rows.text(3));
   if (auto payload = rows.optText(4)) r.payload = std::string(*payload);
   r.createdAtMicros = static_cast<int64_t>(rows.u64(5));
+  if (auto headers = rows.optText(6)) r.headers = std::string(*headers);
   return r;
 }
 
@@ -75,7 +77,7 @@ std::string MysqlOutboxStore::scannedRowsQuery(const std::string& where) const {
 std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
   std::vector<ScannedRow> out;
   out.reserve(rows.rowCount());
-  while (rows.next()) out.push_back(ScannedRow{rowFrom(rows), rows.u64(6) != 0, rows.u64(7) != 0});
+  while (rows.next()) out.push_back(ScannedRow{rowFrom(rows), rows.u64(7) != 0, rows.u64(8) != 0});
   return out;
 }
 
@@ -321,7 +323,7 @@ Result<std::vector<OutboxRow>> MysqlOutboxStore::readAssigned(uint64_t fromVersi
   out.reserve(rows->rowCount());
   while (rows->next()) {
     out.push_back(rowFrom(*rows));
-    out.back().version = rows->u64(6);
+    out.back().version = rows->u64(7);
   }
   return out;
 }

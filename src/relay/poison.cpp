@@ -4,10 +4,12 @@
 #include <simdjson.h>
 
 #include "relay/jetstream_publisher.h"
+#include "relay/row_headers.h"
 
 namespace outbox {
 
-std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRow& row, size_t maxPayload) {
+std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+                                      size_t maxPayload) {
   if (!isSubjectToken(row.entityType)) {
     return fmt::format("entity_type '{}' is not a valid NATS subject token", row.entityType);
   }
@@ -25,11 +27,21 @@ std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRo
       return fmt::format("payload is not valid JSON ({})", simdjson::error_message(error));
     }
   }
+  if (row.headers) {
+    std::vector<RowHeader> headers;
+    if (std::string problem = parseRowHeaders(*row.headers, headers); !problem.empty()) return problem;
+  }
   OutboxRow sized = row;
   sized.version = UINT64_MAX;
-  auto message = toMessage(source, sized, UINT64_MAX, UINT64_MAX, /*fenceOnPreviousVersion=*/true);
+  auto message = toMessage(source, subject, sized, UINT64_MAX, UINT64_MAX, /*fenceOnPreviousVersion=*/true);
+  if (message.subject.size() > kMaxSubjectBytes) {
+    return fmt::format("its subject is {} bytes long, over the {} bytes a subject may have here (entity_key of {} "
+                       "bytes)",
+                       message.subject.size(), kMaxSubjectBytes, row.entityKey.size());
+  }
   size_t bytes = message.data.size() + 12;  // "NATS/1.0\r\n" + final "\r\n"
   for (const auto& [key, value] : message.headers) bytes += std::char_traits<char>::length(key) + value.size() + 4;
+  for (const auto& [key, value] : message.moreHeaders) bytes += key.size() + value.size() + 4;
   if (maxPayload > 0 && bytes > maxPayload) {
     return fmt::format("message of {} bytes is over the server's max_payload of {} bytes", bytes, maxPayload);
   }

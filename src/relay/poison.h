@@ -4,14 +4,17 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/subject_template.h"
 #include "relay/ports.h"
 
 namespace outbox {
 
 // Why `row` cannot be published as is (ARCHITECTURE.md section 7), or nullopt when it can:
 // payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
-// subject token, a header value with a line break, or a message over `maxPayload` bytes.
-std::optional<std::string> findPoison(const SourceConfig& source, const OutboxRow& row, size_t maxPayload);
+// subject token, a header value with a line break, `headers` that cannot travel (row_headers.h),
+// a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes.
+std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+                                      size_t maxPayload);
 
 // The halted_reason of a source stopped by poison row `id`: "poison row id=<id>: <why>".
 std::string poisonHaltReason(uint64_t id, const std::string& why);

@@ -22,6 +22,7 @@ struct OutboxRow {
   std::optional<std::string> payload;
   int64_t createdAtMicros = 0;  // the database clock, microseconds since the epoch
   uint64_t version = 0;         // 0 until assigned
+  std::optional<std::string> headers;  // the `headers` JSON column: more message headers (row_headers.h)
 };
 
 // One row of outbox_source_state.

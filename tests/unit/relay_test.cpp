@@ -415,7 +415,7 @@ class FakePublisher final : public Publisher {
     SourceConfig source;
     source.name = "s";
     source.subjectPrefix = "control.s";
-    return findPoison(source, row, maxPayload);
+    return findPoison(source, SubjectTemplate::byEntityType(source.subjectPrefix), row, maxPayload);
   }
 };
 
@@ -825,8 +825,9 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   source.name = "account";
   source.subjectPrefix = "control.account";
   OutboxRow ok{1, "account", "42", "upsert", std::string(R"({"id":42})"), 0, 0};
-  BOOST_TEST(!findPoison(source, ok, 1 << 20).has_value());
-  auto reason = [&](OutboxRow r, size_t max = 1 << 20) { return findPoison(source, r, max).value_or(""); };
+  const SubjectTemplate subject = SubjectTemplate::byEntityType(source.subjectPrefix);
+  BOOST_TEST(!findPoison(source, subject, ok, 1 << 20).has_value());
+  auto reason = [&](OutboxRow r, size_t max = 1 << 20) { return findPoison(source, subject, r, max).value_or(""); };
   OutboxRow r = ok;
   r.entityType = "a.b";
   BOOST_TEST(reason(r).find("not a valid NATS subject token") != std::string::npos);
@@ -851,6 +852,35 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   r.payload = "\"" + std::string(2000, 'x') + "\"";
   BOOST_TEST(reason(r, 1000).find("over the server's max_payload of 1000 bytes") != std::string::npos);
   BOOST_TEST(reason(r, 4000).empty());
+  // Issue 21: the row's headers travel unless they cannot.
+  r = ok;
+  r.headers = R"({"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","x-tenant":"t1"})";
+  BOOST_TEST(reason(r).empty());
+  r.headers = "null";
+  BOOST_TEST(reason(r).empty());
+  r.headers = R"({"Nats-Msg-Id":"x"})";
+  BOOST_TEST(reason(r).find("'Nats-Msg-Id' is reserved") != std::string::npos, reason(r));
+  r.headers = R"({"outbox-version":"9"})";
+  BOOST_TEST(reason(r).find("is reserved") != std::string::npos);
+  r.headers = R"({"content-type":"text/plain"})";
+  BOOST_TEST(reason(r).find("is reserved") != std::string::npos);
+  r.headers = R"({"x-count":3})";
+  BOOST_TEST(reason(r).find("the value of 'x-count' is not a string") != std::string::npos);
+  r.headers = R"({"x-note":"a\r\nInjected: 1"})";
+  BOOST_TEST(reason(r).find("control character") != std::string::npos, reason(r));
+  r.headers = R"({"bad name":"v"})";
+  BOOST_TEST(reason(r).find("is not a header name") != std::string::npos);
+  r.headers = R"(["traceparent"])";
+  BOOST_TEST(reason(r).find("not a JSON object") != std::string::npos);
+  r.headers = R"({"x":)";
+  BOOST_TEST(reason(r).find("headers is not valid JSON") != std::string::npos);
+  // A subject the server could not take is refused before it is published.
+  r = ok;
+  SubjectTemplate perKey = SubjectTemplate::forSource("control.account.{entity_type}.{entity_key}", "control.account");
+  r.entityKey = std::string(1100, '.');  // 3 bytes each escaped
+  BOOST_TEST(findPoison(source, perKey, r, 1 << 20).value_or("").find("over the 3072 bytes") != std::string::npos);
+  r.entityKey = std::string(1000, '.');
+  BOOST_TEST(!findPoison(source, perKey, r, 1 << 20).has_value());
 }
 
 // Issue 8: the server's max_payload shrank after rows were assigned. The tail publish failed as

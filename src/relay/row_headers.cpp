@@ -1,0 +1,73 @@
+#include "relay/row_headers.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+namespace outbox {
+
+namespace {
+
+bool isHeaderNameChar(unsigned char c) {
+  if (std::isalnum(c) != 0 && c < 128) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+bool startsWithNoCase(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+         });
+}
+
+std::string shown(std::string_view text) {
+  std::string out;
+  for (char ch : text.substr(0, 64)) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, ch);
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
+}  // namespace
+
+std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out) {
+  out.clear();
+  thread_local simdjson::dom::parser parser;
+  simdjson::padded_string padded(json);
+  simdjson::dom::element root;
+  if (auto error = parser.parse(padded).get(root); error != simdjson::SUCCESS) {
+    return fmt::format("headers is not valid JSON ({})", simdjson::error_message(error));
+  }
+  if (root.is_null()) return "";
+  simdjson::dom::object object;
+  if (root.get(object) != simdjson::SUCCESS) return "headers is not a JSON object of name -> string";
+  for (auto [name, value] : object) {
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
+          return isHeaderNameChar(static_cast<unsigned char>(c));
+        })) {
+      return fmt::format("headers: '{}' is not a header name (letters, digits and !#$%&'*+-.^_`|~)", shown(name));
+    }
+    if (startsWithNoCase(name, "Nats-") || startsWithNoCase(name, "Outbox-") ||
+        (name.size() == 12 && startsWithNoCase(name, "Content-Type"))) {
+      return fmt::format("headers: '{}' is reserved (the bridge sets Nats-*, Outbox-* and Content-Type)", name);
+    }
+    std::string_view text;
+    if (value.get(text) != simdjson::SUCCESS) {
+      return fmt::format("headers: the value of '{}' is not a string", name);
+    }
+    if (std::any_of(text.begin(), text.end(), [](char ch) {
+          const auto c = static_cast<unsigned char>(ch);
+          return (c < 0x20 && c != '\t') || c == 0x7f;
+        })) {
+      return fmt::format("headers: the value of '{}' holds a control character ('{}'); a CR or LF would end the "
+                         "header",
+                         name, shown(text));
+    }
+    out.emplace_back(std::string(name), std::string(text));
+  }
+  return "";
+}
+
+}  // namespace outbox

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace outbox {
+
+// One header of a message, from the outbox row's `headers` column.
+using RowHeader = std::pair<std::string, std::string>;
+
+// The headers a row's `headers` column asks for (ARCHITECTURE.md section 4): a JSON object of
+// string -> string, each pair one message header, in the object's order; JSON null or {} asks for
+// none. Returns "" and fills `out`, or why the row cannot carry them (it is then poison, section
+// 7): not a JSON object, a value that is not a string, a name that is no header token (RFC 9110:
+// letters, digits and !#$%&'*+-.^_`|~), a reserved name (Nats-*, Outbox-* and Content-Type, in
+// any case: the bridge sets those), or a value holding a control character other than tab (a
+// CR or LF would end the header).
+std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out);
+
+}  // namespace outbox
