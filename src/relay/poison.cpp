@@ -1,5 +1,7 @@
 #include "relay/poison.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -18,6 +20,15 @@ std::optional<std::string> findPoison(const SourceConfig& source, const SubjectT
   }
   if (row.entityKey.find_first_of("\r\n") != std::string::npos) {
     return "entity_key contains a line break, which cannot travel in a header";
+  }
+  // The key travels in Outbox-Entity-Key too: nats.c reads a message whose header value is empty
+  // back without any header, and drops control characters from a value (another key, silently).
+  if (row.entityKey.empty()) return "entity_key is empty, which the Outbox-Entity-Key header cannot carry";
+  if (std::any_of(row.entityKey.begin(), row.entityKey.end(), [](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        return (c < 0x20 && c != '\t') || c == 0x7f;
+      })) {
+    return "entity_key contains a control character, which the Outbox-Entity-Key header cannot carry";
   }
   if (row.op == "upsert" && !row.payload) return "an upsert with a NULL payload";
   if (row.payload) {

@@ -848,6 +848,12 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   r = ok;
   r.entityKey = "a\r\nInjected: header";
   BOOST_TEST(reason(r).find("line break") != std::string::npos);
+  r.entityKey = "";
+  BOOST_TEST(reason(r).find("entity_key is empty") != std::string::npos);
+  r.entityKey = "x\x01y";
+  BOOST_TEST(reason(r).find("control character") != std::string::npos);
+  r.entityKey = "tab\there";
+  BOOST_TEST(reason(r).empty());
   r = ok;
   r.payload = "\"" + std::string(2000, 'x') + "\"";
   BOOST_TEST(reason(r, 1000).find("over the server's max_payload of 1000 bytes") != std::string::npos);
