@@ -100,6 +100,8 @@ struct SourceConfig {
   std::string subjectPrefix;
   // The message subject's template (config/subject_template.h); empty: `<subject_prefix>.{entity_type}`.
   std::string subject;
+  // A stream sourcing the main one with max_msgs_per_subject = 1 (ARCHITECTURE.md section 4); empty: none.
+  std::string latestStream;
   int batchSize = 1000;
   Duration pollInterval{250};
   std::string snapshotKey;   // empty: the first column of snapshot_query

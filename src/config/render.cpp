@@ -46,6 +46,7 @@ std::string renderMasked(const Config& c) {
     out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
                        quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
     out += fmt::format("subject = {}\n", quoted(SubjectTemplate::forSource(s.subject, s.subjectPrefix).text()));
+    if (!s.latestStream.empty()) out += fmt::format("latest_stream = {}\n", quoted(s.latestStream));
     out += fmt::format("wake = {}\n", quoted(wakeName(s.wake)));
     out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
                        s.replicas, quoted(formatDuration(s.maxAge)));

@@ -130,7 +130,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
                          std::set<std::string>& consulted);
 // max_age and duplicate_window, as nats-server will take them.
 void streamLimits(Section& sec, SourceConfig& source);
-void subjectTemplate(Section& sec, SourceConfig& source);
+void subjectAndLatest(Section& sec, SourceConfig& source);
 // "" when `query` is empty or one SELECT (or WITH ... SELECT) statement; else why not (sql_text.cpp).
 std::string snapshotQueryProblem(const std::string& query);
 // The rules between sources (sources_apart.cpp): a ConfigError naming both when two would share a

@@ -108,7 +108,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
                                                                  "nats-server ($JS.API, $SYS, ...)",
                                                                  shownValue(s.subjectPrefix)));
   }
-  subjectTemplate(sec, s);
+  subjectAndLatest(sec, s);
   if (auto v = sec.integer("batch_size")) s.batchSize = positiveInt(sec.keyName("batch_size"), *v, 100000);
   if (auto v = sec.duration("poll_interval")) {
     if (v->count() < 1 || *v > std::chrono::hours(1)) {
@@ -133,8 +133,9 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   return s;
 }
 
-// `subject`: a template under subject_prefix (config/subject_template.h).
-void subjectTemplate(Section& sec, SourceConfig& s) {
+// `subject` (a template under subject_prefix) and `latest_stream`, which keeps one message per
+// subject: the subject must name the key, and not the op (a delete would not replace the upsert).
+void subjectAndLatest(Section& sec, SourceConfig& s) {
   if (auto text = sec.str("subject")) {
     std::string problem;
     if (!SubjectTemplate::parse(*text, s.subjectPrefix, problem)) {
@@ -142,6 +143,22 @@ void subjectTemplate(Section& sec, SourceConfig& s) {
     }
     s.subject = *text;
   }
+  auto latest = sec.str("latest_stream");
+  if (!latest) return;
+  if (!isStreamName(*latest)) {
+    throw ConfigError(sec.keyName("latest_stream"), fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', "
+                                                                "'>', '/')",
+                                                                shownValue(*latest)));
+  }
+  if (*latest == s.stream) throw ConfigError(sec.keyName("latest_stream"), "must differ from the source's stream");
+  const SubjectTemplate subject = SubjectTemplate::forSource(s.subject, s.subjectPrefix);
+  if (!subject.uses("entity_key") || subject.uses("op")) {
+    throw ConfigError(sec.keyName("latest_stream"),
+                      fmt::format("keeps the last message of each subject, so the subject must name the entity key "
+                                  "and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" (it is '{}')",
+                                  s.subjectPrefix, subject.text()));
+  }
+  s.latestStream = *latest;
 }
 
 // nats-server's rules for a stream (server/stream.go, checkStreamCfg): max_age 0 (for ever) or at

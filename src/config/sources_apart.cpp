@@ -83,6 +83,14 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
       if (a.stream == b.stream) {
         throw ConfigError(key + "stream", fmt::format("stream '{}' is used by source {}", shownValue(b.stream), a.name));
       }
+      if (!b.latestStream.empty() && (b.latestStream == a.stream || b.latestStream == a.latestStream)) {
+        throw ConfigError(key + "latest_stream",
+                          fmt::format("stream '{}' is used by source {}", shownValue(b.latestStream), a.name));
+      }
+      if (!a.latestStream.empty() && a.latestStream == b.stream) {
+        throw ConfigError(key + "stream", fmt::format("stream '{}' is source {}'s latest_stream", shownValue(b.stream),
+                                                      a.name));
+      }
     }
   }
 }

@@ -99,12 +99,14 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
   }
   // The prefix is literal text (checked as a subject at load, and it may hold a brace).
   bool tokenEmpty = false;  // nothing yet in the dot-separated token being read
+  int tokenVariables = 0;   // {entity_type}, {entity_key} and {partition:N} in that token
   auto endToken = [&] {
     if (tokenEmpty) {
       problem = "has an empty token (two dots in a row, or a dot at an end)";
       return false;
     }
     tokenEmpty = true;
+    tokenVariables = 0;
     return true;
   };
   std::string literal = prefix;
@@ -145,6 +147,15 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
                               "and {{partition:N}})",
                               name);
         return std::nullopt;
+      }
+      // Two values of any length side by side could be read apart more than one way: the
+      // type "ab" with key "c" and the type "a" with key "bc" would share a subject.
+      if (part.kind == Kind::kEntityType || part.kind == Kind::kEntityKey || part.kind == Kind::kPartition) {
+        if (++tokenVariables > 1) {
+          problem = "puts two of {entity_type}, {entity_key} and {partition:N} in one token: two rows could share a "
+                    "subject (separate them with a dot)";
+          return std::nullopt;
+        }
       }
       flush();
       t.parts_.push_back(part);

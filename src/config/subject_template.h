@@ -11,7 +11,9 @@ namespace outbox {
 // A message's subject from its row (ARCHITECTURE.md section 4): the source's `subject` template,
 // e.g. "control.account.{entity_type}.{entity_key}", with the placeholders {entity_type},
 // {entity_key}, {op}, {source} and {partition:N}. Literal text between them is made of subject
-// token characters and dots; every subject it renders is under `<subject_prefix>.>`.
+// token characters and dots; every subject it renders is under `<subject_prefix>.>`. A token
+// holds at most one of {entity_type}, {entity_key} and {partition:N}, so no two rows' fields
+// render to one subject.
 
 // A rendered subject longer than this is refused (the row is poison): nats-server's default
 // max_control_line is 4,096 bytes, and the publish line also carries a reply subject and sizes.
@@ -29,7 +31,8 @@ std::optional<std::string> unescapeSubjectToken(std::string_view token);
 
 // {partition:N}: FNV-1a, 32 bits, over the key's bytes (as stored, not escaped), mod `partitions`.
 // FNV-1a: h = 2166136261; for each byte b: h = (h XOR b) * 16777619 (mod 2^32). nats-server's
-// partition() subject mapping uses the same hash, of the subject tokens it names.
+// partition() subject mapping uses the same hash over the subject's tokens, which are the escaped
+// key: the two agree only for keys that need no escaping.
 uint32_t fnv1a32(std::string_view bytes);
 uint32_t keyPartition(std::string_view key, uint32_t partitions);
 

@@ -237,6 +237,62 @@ Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& strea
   return out;
 }
 
+Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& stream, const std::string& subject) {
+  OUTBOX_RETURN_IF_ERROR(follow());
+  natsMsg* raw = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&raw, js_.get(), stream.c_str(), subject.c_str(), nullptr, &code);
+  MsgPtr msg(raw);
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
+  if (s != NATS_OK) return fromNats(s, code, fmt::format("get the last message of {} from {}", subject, stream));
+  StoredMessage out;
+  out.seq = natsMsg_GetSequence(raw);
+  out.subject = natsMsg_GetSubject(raw);
+  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
+  out.headers = headersOf(raw);
+  return std::optional<StoredMessage>(std::move(out));
+}
+
+Result<std::string> JetStream::ensureLatestStream(const std::string& name, const std::string& origin, int replicas) {
+  OUTBOX_RETURN_IF_ERROR(follow());
+  jsStreamInfo* rawInfo = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), name.c_str(), nullptr, &code);
+  StreamInfoPtr info(rawInfo);
+  if (s == NATS_OK) {
+    const jsStreamConfig* cfg = info->Config;
+    std::string differs;
+    auto add = [&](const std::string& what) { differs += (differs.empty() ? "" : "; ") + what; };
+    if (cfg == nullptr) return std::string("the server sent no config");
+    if (cfg->SubjectsLen != 0) add("it has subjects of its own");
+    if (cfg->MaxMsgsPerSubject != 1) add(fmt::format("max_msgs_per_subject is {}, not 1", cfg->MaxMsgsPerSubject));
+    const bool sourcesOrigin = cfg->SourcesLen == 1 && cfg->Sources[0] != nullptr && cfg->Sources[0]->Name != nullptr &&
+                               origin == cfg->Sources[0]->Name &&
+                               (cfg->Sources[0]->FilterSubject == nullptr || *cfg->Sources[0]->FilterSubject == '\0');
+    if (!sourcesOrigin) add(fmt::format("it does not source all of {} alone", origin));
+    return differs;
+  }
+  if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + name);
+  jsStreamSource source;
+  jsStreamSource_Init(&source);
+  source.Name = origin.c_str();
+  jsStreamSource* sources[] = {&source};
+  jsStreamConfig cfg;
+  jsStreamConfig_Init(&cfg);
+  cfg.Name = name.c_str();
+  cfg.Sources = sources;
+  cfg.SourcesLen = 1;
+  cfg.MaxMsgsPerSubject = 1;
+  cfg.Storage = js_FileStorage;
+  cfg.Replicas = replicas;
+  cfg.AllowDirect = true;
+  rawInfo = nullptr;
+  s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
+  StreamInfoPtr created(rawInfo);
+  if (s != NATS_OK) return fromNats(s, code, "create stream " + name);
+  return std::string();
+}
+
 Status JetStream::deleteStream(const std::string& stream) {
   OUTBOX_RETURN_IF_ERROR(follow());
   jsErrCode code = static_cast<jsErrCode>(0);

@@ -78,6 +78,20 @@ Status JetStreamPublisher::prepare() {
                "(change it on the server if it should have {})",
                source_.stream, replicas, source_.replicas, source_.replicas);
   }
+  if (!source_.latestStream.empty()) {
+    // nats-server fills it from the main stream; the bridge only sees that it is there. Neither
+    // a failure here nor a stream set up otherwise stops the main stream's publishing.
+    auto latest = js_->ensureLatestStream(source_.latestStream, source_.stream, source_.replicas);
+    if (!latest.isOk()) {
+      sourceLogger(source_.name)->warn("latest stream {}: {} (tried again at the next session)", source_.latestStream,
+                                       latest.status().message());
+    } else if (!latest->empty() && !std::exchange(warnedLatest_, true)) {
+      sourceLogger(source_.name)
+          ->warn("latest stream {} exists, but {}; leaving it as it is (it should source {} with "
+                 "max_msgs_per_subject = 1 and no subjects of its own)",
+                 source_.latestStream, *latest, source_.stream);
+    }
+  }
   return Status::ok();
 }
 

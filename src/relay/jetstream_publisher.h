@@ -39,7 +39,8 @@ class JetStreamPublisher final : public Publisher {
   nats::Connection& connection_;
   std::unique_ptr<nats::JetStream> js_;
   std::vector<nats::AckEvent> scratch_;
-  bool warnedReplicas_ = false;  // a stream with other replicas than configured: said once
+  bool warnedReplicas_ = false;
+  bool warnedLatest_ = false;  // a stream with other replicas than configured: said once
 };
 
 }  // namespace outbox

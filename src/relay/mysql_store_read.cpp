@@ -55,6 +55,12 @@ std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vect
   return out;
 }
 
+// The server refused the statement itself (no such column or table in information_schema on an
+// older MariaDB, the plugin unloaded): the scan goes on without what it would have told.
+bool refusedByServer(const Status& s) {
+  return !s.isTransient() && (s.cause() == Cause::kServer || s.cause() == Cause::kMissingTable);
+}
+
 // A probe looks at no more than this many uncommitted rows in one statement (a transaction holding more
 // keeps the rest of its ranges open until a later probe).
 constexpr size_t kProbeRows = 100'000;
@@ -122,7 +128,7 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
         "CONNECTION_ID()))");
     if (clock.isOk() && clock->next() && !clock->isNull(1)) {
       reading.clock = ConnectionReading::ServerClock{clock->u64(0), std::chrono::milliseconds(clock->u64(1))};
-    } else if (!clock.isOk() && (clock.status().cause() != Cause::kServer || clock.status().isTransient())) {
+    } else if (!clock.isOk() && !refusedByServer(clock.status())) {
       return clock.status();
     }
     auto writers = queryRows(fmt::format(
@@ -142,7 +148,7 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
       return out;
     }
     // The plugin was unloaded since the connection began: every busy connection is a suspect.
-    if (writers.status().cause() != Cause::kServer || writers.status().isTransient()) return writers.status();
+    if (!refusedByServer(writers.status())) return writers.status();
     writersVisible_ = false;
     reading = ConnectionReading{};
   }

@@ -24,6 +24,11 @@ std::optional<std::string> findPoison(const SourceConfig& source, const SubjectT
   // The key travels in Outbox-Entity-Key too: nats.c reads a message whose header value is empty
   // back without any header, and drops control characters from a value (another key, silently).
   if (row.entityKey.empty()) return "entity_key is empty, which the Outbox-Entity-Key header cannot carry";
+  if (row.entityKey.front() == ' ' || row.entityKey.front() == '\t' || row.entityKey.back() == ' ' ||
+      row.entityKey.back() == '\t') {
+    return "entity_key begins or ends with a space or tab, which NATS clients trim from the Outbox-Entity-Key header "
+           "(it would arrive as another key)";
+  }
   if (std::any_of(row.entityKey.begin(), row.entityKey.end(), [](char ch) {
         const auto c = static_cast<unsigned char>(ch);
         return (c < 0x20 && c != '\t') || c == 0x7f;

@@ -11,7 +11,8 @@ namespace outbox {
 
 // Why `row` cannot be published as is (ARCHITECTURE.md section 7), or nullopt when it can:
 // payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
-// subject token, an entity_key that is empty or holds a control character other than tab, `headers` that cannot travel (row_headers.h),
+// subject token, an entity_key that is empty, begins or ends with a blank or holds a control
+// character other than tab, `headers` that cannot travel (row_headers.h),
 // a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes.
 std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
                                       size_t maxPayload);

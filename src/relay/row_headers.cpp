@@ -21,6 +21,8 @@ bool startsWithNoCase(std::string_view text, std::string_view prefix) {
          });
 }
 
+bool equalsNoCase(std::string_view a, std::string_view b) { return a.size() == b.size() && startsWithNoCase(a, b); }
+
 std::string shown(std::string_view text) {
   std::string out;
   for (char ch : text.substr(0, 64)) {
@@ -49,9 +51,13 @@ std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out) 
         })) {
       return fmt::format("headers: '{}' is not a header name (letters, digits and !#$%&'*+-.^_`|~)", shown(name));
     }
-    if (startsWithNoCase(name, "Nats-") || startsWithNoCase(name, "Outbox-") ||
-        (name.size() == 12 && startsWithNoCase(name, "Content-Type"))) {
+    if (startsWithNoCase(name, "Nats-") || startsWithNoCase(name, "Outbox-") || equalsNoCase(name, "Content-Type")) {
       return fmt::format("headers: '{}' is reserved (the bridge sets Nats-*, Outbox-* and Content-Type)", name);
+    }
+    // NATS clients take a message with no body and a Status header for a status message, not a
+    // user's (a delete would never reach its consumer).
+    if (equalsNoCase(name, "Status") || equalsNoCase(name, "Description")) {
+      return fmt::format("headers: '{}' is reserved (NATS clients read it as a server status)", name);
     }
     std::string_view text;
     if (value.get(text) != simdjson::SUCCESS) {
@@ -64,6 +70,14 @@ std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out) 
       return fmt::format("headers: the value of '{}' holds a control character ('{}'); a CR or LF would end the "
                          "header",
                          name, shown(text));
+    }
+    // NATS clients trim a value's surrounding blanks as they read it: the value would arrive
+    // changed. An empty one adds no header (there is no empty value to carry).
+    if (text.empty()) continue;
+    if (std::string_view(" \t").find(text.front()) != std::string_view::npos ||
+        std::string_view(" \t").find(text.back()) != std::string_view::npos) {
+      return fmt::format("headers: the value of '{}' begins or ends with a space or tab, which NATS clients trim",
+                         name);
     }
     out.emplace_back(std::string(name), std::string(text));
   }

@@ -53,15 +53,15 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   auto second = runBridge({"migrate", "--config", config});
   BOOST_TEST(second.exitCode == 0);
   BOOST_TEST(second.out.find("up to date") != std::string::npos, second.out);
-  // 001-009 of the bridge's tables, and the outbox table files (001, 002) once per source.
-  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 13u);
+  // 001-009 of the bridge's tables, and the outbox table files (001-003) once per source.
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 15u);
   auto columns = [&](const std::string& table) { return columnsOf(database, table); };
   auto indexes = [&](const std::string& table) { return indexesOf(database, table); };
   // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it;
   // the state row also names the row a halt is about (halted_row_id, halted_version) and the epoch
   // a bump the leader has yet to finish moves on from (bump_from_epoch).
   BOOST_TEST(columns("outbox_source_state") == kStateColumns, columns("outbox_source_state"));
-  BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at");
+  BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at,headers");
   BOOST_TEST(indexes(a.outboxTable()) == "PRIMARY");
   BOOST_TEST(columns(a.outboxTable() + "_versions") == "version,outbox_id");
   BOOST_TEST(indexes(a.outboxTable() + "_versions") == "PRIMARY,uk_outbox_id");
@@ -121,8 +121,8 @@ BOOST_AUTO_TEST_CASE(the_state_columns_files_add_only_what_is_missing) {
       }
       BOOST_TEST(columnsOf(database, "outbox_source_state") == expectedColumns);
       BOOST_TEST(columnDefinitionsOf(database, "outbox_source_state") == definitions);
-      // Each file recorded once: the bridge's 001-009 and the outbox table's 001, 002.
-      BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 11u);
+      // Each file recorded once: the bridge's 001-009 and the outbox table's 001-003.
+      BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 12u);
     }
   };
   // Every column there: nothing changes, values kept.
@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(the_v1_move_drops_whichever_version_indexes_the_table_has) 
   for (const SourceSpec* s : {&both, &unique, &pending, &v2}) {
     BOOST_TEST_CONTEXT(s->outboxTable()) {
       BOOST_TEST(again.out.find("applied 002_versions_table.sql (" + s->outboxTable() + ")") != std::string::npos, again.out);
-      BOOST_TEST(columnsOf(database, s->outboxTable()) == "id,entity_type,entity_key,op,payload,created_at");
+      BOOST_TEST(columnsOf(database, s->outboxTable()) == "id,entity_type,entity_key,op,payload,created_at,headers");
       BOOST_TEST(indexesOf(database, s->outboxTable()) == "PRIMARY");
       BOOST_TEST(columnsOf(database, s->outboxTable() + "_versions") == "version,outbox_id");
       BOOST_TEST(indexesOf(database, s->outboxTable() + "_versions") == "PRIMARY,uk_outbox_id");

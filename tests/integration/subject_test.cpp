@@ -263,3 +263,132 @@ BOOST_AUTO_TEST_CASE(migrate_adds_the_headers_column_online_while_a_producer_wri
   requireDenseOnce(source, total);
   BOOST_TEST(bridge.stop() == 0);
 }
+
+// The ALTER waits for the table's metadata lock, and writers queue behind it: with a long
+// transaction on the table, migrate gives up after 10 s instead of holding the producers for as
+// long as that transaction lasts; run again later, it adds the column.
+BOOST_AUTO_TEST_CASE(migrate_gives_up_rather_than_hold_writers_behind_a_long_transaction) {
+  TestDatabase database("hdrlock");
+  SourceSpec source{uniqueName("hl", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  auto& sql = database.sql();
+  BOOST_REQUIRE(sql.exec(fmt::format("ALTER TABLE {} DROP COLUMN headers", source.outboxTable())).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM outbox_schema_migrations WHERE file = '003_headers_column.sql' AND "
+                                     "target = '{}'",
+                                     source.outboxTable()))
+                    .isOk());
+  auto holder = database.connect();  // a report reading the table inside a long transaction
+  BOOST_REQUIRE(holder->exec("START TRANSACTION").isOk());
+  BOOST_REQUIRE(holder->exec(fmt::format("SELECT COUNT(*) FROM {}", source.outboxTable())).isOk());
+  std::chrono::steady_clock::duration insertTook{};
+  std::thread producer([&] {
+    std::this_thread::sleep_for(2s);  // once the ALTER waits
+    auto conn = database.connect();
+    const auto t0 = std::chrono::steady_clock::now();
+    BOOST_CHECK(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', 'k', "
+                                       "'upsert', '{{}}')",
+                                       source.outboxTable()))
+                    .isOk());
+    insertTook = std::chrono::steady_clock::now() - t0;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = runBridge({"migrate", "--config", config});
+  const auto migrateTook = std::chrono::steady_clock::now() - t0;
+  producer.join();
+  BOOST_TEST(refused.exitCode != 0);
+  BOOST_TEST((refused.out + refused.err).find("Lock wait timeout") != std::string::npos, refused.out + refused.err);
+  BOOST_TEST(migrateTook < 20s);
+  BOOST_TEST(insertTook < 15s);  // not the holder's whole transaction
+  BOOST_REQUIRE(holder->exec("COMMIT").isOk());
+  auto again = runBridge({"migrate", "--config", config});
+  BOOST_REQUIRE_MESSAGE(again.exitCode == 0, again.out + again.err);
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+                                         "DATABASE() AND TABLE_NAME = '{}' AND COLUMN_NAME = 'headers'",
+                                         source.outboxTable())) == 1u);
+}
+
+// latest_stream: nats-server keeps each key's last message (a delete's tombstone included) in a
+// stream that sources the main one; the bridge creates it and never publishes to it. Exactly one
+// message per key, its last version — after 10,000 changes, after a restart and after an epoch bump.
+BOOST_AUTO_TEST_CASE(the_latest_stream_holds_each_keys_last_message) {
+  TestDatabase database("latest");
+  SourceSpec source{uniqueName("lt", database), &database, {}};
+  const std::string prefix = "control." + source.name;
+  const std::string latest = "LATEST_" + source.stream();
+  source.extra["subject"] = fmt::format("\"{}.{{entity_type}}.{{entity_key}}\"", prefix);
+  source.extra["latest_stream"] = "\"" + latest + "\"";
+  std::string config = writeConfig({source});
+  migrate(config);
+  const int kKeys = 100;
+  uint64_t written = 0;
+  std::map<std::string, std::string> lastOp;  // key -> the op of its last change
+  auto write = [&](int changes) {
+    std::string values;
+    for (int i = 0; i < changes; ++i) {
+      const std::string key = fmt::format("k{}", written % kKeys);
+      // Keys k0-k9 end deleted in each round; the rest end upserted.
+      const bool remove = written % kKeys < 10 && i >= changes - kKeys;
+      values += fmt::format("{}('item', '{}', '{}', {})", values.empty() ? "" : ",", key, remove ? "delete" : "upsert",
+                            remove ? "NULL" : fmt::format("'{{\"n\":{}}}'", written));
+      lastOp[key] = remove ? "delete" : "upsert";
+      ++written;
+    }
+    BOOST_REQUIRE(database.sql()
+                      .exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES {}",
+                                        source.outboxTable(), values))
+                      .isOk());
+  };
+  StreamReader reader;
+  // Each key's last message in the main stream, and in the latest stream once it has caught up.
+  auto lastVersion = [&](const std::string& stream, const std::string& key) -> uint64_t {
+    auto m = reader.js().lastMessage(stream, prefix + ".item." + key);
+    return m.isOk() && m->has_value() ? headerU64(**m, "Outbox-Version") : 0;
+  };
+  auto requireLatest = [&](uint64_t epoch) {
+    const std::string lastKey = fmt::format("k{}", kKeys - 1);
+    BOOST_REQUIRE_MESSAGE(waitUntil(
+                              [&] {
+                                auto state = reader.js().streamState(latest);
+                                return state.isOk() && state->messages == static_cast<uint64_t>(kKeys) &&
+                                       lastVersion(latest, lastKey) == lastVersion(source.stream(), lastKey);
+                              },
+                              30s),
+                          "the latest stream did not settle at one message per key");
+    for (const auto& [key, op] : lastOp) {
+      auto m = reader.js().lastMessage(latest, prefix + ".item." + key);
+      BOOST_REQUIRE_MESSAGE(m.isOk() && m->has_value(), key);
+      BOOST_TEST(headerU64(**m, "Outbox-Version") == lastVersion(source.stream(), key), key);
+      BOOST_TEST((*m)->headers.at("Outbox-Op") == op, key);
+      BOOST_TEST(headerU64(**m, "Outbox-Epoch") == epoch, key);
+    }
+  };
+  write(10'000);
+  {
+    BridgeProcess bridge(config);
+    bridge.start();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == written; }, 60s),
+                          bridge.log());
+    requireLatest(1);
+    BOOST_TEST(bridge.stop() == 0);
+  }
+  write(kKeys);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == written; }, 30s),
+                        bridge.log());
+  requireLatest(1);
+  auto bump = runBridge({"epoch", "bump", "--config", config, "--source", source.name, "--reason", "test"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.out + bump.err);
+  BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).epoch == 2; }, 10s));
+  write(kKeys);
+  // Versions go on after the bump (it may skip some); the latest stream follows the main one.
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.unversioned(source.outboxTable()) == 0 &&
+                                               database.state(source.name).publishedThrough ==
+                                                   database.state(source.name).assignedThrough; },
+                                  30s),
+                        bridge.log());
+  requireLatest(2);
+  BOOST_TEST(bridge.stop() == 0);
+  (void)reader.js().deleteStream(latest);
+}

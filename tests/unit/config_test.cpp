@@ -307,8 +307,8 @@ BOOST_AUTO_TEST_CASE(durations_never_wrap) {
   for (const char* bad : {"1.5s", "-1s", "1s ", " 1s", "1S", "1sms", "ms"}) BOOST_CHECK_THROW(parseDuration("k", bad), ConfigError);
 }
 
-// Issue 21: the subject template is checked at load.
-BOOST_AUTO_TEST_CASE(subject_templates_are_checked_at_load) {
+// Issue 21: the subject template and the latest stream are checked at load.
+BOOST_AUTO_TEST_CASE(subject_templates_and_latest_streams_are_checked_at_load) {
   const std::string base = kMinimal;
   auto parsedSource = [&](const std::string& extra) { return parseConfig(base + extra, {}, "test.toml").sources[0]; };
   BOOST_TEST(parsedSource("subject = \"control.account.{entity_type}.{entity_key}\"\n").subject ==
@@ -320,4 +320,15 @@ BOOST_AUTO_TEST_CASE(subject_templates_are_checked_at_load) {
   BOOST_TEST(errorKey(base + "subject = \"control.account.{partition:2000}\"\n") == "source.account.subject");
   // The template follows subject_prefix, wherever the keys are in the table.
   BOOST_TEST(errorKey(base + "subject = \"acct.{entity_key}\"\nsubject_prefix = \"acct\"\n").empty());
+  BOOST_TEST(parsedSource("latest_stream = \"ACCOUNT_LATEST\"\nsubject = \"control.account.{entity_key}\"\n").latestStream ==
+             "ACCOUNT_LATEST");
+  BOOST_TEST(errorKey(base + "latest_stream = \"ACCOUNT_LATEST\"\n") == "source.account.latest_stream");
+  BOOST_TEST(errorText(base + "latest_stream = \"ACCOUNT_LATEST\"\n").find("must name the entity key") !=
+             std::string::npos);
+  BOOST_TEST(errorKey(base + "latest_stream = \"L\"\nsubject = \"control.account.{op}.{entity_key}\"\n") ==
+             "source.account.latest_stream");
+  BOOST_TEST(errorKey(base + "latest_stream = \"CONTROL_ACCOUNT\"\nsubject = \"control.account.{entity_key}\"\n") ==
+             "source.account.latest_stream");
+  BOOST_TEST(errorKey(base + "latest_stream = \"a.b\"\nsubject = \"control.account.{entity_key}\"\n") ==
+             "source.account.latest_stream");
 }

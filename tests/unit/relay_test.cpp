@@ -18,6 +18,7 @@
 #include "relay/poison.h"
 #include "relay/relay.h"
 #include "relay/resume_point.h"
+#include "relay/row_headers.h"
 
 using namespace outbox;
 using outbox::test::ManualClock;
@@ -880,6 +881,28 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   BOOST_TEST(reason(r).find("not a JSON object") != std::string::npos);
   r.headers = R"({"x":)";
   BOOST_TEST(reason(r).find("headers is not valid JSON") != std::string::npos);
+  // What NATS clients would read back changed: a blank at either end, a status header.
+  r.headers = R"({"tracestate":" congo=1"})";
+  BOOST_TEST(reason(r).find("begins or ends with a space or tab") != std::string::npos, reason(r));
+  r.headers = R"({"x-note":"\t"})";
+  BOOST_TEST(reason(r).find("begins or ends with a space or tab") != std::string::npos, reason(r));
+  r.headers = R"({"status":"404"})";
+  BOOST_TEST(reason(r).find("read it as a server status") != std::string::npos, reason(r));
+  r.headers = R"({"Description":"x"})";
+  BOOST_TEST(reason(r).find("read it as a server status") != std::string::npos, reason(r));
+  // An empty value adds no header (W3C: an empty tracestate is none), the others travel in order.
+  r.headers = R"({"tracestate":"","traceparent":"00-1-2-01","x-b":"in side"})";
+  BOOST_TEST(reason(r).empty());
+  std::vector<RowHeader> parsedHeaders;
+  BOOST_TEST(parseRowHeaders(*r.headers, parsedHeaders).empty());
+  BOOST_TEST((parsedHeaders == std::vector<RowHeader>{{"traceparent", "00-1-2-01"}, {"x-b", "in side"}}));
+  r.headers.reset();
+  r.entityKey = " 42";
+  BOOST_TEST(reason(r).find("begins or ends with a space or tab") != std::string::npos, reason(r));
+  r.entityKey = "42\t";
+  BOOST_TEST(reason(r).find("begins or ends with a space or tab") != std::string::npos, reason(r));
+  r.entityKey = "4 2";
+  BOOST_TEST(reason(r).empty());
   // A subject the server could not take is refused before it is published.
   r = ok;
   SubjectTemplate perKey = SubjectTemplate::forSource("control.account.{entity_type}.{entity_key}", "control.account");

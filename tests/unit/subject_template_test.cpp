@@ -104,6 +104,10 @@ BOOST_AUTO_TEST_CASE(bad_templates_say_why) {
   BOOST_TEST(problemOf("control.account.{partition:0}").find("from 1 to 1024") != std::string::npos);
   BOOST_TEST(problemOf("control.account.{partition:x}").find("from 1 to 1024") != std::string::npos);
   BOOST_TEST(problemOf("control.account.{partition:}").find("from 1 to 1024") != std::string::npos);
+  // Two values of any length in one token could be split more than one way.
+  BOOST_TEST(problemOf("control.account.{entity_type}{entity_key}").find("two of") != std::string::npos);
+  BOOST_TEST(problemOf("control.account.{partition:8}-{entity_key}").find("two of") != std::string::npos);
+  BOOST_TEST(parsed("control.account.{op}-{entity_key}.{source}_{partition:8}").uses("partition"));
   // The prefix is taken as it is, braces included.
   BOOST_TEST(parsed("control.{x}.{entity_key}", "control.{x}").render(SubjectFields{"s", "t", "k", "upsert"}) ==
              "control.{x}.k");
