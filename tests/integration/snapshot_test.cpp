@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "config/subject_template.h"
 #include "harness.h"
 #include "replica/replica.h"
 #include "snapshot/checksum.h"
@@ -30,13 +31,16 @@ struct AccountsSource {
   SourceSpec spec;
   std::string config;
 
-  explicit AccountsSource(const std::string& purpose, const std::string& extraToml = "")
+  // `sourceKeys`: more keys of the [[source]] (TOML literals), with {name} for the source's name.
+  explicit AccountsSource(const std::string& purpose, const std::string& extraToml = "",
+                          const std::map<std::string, std::string>& sourceKeys = {})
       : database(purpose),
         spec{uniqueName(purpose.substr(0, 3), database), &database,
              {{"snapshot_query", "\"SELECT id, display_name AS displayName FROM accounts\""},
               {"snapshot_key", "\"id\""},
               {"batch_size", "200"}}} {
     spec.extra["snapshot_path"] = "\"/" + spec.name + "/control-snapshot\"";
+    for (const auto& [key, value] : sourceKeys) spec.extra[key] = fmt::format(fmt::runtime(value), fmt::arg("name", spec.name));
     config = writeConfig({spec}, extraToml);
     migrate(config);
     Status s = database.sql().exec(
@@ -219,6 +223,42 @@ BOOST_AUTO_TEST_CASE(a_replica_bootstrapped_mid_flight_ends_equal_to_the_databas
   BOOST_TEST(replica.counters().bootstraps == 1u);
   BOOST_TEST(replica.counters().gaps == 0u);
   BOOST_TEST(replica.counters().applied > 0u);
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Issue 21: the snapshot, its checksum and the replica do not depend on the subjects' shape — a
+// source with a subject per key (and a partition token) bootstraps and follows as any other.
+BOOST_AUTO_TEST_CASE(a_replica_follows_a_source_with_per_key_subjects) {
+  AccountsSource src("perkey", "", {{"subject", "\"control.{name}.{{entity_type}}.{{partition:4}}.{{entity_key}}\""}});
+  BridgeProcess bridge(src.config);
+  const int port = src.seedAndStart(bridge, 100);
+  Replica replica(replicaOptions(port, src.spec.name));
+  BOOST_REQUIRE_MESSAGE(replica.bootstrap().isOk(), bridge.log());
+  BOOST_TEST(replica.appliedVersion() == 100u);
+  auto conn = src.database.connect();
+  for (uint64_t i = 1; i <= 60; ++i) {
+    if (i % 5 == 0) {
+      src.change(*conn, i, std::nullopt, true);
+    } else {
+      src.change(*conn, i, fmt::format("renamed {}", i));
+    }
+  }
+  src.change(*conn, 101, std::string("a.b *>"));  // a display name, not a key; the key is 101
+  BOOST_REQUIRE(waitUntil([&] { return src.published() == 161u; }, 30s));
+  BOOST_REQUIRE(stepUntil(replica, [&] { return replica.lastVerifiedVersion() == 161u; }, 30s));
+  BOOST_TEST((replicaTable(replica) == src.table()));
+  auto summary = parseSnapshot(httpRequest(port, "GET", "/v1/sources/" + src.spec.name + "/control-snapshot?summary=true").body, false);
+  BOOST_REQUIRE(summary.isOk());
+  BOOST_TEST(replica.checksum() == summary->checksum);
+  BOOST_TEST(replica.counters().gaps == 0u);
+  // The messages are where the template says.
+  StreamReader reader;
+  auto messages = reader.readAll(src.spec.stream(), "control." + src.spec.name);
+  BOOST_REQUIRE_EQUAL(messages.size(), 161u);
+  for (const auto& m : messages) {
+    const std::string& key = m.headers.at("Outbox-Entity-Key");
+    BOOST_TEST(m.subject == fmt::format("control.{}.account.{}.{}", src.spec.name, keyPartition(key, 4), key));
+  }
   BOOST_TEST(bridge.stop() == 0);
 }
 
