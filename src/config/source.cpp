@@ -152,10 +152,10 @@ void subjectAndLatest(Section& sec, SourceConfig& s) {
   }
   if (*latest == s.stream) throw ConfigError(sec.keyName("latest_stream"), "must differ from the source's stream");
   const SubjectTemplate subject = SubjectTemplate::forSource(s.subject, s.subjectPrefix);
-  if (!subject.uses("entity_key") || subject.uses("op")) {
+  if (!subject.uses("entity_key") || !subject.uses("entity_type") || subject.uses("op")) {
     throw ConfigError(sec.keyName("latest_stream"),
-                      fmt::format("keeps the last message of each subject, so the subject must name the entity key "
-                                  "and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" (it is '{}')",
+                      fmt::format("keeps the last message of each subject, so the subject must name the entity "
+                                  "type and key, and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" (it is '{}')",
                                   s.subjectPrefix, subject.text()));
   }
   s.latestStream = *latest;

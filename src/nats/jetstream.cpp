@@ -253,7 +253,8 @@ Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& s
   return std::optional<StoredMessage>(std::move(out));
 }
 
-Result<std::string> JetStream::ensureLatestStream(const std::string& name, const std::string& origin, int replicas) {
+Result<JetStream::LatestStream> JetStream::ensureLatestStream(const std::string& name, const std::string& origin,
+                                                               int replicas) {
   OUTBOX_RETURN_IF_ERROR(follow());
   jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
@@ -261,16 +262,29 @@ Result<std::string> JetStream::ensureLatestStream(const std::string& name, const
   StreamInfoPtr info(rawInfo);
   if (s == NATS_OK) {
     const jsStreamConfig* cfg = info->Config;
-    std::string differs;
-    auto add = [&](const std::string& what) { differs += (differs.empty() ? "" : "; ") + what; };
-    if (cfg == nullptr) return std::string("the server sent no config");
+    LatestStream out;
+    auto add = [&](const std::string& what) { out.differs += (out.differs.empty() ? "" : "; ") + what; };
+    if (cfg == nullptr) {
+      out.differs = "the server sent no config";
+      return out;
+    }
     if (cfg->SubjectsLen != 0) add("it has subjects of its own");
     if (cfg->MaxMsgsPerSubject != 1) add(fmt::format("max_msgs_per_subject is {}, not 1", cfg->MaxMsgsPerSubject));
-    const bool sourcesOrigin = cfg->SourcesLen == 1 && cfg->Sources[0] != nullptr && cfg->Sources[0]->Name != nullptr &&
-                               origin == cfg->Sources[0]->Name &&
-                               (cfg->Sources[0]->FilterSubject == nullptr || *cfg->Sources[0]->FilterSubject == '\0');
-    if (!sourcesOrigin) add(fmt::format("it does not source all of {} alone", origin));
-    return differs;
+    // Limits that would drop a key's last message, or refuse new ones.
+    if (cfg->MaxAge != 0) add("it has a max_age");
+    if (cfg->MaxMsgs > 0 || cfg->MaxBytes > 0) add("it has max_msgs or max_bytes");
+    if (cfg->Sealed) add("it is sealed");
+    const jsStreamSource* src = cfg->SourcesLen == 1 ? cfg->Sources[0] : nullptr;
+    const bool sourcesOrigin = src != nullptr && src->Name != nullptr && origin == src->Name &&
+                               (src->FilterSubject == nullptr || *src->FilterSubject == '\0') &&
+                               src->OptStartSeq <= 1 && src->OptStartTime == 0 && src->External == nullptr;
+    if (!sourcesOrigin) add(fmt::format("it does not source all of {} alone, from its start", origin));
+    for (int i = 0; i < info->SourcesLen; ++i) {
+      if (info->Sources[i] != nullptr && info->Sources[i]->Name != nullptr && origin == info->Sources[i]->Name) {
+        out.lag = info->Sources[i]->Lag;
+      }
+    }
+    return out;
   }
   if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + name);
   jsStreamSource source;
@@ -290,7 +304,7 @@ Result<std::string> JetStream::ensureLatestStream(const std::string& name, const
   s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
   StreamInfoPtr created(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "create stream " + name);
-  return std::string();
+  return LatestStream{};
 }
 
 Status JetStream::deleteStream(const std::string& stream) {

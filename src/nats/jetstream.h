@@ -157,9 +157,13 @@ class JetStream {
   // The last message of `subject` in `stream` (a get-by-subject), or nullopt when it has none.
   Result<std::optional<StoredMessage>> lastMessage(const std::string& stream, const std::string& subject);
   // A latest-value stream (ARCHITECTURE.md section 4): `name` sources `origin` with
-  // max_msgs_per_subject = 1 and no subjects of its own; created when missing. Returns "" when it
-  // is (or now is) such a stream, else how an existing one differs (it is left as it is).
-  Result<std::string> ensureLatestStream(const std::string& name, const std::string& origin, int replicas);
+  // max_msgs_per_subject = 1 and no subjects of its own; created when missing. `differs` is empty
+  // when it is (or now is) such a stream, else how an existing one differs (it is left as it is).
+  struct LatestStream {
+    std::string differs;
+    uint64_t lag = 0;  // messages of `origin` it has yet to take in, as the server reports
+  };
+  Result<LatestStream> ensureLatestStream(const std::string& name, const std::string& origin, int replicas);
   // Every stored message from `fromSeq` through `throughSeq`, in order, read with an ordered
   // consumer on `subject` (a filter within the stream). Deleted messages are simply absent.
   // Fails when no new message arrives for `idleTimeout`.

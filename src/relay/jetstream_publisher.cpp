@@ -82,14 +82,25 @@ Status JetStreamPublisher::prepare() {
     // nats-server fills it from the main stream; the bridge only sees that it is there. Neither
     // a failure here nor a stream set up otherwise stops the main stream's publishing.
     auto latest = js_->ensureLatestStream(source_.latestStream, source_.stream, source_.replicas);
+    if (latest.isOk() && latest->lag == 0) warnedLag_ = false;
     if (!latest.isOk()) {
       sourceLogger(source_.name)->warn("latest stream {}: {} (tried again at the next session)", source_.latestStream,
                                        latest.status().message());
-    } else if (!latest->empty() && !std::exchange(warnedLatest_, true)) {
+    } else if (!latest->differs.empty() && !std::exchange(warnedLatest_, true)) {
       sourceLogger(source_.name)
           ->warn("latest stream {} exists, but {}; leaving it as it is (it should source {} with "
-                 "max_msgs_per_subject = 1 and no subjects of its own)",
-                 source_.latestStream, *latest, source_.stream);
+                 "max_msgs_per_subject = 1 and no subjects or limits of its own)",
+                 source_.latestStream, latest->differs, source_.stream);
+    } else if (latest->lag > 0 && !std::exchange(warnedLag_, true)) {
+      // nats-server before 2.10.14 checks the fence headers of what a stream sources against the
+      // sourcing stream's own sequence: the latest stream fills only while it keeps step with the
+      // main one (README, "Latest value per key").
+      sourceLogger(source_.name)
+          ->warn("latest stream {} is {} message(s) behind {}; if it stays behind, nats-server is older than 2.10.14 "
+                 "and the two streams' sequences differ (the main one lost messages before the latest one took "
+                 "them): upgrade nats-server (a latest stream made while the main one still starts at sequence 1 "
+                 "keeps step on any version)",
+                 source_.latestStream, latest->lag, source_.stream);
     }
   }
   return Status::ok();

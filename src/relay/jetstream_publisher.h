@@ -39,8 +39,9 @@ class JetStreamPublisher final : public Publisher {
   nats::Connection& connection_;
   std::unique_ptr<nats::JetStream> js_;
   std::vector<nats::AckEvent> scratch_;
-  bool warnedReplicas_ = false;
-  bool warnedLatest_ = false;  // a stream with other replicas than configured: said once
+  bool warnedReplicas_ = false;  // a stream with other replicas than configured: said once
+  bool warnedLatest_ = false;    // a latest stream set up otherwise: said once
+  bool warnedLag_ = false;       // the latest stream behind: said once until it has caught up
 };
 
 }  // namespace outbox

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -45,6 +47,7 @@ std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out) 
   if (root.is_null()) return "";
   simdjson::dom::object object;
   if (root.get(object) != simdjson::SUCCESS) return "headers is not a JSON object of name -> string";
+  std::set<std::string> seen;  // names in lower case: headers are matched without case
   for (auto [name, value] : object) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) {
           return isHeaderNameChar(static_cast<unsigned char>(c));
@@ -58,6 +61,12 @@ std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out) 
     // user's (a delete would never reach its consumer).
     if (equalsNoCase(name, "Status") || equalsNoCase(name, "Description")) {
       return fmt::format("headers: '{}' is reserved (NATS clients read it as a server status)", name);
+    }
+    std::string lowered(name);
+    std::transform(lowered.begin(), lowered.end(), lowered.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (!seen.insert(lowered).second) {
+      // MariaDB keeps both of a JSON object's duplicate names, MySQL the last: one answer here.
+      return fmt::format("headers: '{}' is given twice", name);
     }
     std::string_view text;
     if (value.get(text) != simdjson::SUCCESS) {

@@ -18,7 +18,8 @@ using RowHeader = std::pair<std::string, std::string>;
 // digits and !#$%&'*+-.^_`|~), a reserved name (Nats-*, Outbox-*, Content-Type: the bridge sets
 // those; Status, Description: NATS clients read them as a server status; in any case), a value
 // holding a control character other than tab (a CR or LF would end the header), or one that
-// begins or ends with a space or tab (NATS clients trim them).
+// begins or ends with a space or tab (NATS clients trim them), or a name given twice (in any
+// case).
 std::string parseRowHeaders(std::string_view json, std::vector<RowHeader>& out);
 
 }  // namespace outbox

@@ -282,14 +282,22 @@ BOOST_AUTO_TEST_CASE(migrate_gives_up_rather_than_hold_writers_behind_a_long_tra
   BOOST_REQUIRE(holder->exec("START TRANSACTION").isOk());
   BOOST_REQUIRE(holder->exec(fmt::format("SELECT COUNT(*) FROM {}", source.outboxTable())).isOk());
   std::chrono::steady_clock::duration insertTook{};
+  bool sawAlterWait = false, inserted = false;
   std::thread producer([&] {
-    std::this_thread::sleep_for(2s);  // once the ALTER waits
     auto conn = database.connect();
+    // Once the ALTER waits for the table's metadata lock, a writer queues behind it.
+    sawAlterWait = waitUntil(
+        [&] {
+          auto n = conn->queryU64("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = "
+                                  "'Waiting for table metadata lock'");
+          return n.isOk() && n->value_or(0) > 0;
+        },
+        8s);
     const auto t0 = std::chrono::steady_clock::now();
-    BOOST_CHECK(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', 'k', "
-                                       "'upsert', '{{}}')",
-                                       source.outboxTable()))
-                    .isOk());
+    inserted = conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', 'k', "
+                                      "'upsert', '{{}}')",
+                                      source.outboxTable()))
+                   .isOk();
     insertTook = std::chrono::steady_clock::now() - t0;
   });
   const auto t0 = std::chrono::steady_clock::now();
@@ -299,7 +307,10 @@ BOOST_AUTO_TEST_CASE(migrate_gives_up_rather_than_hold_writers_behind_a_long_tra
   BOOST_TEST(refused.exitCode != 0);
   BOOST_TEST((refused.out + refused.err).find("Lock wait timeout") != std::string::npos, refused.out + refused.err);
   BOOST_TEST(migrateTook < 20s);
-  BOOST_TEST(insertTook < 15s);  // not the holder's whole transaction
+  BOOST_TEST(sawAlterWait);
+  BOOST_TEST(inserted);
+  BOOST_TEST(insertTook > 500ms);  // it did queue behind the ALTER ...
+  BOOST_TEST(insertTook < 15s);    // ... but not for the holder's whole transaction
   BOOST_REQUIRE(holder->exec("COMMIT").isOk());
   auto again = runBridge({"migrate", "--config", config});
   BOOST_REQUIRE_MESSAGE(again.exitCode == 0, again.out + again.err);
@@ -390,5 +401,49 @@ BOOST_AUTO_TEST_CASE(the_latest_stream_holds_each_keys_last_message) {
                         bridge.log());
   requireLatest(2);
   BOOST_TEST(bridge.stop() == 0);
+  (void)reader.js().deleteStream(latest);
+}
+
+// A latest stream made after the main stream lost messages (max_age, a purge): nats-server older
+// than 2.10.14 — Debian's 2.9.10 — checks the sourced messages' fence headers against the latest
+// stream's own sequence and never fills it. The bridge cannot fix that; it must not be silent: at
+// its next session it says the latest stream is behind, and why. (A newer server fills it.)
+BOOST_AUTO_TEST_CASE(a_latest_stream_that_cannot_fill_is_reported) {
+  TestDatabase database("lagged");
+  SourceSpec source{uniqueName("lg", database), &database, {}};
+  const std::string prefix = "control." + source.name;
+  const std::string latest = "LATEST_" + source.stream();
+  source.extra["subject"] = fmt::format("\"{}.{{entity_type}}.{{entity_key}}\"", prefix);
+  std::string plain = writeConfig({source});
+  migrate(plain);
+  insertRows(database.sql(), source.outboxTable(), 5);
+  {
+    BridgeProcess bridge(plain);
+    bridge.start();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 5; }, 20s),
+                          bridge.log());
+    BOOST_TEST(bridge.stop() == 0);
+  }
+  StreamReader reader;
+  BOOST_REQUIRE(reader.js().deleteMessage(source.stream(), 1).isOk());  // as max_age would
+  source.extra["latest_stream"] = "\"" + latest + "\"";
+  std::string withLatest = writeConfig({source});
+  insertRows(database.sql(), source.outboxTable(), 5, 5);
+  std::string log;
+  for (int run = 0; run < 2; ++run) {
+    BridgeProcess bridge(withLatest);
+    bridge.start();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 10; }, 20s),
+                          bridge.log());
+    std::this_thread::sleep_for(1s);  // the server's sourcing, which the bridge does not wait for
+    BOOST_TEST(bridge.stop() == 0);
+    log = bridge.log();
+  }
+  auto state = reader.js().streamState(latest);
+  BOOST_REQUIRE(state.isOk());
+  const bool filled = state->messages == 9;  // every key but the deleted first one
+  const bool reported = log.find("latest stream " + latest + " is ") != std::string::npos &&
+                        log.find("message(s) behind") != std::string::npos;
+  BOOST_TEST((filled || reported), "latest stream holds " << state->messages << " messages; log:\n" << log);
   (void)reader.js().deleteStream(latest);
 }

@@ -320,15 +320,18 @@ BOOST_AUTO_TEST_CASE(subject_templates_and_latest_streams_are_checked_at_load) {
   BOOST_TEST(errorKey(base + "subject = \"control.account.{partition:2000}\"\n") == "source.account.subject");
   // The template follows subject_prefix, wherever the keys are in the table.
   BOOST_TEST(errorKey(base + "subject = \"acct.{entity_key}\"\nsubject_prefix = \"acct\"\n").empty());
-  BOOST_TEST(parsedSource("latest_stream = \"ACCOUNT_LATEST\"\nsubject = \"control.account.{entity_key}\"\n").latestStream ==
+  BOOST_TEST(parsedSource("latest_stream = \"ACCOUNT_LATEST\"\nsubject = \"control.account.{entity_type}.{entity_key}\"\n").latestStream ==
              "ACCOUNT_LATEST");
   BOOST_TEST(errorKey(base + "latest_stream = \"ACCOUNT_LATEST\"\n") == "source.account.latest_stream");
-  BOOST_TEST(errorText(base + "latest_stream = \"ACCOUNT_LATEST\"\n").find("must name the entity key") !=
+  BOOST_TEST(errorText(base + "latest_stream = \"ACCOUNT_LATEST\"\n").find("must name the entity type and key") !=
              std::string::npos);
+  // Without the type, account 42 and invoice 42 would share one subject, and one message.
+  BOOST_TEST(errorKey(base + "latest_stream = \"L\"\nsubject = \"control.account.{entity_key}\"\n") ==
+             "source.account.latest_stream");
   BOOST_TEST(errorKey(base + "latest_stream = \"L\"\nsubject = \"control.account.{op}.{entity_key}\"\n") ==
              "source.account.latest_stream");
-  BOOST_TEST(errorKey(base + "latest_stream = \"CONTROL_ACCOUNT\"\nsubject = \"control.account.{entity_key}\"\n") ==
+  BOOST_TEST(errorKey(base + "latest_stream = \"CONTROL_ACCOUNT\"\nsubject = \"control.account.{entity_type}.{entity_key}\"\n") ==
              "source.account.latest_stream");
-  BOOST_TEST(errorKey(base + "latest_stream = \"a.b\"\nsubject = \"control.account.{entity_key}\"\n") ==
+  BOOST_TEST(errorKey(base + "latest_stream = \"a.b\"\nsubject = \"control.account.{entity_type}.{entity_key}\"\n") ==
              "source.account.latest_stream");
 }

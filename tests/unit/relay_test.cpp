@@ -888,6 +888,8 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   BOOST_TEST(reason(r).find("begins or ends with a space or tab") != std::string::npos, reason(r));
   r.headers = R"({"status":"404"})";
   BOOST_TEST(reason(r).find("read it as a server status") != std::string::npos, reason(r));
+  r.headers = R"({"traceparent":"a","TraceParent":"b"})";
+  BOOST_TEST(reason(r).find("'TraceParent' is given twice") != std::string::npos, reason(r));
   r.headers = R"({"Description":"x"})";
   BOOST_TEST(reason(r).find("read it as a server status") != std::string::npos, reason(r));
   // An empty value adds no header (W3C: an empty tracestate is none), the others travel in order.
