@@ -1,0 +1,3 @@
+export { canonical, Checksum, recordHash } from "./checksum.js";
+export type { RecordValues } from "./checksum.js";
+export { escapeSubjectToken, fnv1a32, keyPartition, unescapeSubjectToken } from "./subject.js";
