@@ -151,6 +151,20 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
   return state;
 }
 
+namespace {
+
+// A message read back with a direct get: its sequence, subject, body and headers.
+StoredMessage storedFrom(natsMsg* raw) {
+  StoredMessage out;
+  out.seq = natsMsg_GetSequence(raw);
+  out.subject = natsMsg_GetSubject(raw);
+  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
+  out.headers = headersOf(raw);
+  return out;
+}
+
+}  // namespace
+
 Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
   OUTBOX_RETURN_IF_ERROR(follow());
   natsMsg* raw = nullptr;
@@ -159,12 +173,7 @@ Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& st
   MsgPtr msg(raw);
   if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
   if (s != NATS_OK) return fromNats(s, code, fmt::format("get message {} from {}", seq, stream));
-  StoredMessage out;
-  out.seq = natsMsg_GetSequence(raw);
-  out.subject = natsMsg_GetSubject(raw);
-  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
-  out.headers = headersOf(raw);
-  return std::optional<StoredMessage>(std::move(out));
+  return std::optional<StoredMessage>(storedFrom(raw));
 }
 
 namespace {
@@ -245,12 +254,7 @@ Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& s
   MsgPtr msg(raw);
   if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
   if (s != NATS_OK) return fromNats(s, code, fmt::format("get the last message of {} from {}", subject, stream));
-  StoredMessage out;
-  out.seq = natsMsg_GetSequence(raw);
-  out.subject = natsMsg_GetSubject(raw);
-  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
-  out.headers = headersOf(raw);
-  return std::optional<StoredMessage>(std::move(out));
+  return std::optional<StoredMessage>(storedFrom(raw));
 }
 
 Result<JetStream::LatestStream> JetStream::ensureLatestStream(const std::string& name, const std::string& origin,

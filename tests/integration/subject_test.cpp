@@ -35,6 +35,16 @@ std::vector<nats::StoredMessage> filtered(const SourceSpec& source, const std::s
   return *messages;
 }
 
+// The outbox table as the schema files before 003 left it: no headers column, 003 not applied.
+void asBeforeTheHeadersColumn(TestDatabase& database, const SourceSpec& source) {
+  auto& sql = database.sql();
+  BOOST_REQUIRE(sql.exec(fmt::format("ALTER TABLE {} DROP COLUMN headers", source.outboxTable())).isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM outbox_schema_migrations WHERE file = '003_headers_column.sql' AND "
+                                     "target = '{}'",
+                                     source.outboxTable()))
+                    .isOk());
+}
+
 }  // namespace
 
 // 10,000 changes over 1,000 keys and every class of key a token cannot hold: each message's
@@ -218,13 +228,7 @@ BOOST_AUTO_TEST_CASE(migrate_adds_the_headers_column_online_while_a_producer_wri
   SourceSpec source{uniqueName("hu", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
-  auto& sql = database.sql();
-  // The table as the schema files before 003 left it.
-  BOOST_REQUIRE(sql.exec(fmt::format("ALTER TABLE {} DROP COLUMN headers", source.outboxTable())).isOk());
-  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM outbox_schema_migrations WHERE file = '003_headers_column.sql' AND "
-                                     "target = '{}'",
-                                     source.outboxTable()))
-                    .isOk());
+  asBeforeTheHeadersColumn(database, source);
   std::atomic<bool> stop{false};
   std::atomic<int> written{0}, failed{0};
   std::thread producer([&] {
@@ -272,12 +276,7 @@ BOOST_AUTO_TEST_CASE(migrate_gives_up_rather_than_hold_writers_behind_a_long_tra
   SourceSpec source{uniqueName("hl", database), &database, {}};
   std::string config = writeConfig({source});
   migrate(config);
-  auto& sql = database.sql();
-  BOOST_REQUIRE(sql.exec(fmt::format("ALTER TABLE {} DROP COLUMN headers", source.outboxTable())).isOk());
-  BOOST_REQUIRE(sql.exec(fmt::format("DELETE FROM outbox_schema_migrations WHERE file = '003_headers_column.sql' AND "
-                                     "target = '{}'",
-                                     source.outboxTable()))
-                    .isOk());
+  asBeforeTheHeadersColumn(database, source);
   auto holder = database.connect();  // a report reading the table inside a long transaction
   BOOST_REQUIRE(holder->exec("START TRANSACTION").isOk());
   BOOST_REQUIRE(holder->exec(fmt::format("SELECT COUNT(*) FROM {}", source.outboxTable())).isOk());
