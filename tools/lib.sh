@@ -9,13 +9,25 @@ packages() {
   awk -v roles="$roles" '!/^#/ && NF >= 2 && index(roles, " " $1 " ") { print $2 }' "$repo/tools/packages.txt"
 }
 
+# present PACKAGE — whether dpkg has it installed, or, for nodejs and npm, whether their command
+# is on PATH: NodeSource's nodejs (or nvm's) brings npm with it and conflicts with Debian's npm
+# package, and either serves the TypeScript client's suite.
+present() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" && return 0
+  case "$1" in
+    nodejs) command -v node > /dev/null ;;
+    npm) command -v npm > /dev/null ;;
+    *) return 1 ;;
+  esac
+}
+
 # ensure_packages ROLE... — install what is missing of those roles (as root), or say what to
 # install and exit 1. Works where /usr/sbin/policy-rc.d already exists (every Debian container
 # image ships one) and leaves one it did not create alone.
 ensure_packages() {
   local missing=() p
   for p in $(packages "$@"); do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    present "$p" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ]; then

@@ -207,7 +207,7 @@ class TheListIsTheOneList(unittest.TestCase):
         # The test machine ran tools/test, which installs every role but runtime; the runtime
         # libraries come with the -dev packages. A misspelt name fails here.
         absent = [p for p in sorted(listed("build", "runtime", "stack", "test"))
-                  if "install ok installed" not in run("dpkg-query", "-W", "-f=${Status}", p).stdout]
+                  if run("bash", "-c", '. tools/lib.sh && present "$1"', "-", p, cwd=REPO).returncode != 0]
         self.assertEqual(absent, [], "listed but not installed (a typo, or not a bookworm package)")
 
     def test_the_dockerfile_stages_install_from_the_list(self):
@@ -299,6 +299,18 @@ class EnsurePackages(unittest.TestCase):
         self.assertIn("sudo apt-get install", r.stderr)
         self.assertIn("libcpp-httplib-dev", r.stderr)
         self.assertEqual(self.apt_log(), "", "a normal user's run must not call apt-get")
+
+    def test_node_and_npm_from_elsewhere_count_as_installed(self):
+        # dpkg knows neither (NodeSource's nodejs bundles npm); their commands are on PATH.
+        self.fake("dpkg-query", "exit 1")
+        self.fake("node", "exit 0")
+        self.fake("npm", "exit 0")
+        env = dict(os.environ, PATH=self.bin + ":" + os.environ["PATH"])
+        for package in ("nodejs", "npm"):
+            r = run("bash", "-c", '. tools/lib.sh && present "$1"', "-", package, cwd=REPO, env=env)
+            self.assertEqual(r.returncode, 0, package)
+        r = run("bash", "-c", '. tools/lib.sh && present g++', cwd=REPO, env=env)
+        self.assertNotEqual(r.returncode, 0, "any other package is what dpkg says")
 
     def test_a_normal_user_with_everything_installed_goes_on(self):
         r = self.ensure(uid="1000", installed=" ".join(sorted(listed("build"))))
