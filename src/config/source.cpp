@@ -155,7 +155,8 @@ void subjectAndLatest(Section& sec, SourceConfig& s) {
   if (!subject.uses("entity_key") || !subject.uses("entity_type") || subject.uses("op")) {
     throw ConfigError(sec.keyName("latest_stream"),
                       fmt::format("keeps the last message of each subject, so the subject must name the entity "
-                                  "type and key, and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" (it is '{}')",
+                                  "type and key, and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" "
+                                  "(it is '{}')",
                                   s.subjectPrefix, subject.text()));
   }
   s.latestStream = *latest;
