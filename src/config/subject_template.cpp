@@ -1,6 +1,8 @@
 #include "config/subject_template.h"
 
+#include <algorithm>
 #include <charconv>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -124,14 +126,8 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
       }
       const std::string name = text.substr(i + 1, close - i - 1);
       Part part{Kind::kLiteral};
-      if (name == "entity_type") {
-        part.kind = Kind::kEntityType;
-      } else if (name == "entity_key") {
-        part.kind = Kind::kEntityKey;
-      } else if (name == "op") {
-        part.kind = Kind::kOp;
-      } else if (name == "source") {
-        part.kind = Kind::kSource;
+      if (auto kind = kindNamed(name)) {
+        part.kind = *kind;
       } else if (name.rfind("partition:", 0) == 0) {
         const std::string digits = name.substr(10);
         uint32_t n = 0;
@@ -208,29 +204,18 @@ std::string SubjectTemplate::render(const SubjectFields& fields) const {
   return out;
 }
 
-bool SubjectTemplate::uses(std::string_view placeholder) const {
-  for (const Part& part : parts_) {
-    switch (part.kind) {
-      case Kind::kEntityType:
-        if (placeholder == "entity_type") return true;
-        break;
-      case Kind::kEntityKey:
-        if (placeholder == "entity_key") return true;
-        break;
-      case Kind::kOp:
-        if (placeholder == "op") return true;
-        break;
-      case Kind::kSource:
-        if (placeholder == "source") return true;
-        break;
-      case Kind::kPartition:
-        if (placeholder == "partition") return true;
-        break;
-      case Kind::kLiteral:
-        break;
-    }
+std::optional<SubjectTemplate::Kind> SubjectTemplate::kindNamed(std::string_view name) {
+  static constexpr std::pair<std::string_view, Kind> kNamed[] = {
+      {"entity_type", Kind::kEntityType}, {"entity_key", Kind::kEntityKey}, {"op", Kind::kOp}, {"source", Kind::kSource}};
+  for (const auto& [named, kind] : kNamed) {
+    if (named == name) return kind;
   }
-  return false;
+  return std::nullopt;
+}
+
+bool SubjectTemplate::uses(std::string_view placeholder) const {
+  const std::optional<Kind> kind = placeholder == "partition" ? Kind::kPartition : kindNamed(placeholder);
+  return kind && std::any_of(parts_.begin(), parts_.end(), [&](const Part& part) { return part.kind == *kind; });
 }
 
 }  // namespace outbox

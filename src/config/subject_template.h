@@ -57,7 +57,7 @@ class SubjectTemplate {
                                               std::string& problem);
 
   std::string render(const SubjectFields& fields) const;
-  bool uses(std::string_view placeholder) const;  // "entity_key", "op", ...
+  bool uses(std::string_view placeholder) const;  // "entity_key", "op", "partition", ...
   const std::string& text() const { return text_; }
 
  private:
@@ -67,6 +67,8 @@ class SubjectTemplate {
     std::string literal;      // kLiteral
     uint32_t partitions = 0;  // kPartition
   };
+  // The placeholder named `name` ("entity_type", ...), but for {partition:N}, which has a number.
+  static std::optional<Kind> kindNamed(std::string_view name);
   std::string text_;
   std::vector<Part> parts_;
 };

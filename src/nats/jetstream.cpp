@@ -32,6 +32,25 @@ std::map<std::string, std::string> headersOf(natsMsg* msg) {
 
 constexpr int64_t kNanosPerMilli = 1'000'000;
 
+// The stream `name` as the server has it; when there is none, it is created from `create` (its
+// name, file storage and direct gets set here) and the answer holds nullptr.
+Result<StreamInfoPtr> infoOrCreate(jsCtx* js, const std::string& name, jsStreamConfig& create) {
+  jsStreamInfo* rawInfo = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&rawInfo, js, name.c_str(), nullptr, &code);
+  StreamInfoPtr info(rawInfo);
+  if (s == NATS_OK) return info;
+  if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + name);
+  create.Name = name.c_str();
+  create.Storage = js_FileStorage;
+  create.AllowDirect = true;
+  rawInfo = nullptr;
+  s = js_AddStream(&rawInfo, js, &create, nullptr, &code);
+  StreamInfoPtr created(rawInfo);
+  if (s != NATS_OK) return fromNats(s, code, "create stream " + name);
+  return StreamInfoPtr();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<JetStream>> JetStream::create(Connection& connection, std::chrono::milliseconds ackTimeout,
@@ -97,41 +116,30 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
 
 Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
   OUTBOX_RETURN_IF_ERROR(follow());
-  jsStreamInfo* rawInfo = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), settings.name.c_str(), nullptr, &code);
-  StreamInfoPtr info(rawInfo);
-  if (s == NATS_OK) {
-    const jsStreamConfig* cfg = info->Config;
-    bool matches = cfg != nullptr && cfg->SubjectsLen == 1 && settings.subject == cfg->Subjects[0];
-    if (!matches) {
-      std::string have;
-      for (int i = 0; cfg != nullptr && i < cfg->SubjectsLen; ++i) have += (i ? ", " : "") + std::string(cfg->Subjects[i]);
-      return Status::permanent(fmt::format("stream {} exists with subjects [{}], but this source needs [{}]; "
-                                           "refusing to publish into it",
-                                           settings.name, have, settings.subject));
-    }
-    if (replicas != nullptr) *replicas = cfg->Replicas;
+  jsStreamConfig create;
+  jsStreamConfig_Init(&create);
+  const char* subjects[] = {settings.subject.c_str()};
+  create.Subjects = subjects;
+  create.SubjectsLen = 1;
+  create.Replicas = settings.replicas;
+  create.Duplicates = settings.duplicateWindow.count() * kNanosPerMilli;
+  create.MaxAge = settings.maxAge.count() * kNanosPerMilli;
+  auto info = infoOrCreate(js_.get(), settings.name, create);
+  if (!info.isOk()) return info.status();
+  if (*info == nullptr) {  // created
+    if (replicas != nullptr) *replicas = settings.replicas;
     return Status::ok();
   }
-  if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + settings.name);
-
-  jsStreamConfig cfg;
-  jsStreamConfig_Init(&cfg);
-  const char* subjects[] = {settings.subject.c_str()};
-  cfg.Name = settings.name.c_str();
-  cfg.Subjects = subjects;
-  cfg.SubjectsLen = 1;
-  cfg.Storage = js_FileStorage;
-  cfg.Replicas = settings.replicas;
-  cfg.Duplicates = settings.duplicateWindow.count() * kNanosPerMilli;
-  cfg.MaxAge = settings.maxAge.count() * kNanosPerMilli;
-  cfg.AllowDirect = true;
-  rawInfo = nullptr;
-  s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
-  StreamInfoPtr created(rawInfo);
-  if (s != NATS_OK) return fromNats(s, code, "create stream " + settings.name);
-  if (replicas != nullptr) *replicas = settings.replicas;
+  const jsStreamConfig* cfg = (*info)->Config;
+  bool matches = cfg != nullptr && cfg->SubjectsLen == 1 && settings.subject == cfg->Subjects[0];
+  if (!matches) {
+    std::string have;
+    for (int i = 0; cfg != nullptr && i < cfg->SubjectsLen; ++i) have += (i ? ", " : "") + std::string(cfg->Subjects[i]);
+    return Status::permanent(fmt::format("stream {} exists with subjects [{}], but this source needs [{}]; "
+                                         "refusing to publish into it",
+                                         settings.name, have, settings.subject));
+  }
+  if (replicas != nullptr) *replicas = cfg->Replicas;
   return Status::ok();
 }
 
@@ -260,55 +268,42 @@ Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& s
 Result<JetStream::LatestStream> JetStream::ensureLatestStream(const std::string& name, const std::string& origin,
                                                                int replicas) {
   OUTBOX_RETURN_IF_ERROR(follow());
-  jsStreamInfo* rawInfo = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), name.c_str(), nullptr, &code);
-  StreamInfoPtr info(rawInfo);
-  if (s == NATS_OK) {
-    const jsStreamConfig* cfg = info->Config;
-    LatestStream out;
-    auto add = [&](const std::string& what) { out.differs += (out.differs.empty() ? "" : "; ") + what; };
-    if (cfg == nullptr) {
-      out.differs = "the server sent no config";
-      return out;
-    }
-    if (cfg->SubjectsLen != 0) add("it has subjects of its own");
-    if (cfg->MaxMsgsPerSubject != 1) add(fmt::format("max_msgs_per_subject is {}, not 1", cfg->MaxMsgsPerSubject));
-    // Limits that would drop a key's last message, or refuse new ones.
-    if (cfg->MaxAge != 0) add("it has a max_age");
-    if (cfg->MaxMsgs > 0 || cfg->MaxBytes > 0) add("it has max_msgs or max_bytes");
-    if (cfg->Sealed) add("it is sealed");
-    const jsStreamSource* src = cfg->SourcesLen == 1 ? cfg->Sources[0] : nullptr;
-    const bool sourcesOrigin = src != nullptr && src->Name != nullptr && origin == src->Name &&
-                               (src->FilterSubject == nullptr || *src->FilterSubject == '\0') &&
-                               src->OptStartSeq <= 1 && src->OptStartTime == 0 && src->External == nullptr;
-    if (!sourcesOrigin) add(fmt::format("it does not source all of {} alone, from its start", origin));
-    for (int i = 0; i < info->SourcesLen; ++i) {
-      if (info->Sources[i] != nullptr && info->Sources[i]->Name != nullptr && origin == info->Sources[i]->Name) {
-        out.lag = info->Sources[i]->Lag;
-      }
-    }
-    return out;
-  }
-  if (code != JSStreamNotFoundErr && s != NATS_NOT_FOUND) return fromNats(s, code, "stream info " + name);
   jsStreamSource source;
   jsStreamSource_Init(&source);
   source.Name = origin.c_str();
   jsStreamSource* sources[] = {&source};
-  jsStreamConfig cfg;
-  jsStreamConfig_Init(&cfg);
-  cfg.Name = name.c_str();
-  cfg.Sources = sources;
-  cfg.SourcesLen = 1;
-  cfg.MaxMsgsPerSubject = 1;
-  cfg.Storage = js_FileStorage;
-  cfg.Replicas = replicas;
-  cfg.AllowDirect = true;
-  rawInfo = nullptr;
-  s = js_AddStream(&rawInfo, js_.get(), &cfg, nullptr, &code);
-  StreamInfoPtr created(rawInfo);
-  if (s != NATS_OK) return fromNats(s, code, "create stream " + name);
-  return LatestStream{};
+  jsStreamConfig create;
+  jsStreamConfig_Init(&create);
+  create.Sources = sources;
+  create.SourcesLen = 1;
+  create.MaxMsgsPerSubject = 1;
+  create.Replicas = replicas;
+  auto info = infoOrCreate(js_.get(), name, create);
+  if (!info.isOk()) return info.status();
+  LatestStream out;
+  if (*info == nullptr) return out;  // created
+  const jsStreamConfig* cfg = (*info)->Config;
+  auto add = [&](const std::string& what) { out.differs += (out.differs.empty() ? "" : "; ") + what; };
+  if (cfg == nullptr) {
+    out.differs = "the server sent no config";
+    return out;
+  }
+  if (cfg->SubjectsLen != 0) add("it has subjects of its own");
+  if (cfg->MaxMsgsPerSubject != 1) add(fmt::format("max_msgs_per_subject is {}, not 1", cfg->MaxMsgsPerSubject));
+  // Limits that would drop a key's last message, or refuse new ones.
+  if (cfg->MaxAge != 0) add("it has a max_age");
+  if (cfg->MaxMsgs > 0 || cfg->MaxBytes > 0) add("it has max_msgs or max_bytes");
+  if (cfg->Sealed) add("it is sealed");
+  const jsStreamSource* src = cfg->SourcesLen == 1 ? cfg->Sources[0] : nullptr;
+  const bool sourcesOrigin = src != nullptr && src->Name != nullptr && origin == src->Name &&
+                             (src->FilterSubject == nullptr || *src->FilterSubject == '\0') &&
+                             src->OptStartSeq <= 1 && src->OptStartTime == 0 && src->External == nullptr;
+  if (!sourcesOrigin) add(fmt::format("it does not source all of {} alone, from its start", origin));
+  for (int i = 0; i < (*info)->SourcesLen; ++i) {
+    const jsStreamSourceInfo* from = (*info)->Sources[i];
+    if (from != nullptr && from->Name != nullptr && origin == from->Name) out.lag = from->Lag;
+  }
+  return out;
 }
 
 Status JetStream::deleteStream(const std::string& stream) {

@@ -15,7 +15,7 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
     return batch;
   }
   batch.read = scan->newRead;
-  for (const auto& row : scan->rows) {
+  for (auto& row : scan->rows) {
     if (auto reason = publisher.poisonReason(row)) {
       batch.poison.emplace(row.id, *reason);
       scanner.cutAt(*scan, row.id);

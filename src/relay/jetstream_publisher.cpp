@@ -25,26 +25,38 @@ constexpr int kMaxTipProbe = 10'000;
 
 }  // namespace
 
-nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
-                                uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
-  nats::OutgoingMessage m;
-  m.subject = subject.render(SubjectFields{source.name, row.entityType, row.entityKey, row.op});
-  if (row.payload) m.data = *row.payload;
-  m.headers = {
-      {"Nats-Msg-Id", fmt::format("{}:{}", source.name, row.version)},
+std::vector<std::pair<const char*, std::string>> bridgeHeaders(const SourceConfig& source, const OutboxRow& row,
+                                                               uint64_t version, uint64_t epoch,
+                                                               uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
+  std::vector<std::pair<const char*, std::string>> headers = {
+      {"Nats-Msg-Id", fmt::format("{}:{}", source.name, version)},
       {"Nats-Expected-Last-Sequence", std::to_string(expectedLastSeq)},
       {"Outbox-Source", source.name},
       {"Outbox-Epoch", std::to_string(epoch)},
-      {"Outbox-Version", std::to_string(row.version)},
+      {"Outbox-Version", std::to_string(version)},
       {"Outbox-Entity-Type", row.entityType},
       {"Outbox-Entity-Key", row.entityKey},
       {"Outbox-Op", row.op},
   };
   if (fenceOnPreviousVersion) {
-    m.headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, row.version - 1));
+    headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, version - 1));
   }
-  if (row.op == "upsert") m.headers.emplace_back("Content-Type", "application/json");
-  // Checked when the row was read (findPoison): a row whose headers cannot travel never gets here.
+  if (row.op == "upsert") headers.emplace_back("Content-Type", "application/json");
+  return headers;
+}
+
+nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+                                uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
+  nats::OutgoingMessage m;
+  if (row.payload) m.data = *row.payload;
+  m.headers = bridgeHeaders(source, row, row.version, epoch, expectedLastSeq, fenceOnPreviousVersion);
+  if (!row.subject.empty()) {  // checked by findPoison
+    m.subject = row.subject;
+    m.moreHeaders = row.moreHeaders;
+    return m;
+  }
+  m.subject = subject.render(SubjectFields{source.name, row.entityType, row.entityKey, row.op});
+  // A row whose headers cannot travel is poison (findPoison): what parses is sent.
   if (row.headers) (void)parseRowHeaders(*row.headers, m.moreHeaders);
   return m;
 }
@@ -182,7 +194,7 @@ void JetStreamPublisher::abandon() {
   if (js_) js_->abandonPending();
 }
 
-std::optional<std::string> JetStreamPublisher::poisonReason(const OutboxRow& row) {
+std::optional<std::string> JetStreamPublisher::poisonReason(OutboxRow& row) {
   return findPoison(source_, subject_, row, static_cast<size_t>(connection_.maxPayload()));
 }
 

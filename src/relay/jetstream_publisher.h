@@ -10,9 +10,16 @@
 
 namespace outbox {
 
-// The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4.
+// The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4. A row
+// checked by findPoison brings its subject and moreHeaders; others have them worked out here.
 nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
                                 uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
+
+// The headers the bridge sets on the message of `row` numbered `version` (those of the `headers`
+// column come on top).
+std::vector<std::pair<const char*, std::string>> bridgeHeaders(const SourceConfig& source, const OutboxRow& row,
+                                                               uint64_t version, uint64_t epoch,
+                                                               uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
 
 // Publisher over a shared nats::Connection (which must outlive it), with its own JetStream
 // context. Single-threaded apart from the ack queue inside nats::JetStream.
@@ -27,7 +34,7 @@ class JetStreamPublisher final : public Publisher {
   void takeAcks(std::vector<VersionAck>& out) override;
   void waitForAcks(std::chrono::milliseconds timeout) override;
   void abandon() override;
-  std::optional<std::string> poisonReason(const OutboxRow& row) override;
+  std::optional<std::string> poisonReason(OutboxRow& row) override;
 
  private:
   // A duplicate ack counts only if the stream still holds this Msg-Id at the acked sequence.

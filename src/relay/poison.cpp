@@ -10,7 +10,7 @@
 
 namespace outbox {
 
-std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, OutboxRow& row,
                                       size_t maxPayload) {
   if (!isSubjectToken(row.entityType)) {
     return fmt::format("entity_type '{}' is not a valid NATS subject token", row.entityType);
@@ -43,24 +43,27 @@ std::optional<std::string> findPoison(const SourceConfig& source, const SubjectT
       return fmt::format("payload is not valid JSON ({})", simdjson::error_message(error));
     }
   }
+  std::vector<RowHeader> moreHeaders;
   if (row.headers) {
-    std::vector<RowHeader> headers;
-    if (std::string problem = parseRowHeaders(*row.headers, headers); !problem.empty()) return problem;
+    if (std::string problem = parseRowHeaders(*row.headers, moreHeaders); !problem.empty()) return problem;
   }
-  OutboxRow sized = row;
-  sized.version = UINT64_MAX;
-  auto message = toMessage(source, subject, sized, UINT64_MAX, UINT64_MAX, /*fenceOnPreviousVersion=*/true);
-  if (message.subject.size() > kMaxSubjectBytes) {
+  std::string rendered = subject.render(SubjectFields{source.name, row.entityType, row.entityKey, row.op});
+  if (rendered.size() > kMaxSubjectBytes) {
     return fmt::format("its subject is {} bytes long, over the {} bytes a subject may have here (entity_key of {} "
                        "bytes)",
-                       message.subject.size(), kMaxSubjectBytes, row.entityKey.size());
+                       rendered.size(), kMaxSubjectBytes, row.entityKey.size());
   }
-  size_t bytes = message.data.size() + 12;  // "NATS/1.0\r\n" + final "\r\n"
-  for (const auto& [key, value] : message.headers) bytes += std::char_traits<char>::length(key) + value.size() + 4;
-  for (const auto& [key, value] : message.moreHeaders) bytes += key.size() + value.size() + 4;
+  // Measured with the longest numbers its headers can hold: its version is not known yet.
+  size_t bytes = (row.payload ? row.payload->size() : 0) + 12;  // "NATS/1.0\r\n" + final "\r\n"
+  for (const auto& [key, value] : bridgeHeaders(source, row, UINT64_MAX, UINT64_MAX, UINT64_MAX, true)) {
+    bytes += std::char_traits<char>::length(key) + value.size() + 4;
+  }
+  for (const auto& [key, value] : moreHeaders) bytes += key.size() + value.size() + 4;
   if (maxPayload > 0 && bytes > maxPayload) {
     return fmt::format("message of {} bytes is over the server's max_payload of {} bytes", bytes, maxPayload);
   }
+  row.subject = std::move(rendered);
+  row.moreHeaders = std::move(moreHeaders);
   return std::nullopt;
 }
 

@@ -13,8 +13,9 @@ namespace outbox {
 // payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
 // subject token, an entity_key that is empty, begins or ends with a blank or holds a control
 // character other than tab, `headers` that cannot travel (row_headers.h),
-// a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes.
-std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
+// a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes. A row that can be
+// published gets its subject and moreHeaders filled (toMessage uses them).
+std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, OutboxRow& row,
                                       size_t maxPayload);
 
 // The halted_reason of a source stopped by poison row `id`: "poison row id=<id>: <why>".

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -23,6 +24,10 @@ struct OutboxRow {
   int64_t createdAtMicros = 0;  // the database clock, microseconds since the epoch
   uint64_t version = 0;         // 0 until assigned
   std::optional<std::string> headers;  // the `headers` JSON column: more message headers (row_headers.h)
+  // Worked out when the row is checked (Publisher::poisonReason) and kept for its publish: the
+  // subject rendered and the `headers` column parsed. Empty for a row read otherwise.
+  std::string subject;
+  std::vector<std::pair<std::string, std::string>> moreHeaders;
 };
 
 // One row of outbox_source_state.
@@ -301,9 +306,10 @@ class Publisher {
   virtual void waitForAcks(std::chrono::milliseconds timeout) = 0;
   // Forgets every publish still in flight, and every ack not yet taken; none will come for them.
   virtual void abandon() = 0;
-  // Why this row cannot be published as is, or nullopt when it can. Thread-safe: prepareBatch
-  // calls it on the relay's prefetch thread.
-  virtual std::optional<std::string> poisonReason(const OutboxRow& row) = 0;
+  // Why this row cannot be published as is, or nullopt when it can; then it fills the row's
+  // subject and moreHeaders, which publish() uses instead of working them out again.
+  // Thread-safe: prepareBatch calls it on the relay's prefetch thread.
+  virtual std::optional<std::string> poisonReason(OutboxRow& row) = 0;
 };
 
 }  // namespace outbox

@@ -292,7 +292,8 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     if (!s.isOk()) {
       metrics_.errorsPublish++;
       // Checked before its version was assigned, but the server may take less now (max_payload).
-      if (auto why = publisher_.poisonReason(row)) {
+      OutboxRow checked = row;
+      if (auto why = publisher_.poisonReason(checked)) {
         metrics_.poisonRows++;
         std::string reason = unpublishableHaltReason(row.version, row.id, *why);
         log_->error("{}", reason);

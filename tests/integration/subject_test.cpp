@@ -2,9 +2,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -20,6 +23,21 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string sqlText(db::Connection& conn, const std::string& text) { return conn.quote(text); }
+
+// The test stack's nats-server version as (major, minor, patch), from its monitoring port's /varz.
+std::tuple<int, int, int> natsServerVersion() {
+  const char* monitor = std::getenv("OUTBOX_TEST_NATS_MONITOR");  // http://127.0.0.1:PORT
+  BOOST_REQUIRE(monitor != nullptr);
+  const std::string url = monitor;
+  HttpReply varz = httpRequest(std::atoi(url.c_str() + url.rfind(':') + 1), "GET", "/varz");
+  BOOST_REQUIRE_EQUAL(varz.status, 200);
+  const std::string field = "\"version\":";
+  const size_t at = varz.body.find('"', varz.body.find(field) + field.size());
+  std::tuple<int, int, int> version{0, 0, 0};
+  BOOST_REQUIRE(std::sscanf(varz.body.c_str() + at + 1, "%d.%d.%d", &std::get<0>(version), &std::get<1>(version),
+                            &std::get<2>(version)) == 3);
+  return version;
+}
 
 // Every message of the source, read whole.
 std::vector<nats::StoredMessage> allMessages(const SourceSpec& source) {
@@ -443,6 +461,12 @@ BOOST_AUTO_TEST_CASE(a_latest_stream_that_cannot_fill_is_reported) {
   const bool filled = state->messages == 9;  // every key but the deleted first one
   const bool reported = log.find("latest stream " + latest + " is ") != std::string::npos &&
                         log.find("message(s) behind") != std::string::npos;
-  BOOST_TEST((filled || reported), "latest stream holds " << state->messages << " messages; log:\n" << log);
+  // nats-server 2.10.14 stopped checking sourced messages' fences against the sourcing stream.
+  if (natsServerVersion() >= std::tuple<int, int, int>{2, 10, 14}) {
+    BOOST_TEST(filled, "latest stream holds " << state->messages << " messages; log:\n" << log);
+  } else {
+    BOOST_TEST(!filled);
+    BOOST_TEST(reported, "latest stream holds " << state->messages << " messages; log:\n" << log);
+  }
   (void)reader.js().deleteStream(latest);
 }

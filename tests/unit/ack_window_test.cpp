@@ -34,7 +34,7 @@ class QueuedAcks final : public Publisher {
   }
   void waitForAcks(std::chrono::milliseconds) override {}
   void abandon() override { queue.clear(); }
-  std::optional<std::string> poisonReason(const OutboxRow&) override { return std::nullopt; }
+  std::optional<std::string> poisonReason(OutboxRow&) override { return std::nullopt; }
 };
 
 const Clock::TimePoint t0{};

@@ -15,6 +15,7 @@
 
 #include "lease/lease.h"
 #include "manual_clock.h"
+#include "relay/jetstream_publisher.h"
 #include "relay/poison.h"
 #include "relay/relay.h"
 #include "relay/resume_point.h"
@@ -412,7 +413,7 @@ class FakePublisher final : public Publisher {
     std::lock_guard lock(mu);
     queue.clear();
   }
-  std::optional<std::string> poisonReason(const OutboxRow& row) override {
+  std::optional<std::string> poisonReason(OutboxRow& row) override {
     SourceConfig source;
     source.name = "s";
     source.subjectPrefix = "control.s";
@@ -912,6 +913,46 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   BOOST_TEST(findPoison(source, perKey, r, 1 << 20).value_or("").find("over the 3072 bytes") != std::string::npos);
   r.entityKey = std::string(1000, '.');
   BOOST_TEST(!findPoison(source, perKey, r, 1 << 20).has_value());
+}
+
+// A row checked on the prefetch thread carries its subject and headers into its publish; a row
+// read back for a republish has them worked out there: both make the same message.
+BOOST_AUTO_TEST_CASE(a_checked_row_makes_the_message_an_unchecked_one_does) {
+  SourceConfig source;
+  source.name = "account";
+  source.subjectPrefix = "control.account";
+  const SubjectTemplate subject =
+      SubjectTemplate::forSource("control.account.{entity_type}.{entity_key}.{op}", "control.account");
+  OutboxRow row{7, "account", "a.b c", "upsert", std::string(R"({"id":1})"), 0, 0,
+                std::string(R"({"traceparent":"00-1-2-01","tracestate":""})")};
+  OutboxRow checked = row;
+  BOOST_TEST(!findPoison(source, subject, checked, 1 << 20).has_value());
+  BOOST_TEST(checked.subject == "control.account.account.a%2Eb%20c.upsert");
+  row.version = checked.version = 12;
+  for (bool fence : {false, true}) {
+    auto a = toMessage(source, subject, row, 3, 40, fence);
+    auto b = toMessage(source, subject, checked, 3, 40, fence);
+    BOOST_TEST(a.subject == b.subject);
+    BOOST_TEST(a.data == b.data);
+    BOOST_TEST((a.headers == b.headers));
+    BOOST_TEST((a.moreHeaders == b.moreHeaders));
+    BOOST_TEST((b.moreHeaders == std::vector<RowHeader>{{"traceparent", "00-1-2-01"}}));
+  }
+  // Measured with the longest version it could get: version 0 (1 digit, and 0 - 1 = the longest
+  // in Nats-Expected-Last-Msg-Id) -> 18446744073709551615 adds 19 bytes in Nats-Msg-Id and 19 in
+  // Outbox-Version.
+  OutboxRow big = row;
+  big.version = 0;
+  auto m = toMessage(source, subject, big, UINT64_MAX, UINT64_MAX, true);
+  size_t bytes = m.data.size() + 12;
+  for (const auto& [k, v] : m.headers) bytes += std::char_traits<char>::length(k) + v.size() + 4;
+  for (const auto& [k, v] : m.moreHeaders) bytes += k.size() + v.size() + 4;
+  OutboxRow fits = big;
+  BOOST_TEST(!findPoison(source, subject, fits, bytes + 38).has_value());
+  OutboxRow over = big;
+  BOOST_TEST(findPoison(source, subject, over, bytes + 37).value_or("").find("over the server's max_payload") !=
+             std::string::npos);
+  BOOST_TEST(over.subject.empty());  // not readied
 }
 
 // Issue 8: the server's max_payload shrank after rows were assigned. The tail publish failed as
