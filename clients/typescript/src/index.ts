@@ -4,3 +4,13 @@ export { escapeSubjectToken, fnv1a32, keyPartition, unescapeSubjectToken } from 
 export { OutboxProducer, OutboxTransaction, ProducerRuleError } from "./producer.js";
 export type { OutboxProducerOptions, PayloadFrom } from "./producer.js";
 export { headersProblem, keyProblem } from "./rules.js";
+export { Incomplete, parseRecord, scanObject, scanValue } from "./json.js";
+export type { RecordField, Scanned } from "./json.js";
+export { readSnapshot, SnapshotRejected } from "./snapshot.js";
+export type { SnapshotHeader, SnapshotRecord, SnapshotSummary } from "./snapshot.js";
+export { MemoryStore, nextRow } from "./store.js";
+export type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+export { MysqlInbox } from "./mysql_inbox.js";
+export type { InboxHandler, MysqlInboxOptions } from "./mysql_inbox.js";
+export { dumpJson, Replica, RetryableError } from "./replica.js";
+export type { NatsOptions, ReplicaCounters, ReplicaOptions } from "./replica.js";

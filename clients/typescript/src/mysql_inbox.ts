@@ -1,0 +1,211 @@
+// The inbox in MySQL/MariaDB (docs/consumers.md section 5): the application's change and the
+// source's one inbox row in one transaction. Besides the row, a table of one hash per record
+// keeps the checksum current (the replica verifies against ?summary=true without holding the
+// records in memory); the records themselves are the application's, in its own tables.
+
+import type { Pool, PoolConnection, RowDataPacket, ResultSetHeader } from "mysql2/promise";
+
+import { recordHash } from "./checksum.js";
+import type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+import { nextRow } from "./store.js";
+
+/** What the application does with the replica's data, inside the inbox's transaction. */
+export interface InboxHandler {
+  /** A bootstrap begins: remove what the application holds of this source. */
+  reset(conn: PoolConnection, source: string): Promise<void>;
+  /** Records of the snapshot, in batches (columns in the snapshot's order). */
+  load(conn: PoolConnection, columns: readonly string[], records: readonly ReplicaRecord[]): Promise<void>;
+  /** One change, with its version. */
+  apply(conn: PoolConnection, change: Change): Promise<void>;
+}
+
+export interface MysqlInboxOptions {
+  pool: Pool;
+  handler: InboxHandler;
+  inboxTable?: string; // default outbox_inbox
+  hashTable?: string; // default outbox_inbox_record
+}
+
+const NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
+
+function identifier(name: string, what: string): string {
+  if (!NAME.test(name)) throw new Error(`${what} '${name}' is not a plain table name`);
+  return "`" + name + "`";
+}
+
+const hex = (n: bigint) => n.toString(16).padStart(16, "0");
+
+export class MysqlInbox implements ReplicaStore {
+  private readonly pool: Pool;
+  private readonly handler: InboxHandler;
+  private readonly inbox: string;
+  private readonly hashes: string;
+
+  constructor(options: MysqlInboxOptions) {
+    this.pool = options.pool;
+    this.handler = options.handler;
+    this.inbox = identifier(options.inboxTable ?? "outbox_inbox", "inboxTable");
+    this.hashes = identifier(options.hashTable ?? "outbox_inbox_record", "hashTable");
+  }
+
+  /** Creates the two tables if they are missing (or run the statements of the README yourself). */
+  async createTables(): Promise<void> {
+    await this.pool.query(
+      `CREATE TABLE IF NOT EXISTS ${this.inbox} (
+         source VARCHAR(64) NOT NULL PRIMARY KEY,
+         epoch BIGINT UNSIGNED NOT NULL,
+         applied_version BIGINT UNSIGNED NOT NULL,
+         stream_seq BIGINT UNSIGNED NOT NULL,
+         stream_name VARCHAR(255) NOT NULL,
+         record_key VARCHAR(255) NOT NULL,
+         columns_json TEXT NOT NULL,
+         checksum CHAR(16) NOT NULL,
+         record_count BIGINT UNSIGNED NOT NULL
+       ) ENGINE = InnoDB`,
+    );
+    await this.pool.query(
+      `CREATE TABLE IF NOT EXISTS ${this.hashes} (
+         source VARCHAR(64) NOT NULL,
+         entity_key VARBINARY(700) NOT NULL,
+         record_hash CHAR(16) NOT NULL,
+         PRIMARY KEY (source, entity_key)
+       ) ENGINE = InnoDB`,
+    );
+  }
+
+  async load(source: string): Promise<InboxRow | null> {
+    const [rows] = await this.pool.query<RowDataPacket[]>(
+      `SELECT CAST(epoch AS CHAR) AS epoch, CAST(applied_version AS CHAR) AS applied, CAST(stream_seq AS CHAR) AS seq,
+              stream_name, record_key, columns_json, checksum, CAST(record_count AS CHAR) AS records
+         FROM ${this.inbox} WHERE source = ?`,
+      [source],
+    );
+    if (rows.length === 0) return null;
+    const r = rows[0];
+    const columns = JSON.parse(r.columns_json) as { columns: string[]; numeric: boolean[] };
+    return {
+      epoch: Number(r.epoch),
+      appliedVersion: Number(r.applied),
+      streamSeq: Number(r.seq),
+      streamName: r.stream_name,
+      key: r.record_key,
+      columns: columns.columns,
+      numeric: columns.numeric,
+      sum: BigInt("0x" + r.checksum),
+      recordCount: Number(r.records),
+    };
+  }
+
+  async beginBootstrap(source: string): Promise<Bootstrap> {
+    const conn = await this.pool.getConnection();
+    let open = true;
+    const end = async (how: "COMMIT" | "ROLLBACK") => {
+      if (!open) return;
+      open = false;
+      try {
+        await conn.query(how);
+      } finally {
+        conn.release();
+      }
+    };
+    try {
+      await conn.query("START TRANSACTION");
+      // Taken first, so a second consumer of the source waits here rather than interleaving.
+      await conn.query(`SELECT source FROM ${this.inbox} WHERE source = ? FOR UPDATE`, [source]);
+      await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
+      await this.handler.reset(conn, source);
+    } catch (e) {
+      await end("ROLLBACK").catch(() => undefined);
+      throw e;
+    }
+    return {
+      records: async (columns, batch) => {
+        if (batch.length === 0) return;
+        await conn.query(`INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES ?`, [
+          batch.map((r) => [source, Buffer.from(r.key, "utf8"), hex(recordHash(r.values))]),
+        ]);
+        await this.handler.load(conn, columns, batch);
+      },
+      commit: async (row) => {
+        try {
+          await conn.query(
+            `INSERT INTO ${this.inbox} (source, epoch, applied_version, stream_seq, stream_name, record_key, columns_json,
+                                       checksum, record_count)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), applied_version = VALUES(applied_version),
+               stream_seq = VALUES(stream_seq), stream_name = VALUES(stream_name), record_key = VALUES(record_key),
+               columns_json = VALUES(columns_json), checksum = VALUES(checksum), record_count = VALUES(record_count)`,
+            [source, ...this.rowValues(row)],
+          );
+        } catch (e) {
+          await end("ROLLBACK").catch(() => undefined);
+          throw e;
+        }
+        await end("COMMIT");
+      },
+      abort: () => end("ROLLBACK"),
+    };
+  }
+
+  async apply(change: Change, from: InboxRow): Promise<InboxRow | null> {
+    const conn = await this.pool.getConnection();
+    let committed = false;
+    try {
+      await conn.query("START TRANSACTION");
+      const key = Buffer.from(change.key, "utf8");
+      const [old] = await conn.query<RowDataPacket[]>(
+        `SELECT record_hash FROM ${this.hashes} WHERE source = ? AND entity_key = ?`,
+        [change.source, key],
+      );
+      const oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
+      const newHash = change.values ? recordHash(change.values) : null;
+      await this.handler.apply(conn, change);
+      if (newHash !== null) {
+        await conn.query(
+          `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
+           ON DUPLICATE KEY UPDATE record_hash = VALUES(record_hash)`,
+          [change.source, key, hex(newHash)],
+        );
+      } else if (oldHash !== null) {
+        await conn.query(`DELETE FROM ${this.hashes} WHERE source = ? AND entity_key = ?`, [change.source, key]);
+      }
+      // Last, and only from the row this consumer knows: when another moved it, all of this is
+      // rolled back (its lock makes the two take turns).
+      const next = nextRow(from, change, oldHash, newHash);
+      const [moved] = await conn.query<ResultSetHeader>(
+        `UPDATE ${this.inbox} SET applied_version = ?, stream_seq = ?, checksum = ?, record_count = ?, columns_json = ?
+          WHERE source = ? AND epoch = ? AND applied_version = ?`,
+        [
+          change.version,
+          change.streamSeq,
+          hex(next.sum),
+          next.recordCount,
+          JSON.stringify({ columns: next.columns, numeric: next.numeric }),
+          change.source,
+          from.epoch,
+          from.appliedVersion,
+        ],
+      );
+      if (moved.affectedRows !== 1) return null;
+      await conn.query("COMMIT");
+      committed = true;
+      return next;
+    } finally {
+      if (!committed) await conn.query("ROLLBACK").catch(() => undefined);
+      conn.release();
+    }
+  }
+
+  private rowValues(row: InboxRow): unknown[] {
+    return [
+      row.epoch,
+      row.appliedVersion,
+      row.streamSeq,
+      row.streamName,
+      row.key,
+      JSON.stringify({ columns: row.columns, numeric: row.numeric }),
+      hex(row.sum),
+      row.recordCount,
+    ];
+  }
+}

@@ -1,0 +1,494 @@
+// The consumer (docs/consumers.md): bootstraps from the snapshot, streamed; follows the stream
+// from stream.seq + 1; bootstraps again on a version gap or a new epoch; keeps the checksum
+// current and compares it with ?summary=true when caught up; hands each change to its store,
+// which applies it with the inbox row in one step. What `outbox-bridge replica` does in C++
+// (src/replica/replica.cpp), with the same lines.
+
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+
+import {
+  connect,
+  credsAuthenticator,
+  DeliverPolicy,
+  nkeyAuthenticator,
+  type ConnectionOptions,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JsMsg,
+  type NatsConnection,
+} from "nats";
+
+import { parseRecord } from "./json.js";
+import { readSnapshot, SnapshotRejected, type SnapshotSummary } from "./snapshot.js";
+import type { Bootstrap, Change, InboxRow, ReplicaStore } from "./store.js";
+import { MemoryStore } from "./store.js";
+
+/** How to reach nats-server: the bridge's [nats] settings. */
+export interface NatsOptions {
+  servers: string | string[]; // URLs, or one string of comma-separated URLs
+  user?: string;
+  password?: string;
+  token?: string;
+  credsFile?: string;
+  nkeySeedFile?: string;
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsServerName?: string;
+  jsDomain?: string;
+}
+
+export interface ReplicaOptions {
+  url: string; // the bridge's base URL, e.g. http://127.0.0.1:8080
+  source: string;
+  nats: NatsOptions;
+  store?: ReplicaStore; // default: a MemoryStore
+  verifyIntervalMs?: number; // between checks against ?summary=true while not yet verified (default 1000)
+  mismatchesBeforeRebootstrap?: number; // default 3: a summary may reflect unpublished changes
+  report?: (line: string) => void; // one line per state change, "[source] ..."
+  onApplied?: (change: Change) => void | Promise<void>; // after the store applied it
+  snapshotBatch?: number; // records handed to the store at a time (default 1000)
+}
+
+export interface ReplicaCounters {
+  bootstraps: number;
+  rejectedSnapshots: number;
+  gaps: number;
+  epochChanges: number;
+  applied: number;
+  skippedDuplicates: number;
+  verifications: number;
+  mismatches: number;
+}
+
+/** A failure the replica retries (with backoff, in run()). */
+export class RetryableError extends Error {}
+
+const formatChecksum = (sum: bigint) => "sha256-sum64:" + sum.toString(16).padStart(16, "0");
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+
+/** A GET of the bridge's HTTP API: the response, streaming. */
+function get(url: string): Promise<http.IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const lib = url.startsWith("https:") ? https : http;
+    const req = lib.get(url, { timeout: 120_000 }, resolve);
+    req.on("timeout", () => req.destroy(new Error("no answer within 120 s")));
+    req.on("error", reject);
+  });
+}
+
+async function bodyText(res: http.IncomingMessage, limit = 4096): Promise<string> {
+  let text = "";
+  for await (const chunk of res) {
+    if (text.length < limit) text += chunk.toString();
+  }
+  return text.slice(0, limit);
+}
+
+export class Replica {
+  readonly counters: ReplicaCounters = {
+    bootstraps: 0,
+    rejectedSnapshots: 0,
+    gaps: 0,
+    epochChanges: 0,
+    applied: 0,
+    skippedDuplicates: 0,
+    verifications: 0,
+    mismatches: 0,
+  };
+  readonly store: ReplicaStore;
+
+  private readonly options: ReplicaOptions;
+  private inboxRow: InboxRow | null = null;
+  private loaded = false;
+  private lastVerified = 0;
+  private mismatchVersion = 0;
+  private mismatchCount = 0;
+  private lastVerifyAttempt = 0;
+  private lastProgressReport = 0;
+  private reportedVersion = 0;
+
+  private nc: NatsConnection | null = null;
+  private js: JetStreamClient | null = null;
+  private messages: ConsumerMessages | null = null;
+  private pending: JsMsg[] = [];
+  private pumpEnded: Error | null = null;
+  private wake: (() => void) | null = null;
+  private drained: (() => void) | null = null;
+
+  constructor(options: ReplicaOptions) {
+    this.options = options;
+    this.store = options.store ?? new MemoryStore();
+  }
+
+  /** The inbox row: epoch, applied version, checksum; null before the first bootstrap. */
+  get inbox(): InboxRow | null {
+    return this.inboxRow;
+  }
+  get appliedVersion(): number {
+    return this.inboxRow?.appliedVersion ?? 0;
+  }
+  get lastVerifiedVersion(): number {
+    return this.lastVerified;
+  }
+
+  /** bootstrap (or resume from the store's inbox row) then step until `signal`, retrying failures. */
+  async run(signal?: AbortSignal): Promise<void> {
+    let delay = 200;
+    while (!signal?.aborted) {
+      try {
+        await this.step(200);
+        delay = 200;
+      } catch (e) {
+        this.say(`${(e as Error).message}; retrying in ${delay} ms`);
+        await this.unfollow();
+        await sleep(delay, signal);
+        delay = Math.min(delay * 2, 10_000);
+      }
+    }
+  }
+
+  /** Applies what arrives within `waitMs`; bootstraps when needed; verifies when caught up. */
+  async step(waitMs: number): Promise<void> {
+    if (!this.loaded) {
+      this.inboxRow = await this.store.load(this.options.source);
+      this.loaded = true;
+      if (this.inboxRow) {
+        this.lastVerified = 0;
+        this.say(
+          `resumed from the inbox: epoch ${this.inboxRow.epoch}, version ${this.inboxRow.appliedVersion}, ` +
+            `${this.inboxRow.recordCount} records, checksum ${formatChecksum(this.inboxRow.sum)}`,
+        );
+      }
+    }
+    if (!this.inboxRow) return this.bootstrap();
+    if (!this.messages) await this.follow(this.inboxRow.streamName, this.inboxRow.streamSeq + 1);
+    const m = await this.next(waitMs);
+    let needBootstrap = false;
+    const now = Date.now();
+    if (m) {
+      needBootstrap = await this.applyMessage(m);
+      const row = this.inboxRow;
+      if (!needBootstrap && row && row.appliedVersion !== this.reportedVersion && now - this.lastProgressReport >= 1000) {
+        this.say(`applied through version ${row.appliedVersion} (${row.recordCount} records)`);
+        this.reportedVersion = row.appliedVersion;
+        this.lastProgressReport = now;
+      }
+    } else {
+      // Caught up: check against the source now and then (rarely once verified).
+      const every = (this.options.verifyIntervalMs ?? 1000) * (this.appliedVersion === this.lastVerified ? 30 : 1);
+      if (now - this.lastVerifyAttempt >= every) needBootstrap = await this.verify();
+    }
+    if (needBootstrap) await this.bootstrap();
+  }
+
+  /** Fetches the snapshot, streams it into the store, checks it, and follows the stream after it. */
+  async bootstrap(): Promise<void> {
+    await this.unfollow();
+    const url = `${this.options.url}/v1/sources/${encodeURIComponent(this.options.source)}/control-snapshot`;
+    const res = await get(url).catch((e: Error) => {
+      throw new RetryableError(`GET ${url}: ${e.message}`);
+    });
+    if (res.statusCode !== 200) {
+      throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
+    }
+    let writing: Bootstrap | null = null;
+    let summary: SnapshotSummary;
+    try {
+      summary = await readSnapshot(
+        res,
+        async (header, columns, batch) => {
+          writing ??= await this.store.beginBootstrap(this.options.source, header);
+          await writing.records(columns, batch);
+        },
+        { batchSize: this.options.snapshotBatch ?? 1000 },
+      );
+    } catch (e) {
+      res.destroy();
+      await (writing as Bootstrap | null)?.abort().catch(() => undefined);
+      if (!(e instanceof SnapshotRejected)) throw e;
+      this.counters.rejectedSnapshots++;
+      this.say(`snapshot rejected: ${e.message}; retrying`);
+      throw new RetryableError(`snapshot rejected: ${e.message}`);
+    }
+    writing ??= await this.store.beginBootstrap(this.options.source, summary);
+    const row: InboxRow = {
+      epoch: summary.epoch,
+      appliedVersion: summary.watermark,
+      streamName: summary.streamName,
+      streamSeq: summary.streamSeq,
+      key: summary.key,
+      columns: summary.columns,
+      numeric: summary.numeric,
+      sum: summary.sum,
+      recordCount: summary.recordCount,
+    };
+    await (writing as Bootstrap).commit(row);
+    const changedEpoch = this.inboxRow !== null && this.inboxRow.epoch !== row.epoch;
+    this.inboxRow = row;
+    this.loaded = true;
+    this.lastVerified = row.appliedVersion;
+    this.mismatchCount = 0;
+    this.counters.bootstraps++;
+    const what =
+      this.counters.bootstraps === 1 ? "bootstrapped" : changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped";
+    this.say(
+      `${what}: epoch ${row.epoch}, watermark ${row.appliedVersion}, ${row.recordCount} records, checksum ` +
+        `${formatChecksum(row.sum)}; following ${row.streamName} from sequence ${row.streamSeq + 1}`,
+    );
+    await this.follow(row.streamName, row.streamSeq + 1);
+  }
+
+  /** Stops following and closes the connection to nats-server. */
+  async close(): Promise<void> {
+    await this.unfollow();
+    const nc = this.nc;
+    this.nc = null;
+    this.js = null;
+    await nc?.close().catch(() => undefined);
+  }
+
+  private say(line: string): void {
+    this.options.report?.(`[${this.options.source}] ${line}`);
+  }
+
+  private async connection(): Promise<JetStreamClient> {
+    if (this.nc && this.js && !this.nc.isClosed()) return this.js;
+    const o = this.options.nats;
+    const opts: ConnectionOptions = {
+      servers: typeof o.servers === "string" ? o.servers.split(",").map((s) => s.trim()) : o.servers,
+      name: "outbox-replica",
+      maxReconnectAttempts: -1,
+    };
+    if (o.user) {
+      opts.user = o.user;
+      opts.pass = o.password ?? "";
+    }
+    if (o.token) opts.token = o.token;
+    if (o.credsFile) opts.authenticator = credsAuthenticator(readFileSync(o.credsFile));
+    if (o.nkeySeedFile) {
+      opts.authenticator = nkeyAuthenticator(new TextEncoder().encode(readFileSync(o.nkeySeedFile, "utf8").trim()));
+    }
+    if (o.tlsCa || o.tlsCert || o.tlsServerName) {
+      opts.tls = {
+        ...(o.tlsCa ? { caFile: o.tlsCa } : {}),
+        ...(o.tlsCert ? { certFile: o.tlsCert, keyFile: o.tlsKey } : {}),
+        ...(o.tlsServerName ? { servername: o.tlsServerName } : {}),
+      } as ConnectionOptions["tls"];
+    }
+    try {
+      this.nc = await connect(opts);
+    } catch (e) {
+      throw new RetryableError(`nats: ${(e as Error).message}`);
+    }
+    this.js = this.nc.jetstream(o.jsDomain ? { domain: o.jsDomain } : {});
+    return this.js;
+  }
+
+  private async follow(stream: string, fromSeq: number): Promise<void> {
+    const js = await this.connection();
+    const consumer = await js.consumers.get(stream, {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: fromSeq,
+    });
+    const messages = await consumer.consume({ max_messages: 512 });
+    this.messages = messages;
+    this.pending = [];
+    this.pumpEnded = null;
+    (async () => {
+      for await (const m of messages) {
+        this.pending.push(m);
+        this.wake?.();
+        if (this.pending.length >= 2048) await new Promise<void>((resolve) => (this.drained = resolve));
+      }
+    })()
+      .catch((e: Error) => e)
+      .then((e) => {
+        if (this.messages === messages) this.pumpEnded = e instanceof Error ? e : new Error("the subscription ended");
+        this.wake?.();
+      });
+  }
+
+  private async unfollow(): Promise<void> {
+    const messages = this.messages;
+    this.messages = null;
+    this.pending = [];
+    this.drained?.();
+    if (messages) await Promise.resolve(messages.close()).catch(() => undefined);
+  }
+
+  private async next(waitMs: number): Promise<JsMsg | null> {
+    if (this.pending.length === 0 && !this.pumpEnded) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = null;
+    }
+    const m = this.pending.shift() ?? null;
+    if (this.pending.length < 1024 && this.drained) {
+      this.drained();
+      this.drained = null;
+    }
+    if (!m && this.pumpEnded) {
+      const e = this.pumpEnded;
+      await this.unfollow();
+      throw new RetryableError(`following the stream: ${e.message}`);
+    }
+    return m;
+  }
+
+  // The rules of docs/consumers.md section 3; true when a bootstrap is needed.
+  private async applyMessage(m: JsMsg): Promise<boolean> {
+    const row = this.inboxRow as InboxRow;
+    const header = (name: string) => m.headers?.get(name) ?? "";
+    const epoch = Number(header("Outbox-Epoch"));
+    const version = Number(header("Outbox-Version"));
+    if (epoch > row.epoch) {
+      this.counters.epochChanges++;
+      this.say(`epoch changed from ${row.epoch} to ${epoch} at version ${version}: re-bootstrapping`);
+      return true;
+    }
+    if (epoch < row.epoch || version <= row.appliedVersion) {
+      this.counters.skippedDuplicates++; // already reflected in what we have
+      return false;
+    }
+    if (version !== row.appliedVersion + 1) {
+      this.counters.gaps++;
+      this.say(`gap: expected version ${row.appliedVersion + 1}, got ${version} (sequence ${m.seq}): re-bootstrapping`);
+      return true;
+    }
+    const op = header("Outbox-Op") === "delete" ? "delete" : "upsert";
+    const payload = m.data.length > 0 ? new TextDecoder().decode(m.data) : "";
+    let from = row;
+    let values: (string | null)[] | null = null;
+    if (op === "upsert") {
+      let fields;
+      try {
+        fields = parseRecord(payload);
+      } catch (e) {
+        this.say(`version ${version}: payload is ${(e as Error).message}: re-bootstrapping`);
+        return true;
+      }
+      if (from.columns.length === 0) {
+        // The snapshot was empty: the first change tells the columns.
+        from = { ...from, columns: fields.map((f) => f.name), numeric: fields.map((f) => f.numeric) };
+      }
+      // A name given twice: the last one counts, as in a JSON object read into a map.
+      const byName = new Map(fields.map((f) => [f.name, f.text] as const));
+      values = from.columns.map((c) => byName.get(c) ?? null);
+    }
+    const headers = new Map<string, string>();
+    for (const [k, v] of m.headers ?? []) headers.set(k, v.join(","));
+    const change: Change = {
+      source: this.options.source,
+      epoch,
+      version,
+      streamSeq: m.seq,
+      subject: m.subject,
+      entityType: header("Outbox-Entity-Type"),
+      key: header("Outbox-Entity-Key"),
+      op,
+      columns: from.columns,
+      values,
+      payload,
+      headers,
+    };
+    const next = await this.store.apply(change, from);
+    if (next === null) {
+      // Another consumer of this source moved the inbox row: start again from what it holds.
+      this.say(`the inbox row moved past version ${row.appliedVersion} under this consumer: reading it again`);
+      this.loaded = false;
+      await this.unfollow();
+      return false;
+    }
+    this.inboxRow = next;
+    this.counters.applied++;
+    await this.options.onApplied?.(change);
+    return false;
+  }
+
+  // Compares with ?summary=true; true when a bootstrap is needed.
+  private async verify(): Promise<boolean> {
+    this.lastVerifyAttempt = Date.now();
+    const url = `${this.options.url}/v1/sources/${encodeURIComponent(this.options.source)}/control-snapshot?summary=true`;
+    const res = await get(url).catch((e: Error) => {
+      throw new RetryableError(`GET ${url}: ${e.message}`);
+    });
+    if (res.statusCode !== 200) throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
+    let summary: SnapshotSummary;
+    try {
+      summary = await readSnapshot(res, async () => undefined, { expectRecords: false });
+    } catch (e) {
+      throw new RetryableError(`summary rejected: ${(e as Error).message}`);
+    }
+    const row = this.inboxRow as InboxRow;
+    if (summary.epoch !== row.epoch) {
+      if (summary.epoch < row.epoch) return false;
+      this.counters.epochChanges++;
+      this.say(`epoch changed from ${row.epoch} to ${summary.epoch}: re-bootstrapping`);
+      return true;
+    }
+    if (summary.watermark !== row.appliedVersion) return false; // the watermarks have not met yet
+    this.counters.verifications++;
+    if (summary.sum === row.sum && summary.recordCount === row.recordCount) {
+      if (this.lastVerified !== row.appliedVersion || this.counters.verifications === 1) {
+        this.lastVerified = row.appliedVersion;
+        this.say(`verified at version ${row.appliedVersion}: ${row.recordCount} records, checksum ${formatChecksum(row.sum)}`);
+      }
+      this.lastVerified = row.appliedVersion;
+      this.mismatchCount = 0;
+      return false;
+    }
+    this.counters.mismatches++;
+    this.mismatchCount = this.mismatchVersion === row.appliedVersion ? this.mismatchCount + 1 : 1;
+    this.mismatchVersion = row.appliedVersion;
+    // A summary may reflect changes committed but not yet published (invariant 6): only a
+    // difference that stays at the same version means the replica is wrong.
+    if (this.mismatchCount < 2) return false;
+    const limit = this.options.mismatchesBeforeRebootstrap ?? 3;
+    this.say(
+      `checksum differs at version ${row.appliedVersion}: replica ${formatChecksum(row.sum)} (${row.recordCount} ` +
+        `records), source ${summary.checksum} (${summary.recordCount} records)` +
+        (this.mismatchCount >= limit ? ": re-bootstrapping" : "; checking again"),
+    );
+    return this.mismatchCount >= limit;
+  }
+}
+
+/**
+ * The replica held by a MemoryStore as `outbox-bridge replica --dump` writes it: snapshot-shaped
+ * JSON, records in the byte order of their keys.
+ */
+export function dumpJson(source: string, row: InboxRow | null, records: ReadonlyMap<string, (string | null)[]>): string {
+  const keys = [...records.keys()].sort((a, b) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")));
+  const columns = row?.columns ?? [];
+  const numeric = row?.numeric ?? [];
+  const parts: string[] = [];
+  for (const key of keys) {
+    const values = records.get(key) as (string | null)[];
+    const fields: string[] = [];
+    for (let i = 0; i < columns.length && i < values.length; ++i) {
+      const v = values[i];
+      fields.push(JSON.stringify(columns[i]) + ":" + (v === null ? "null" : numeric[i] ? v : JSON.stringify(v)));
+    }
+    parts.push("{" + fields.join(",") + "}");
+  }
+  return (
+    `{"source":${JSON.stringify(source)},"sourceEpoch":${row?.epoch ?? 0},"appliedVersion":${row?.appliedVersion ?? 0},` +
+    `"key":${JSON.stringify(row?.key ?? "")},"records":[${parts.join(",")}],"recordCount":${records.size},` +
+    `"checksum":"${formatChecksum(row?.sum ?? 0n)}"}`
+  );
+}

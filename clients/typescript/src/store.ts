@@ -1,0 +1,124 @@
+// Where a replica keeps what it has applied (docs/consumers.md section 5): the inbox row — the
+// source's epoch, the last version applied and where to resume — changed together with the
+// change it records, so a consumer stopped at any moment applies no version twice and skips none.
+
+import { recordHash } from "./checksum.js";
+import type { SnapshotHeader } from "./snapshot.js";
+
+const MOD = 1n << 64n;
+
+/** The inbox row of one source, with what keeping the checksum needs. */
+export interface InboxRow {
+  epoch: number;
+  appliedVersion: number;
+  streamName: string;
+  streamSeq: number; // the stream sequence of appliedVersion's message: resume from streamSeq + 1
+  key: string; // the snapshot's key field
+  columns: string[]; // the records' fields, in the snapshot's order (empty until known)
+  numeric: boolean[]; // per column: written as a JSON number
+  sum: bigint; // the sum of the records' hashes, mod 2^64 (the checksum)
+  recordCount: number;
+}
+
+/** One change, handed to the application with its version. */
+export interface Change {
+  source: string;
+  epoch: number;
+  version: number;
+  streamSeq: number;
+  subject: string;
+  entityType: string;
+  key: string; // Outbox-Entity-Key
+  op: "upsert" | "delete";
+  columns: readonly string[];
+  values: (string | null)[] | null; // an upsert's record in column order; null for a delete
+  payload: string; // the body as the producer built it ("" for a delete)
+  headers: ReadonlyMap<string, string>; // every header of the message, e.g. traceparent
+}
+
+/** A record of a snapshot or an upsert: its key and values in column order. */
+export interface ReplicaRecord {
+  key: string;
+  values: (string | null)[];
+}
+
+/** A bootstrap being written: records in batches, then commit (all of it counts) or abort (none). */
+export interface Bootstrap {
+  records(columns: readonly string[], batch: readonly ReplicaRecord[]): Promise<void>;
+  commit(row: InboxRow): Promise<void>;
+  abort(): Promise<void>;
+}
+
+/** What a Replica keeps its state in. */
+export interface ReplicaStore {
+  /** The source's inbox row, or null when there is none (nothing bootstrapped yet). */
+  load(source: string): Promise<InboxRow | null>;
+  /** Begins replacing what the store holds of `source` with a snapshot's records. */
+  beginBootstrap(source: string, header: SnapshotHeader): Promise<Bootstrap>;
+  /**
+   * Applies `change` (change.version = from.appliedVersion + 1) and moves the inbox row on, in
+   * one step: returns the new row, or null — having changed nothing — when the stored row is
+   * no longer `from` (another consumer moved it).
+   */
+  apply(change: Change, from: InboxRow): Promise<InboxRow | null>;
+}
+
+/** The row after `change`, given the hash of the record it replaces or removes (if any). */
+export function nextRow(from: InboxRow, change: Change, oldHash: bigint | null, newHash: bigint | null): InboxRow {
+  let sum = from.sum;
+  let recordCount = from.recordCount;
+  if (oldHash !== null) {
+    sum = (sum - oldHash + MOD) % MOD;
+    recordCount--;
+  }
+  if (newHash !== null) {
+    sum = (sum + newHash) % MOD;
+    recordCount++;
+  }
+  return { ...from, appliedVersion: change.version, streamSeq: change.streamSeq, sum, recordCount };
+}
+
+/**
+ * Records in memory, for caches and the CLI: a new process starts empty and bootstraps. The
+ * same store handed to a new Replica in one process resumes where the last one stopped.
+ */
+export class MemoryStore implements ReplicaStore {
+  private readonly sources = new Map<string, { row: InboxRow; records: Map<string, (string | null)[]> }>();
+
+  /** The records of `source`, by key. */
+  records(source: string): ReadonlyMap<string, (string | null)[]> {
+    return this.sources.get(source)?.records ?? new Map();
+  }
+
+  async load(source: string): Promise<InboxRow | null> {
+    const held = this.sources.get(source);
+    return held ? { ...held.row } : null;
+  }
+
+  async beginBootstrap(source: string): Promise<Bootstrap> {
+    const records = new Map<string, (string | null)[]>();
+    return {
+      records: async (_columns, batch) => {
+        for (const r of batch) records.set(r.key, r.values);
+      },
+      commit: async (row) => {
+        this.sources.set(source, { row: { ...row }, records });
+      },
+      abort: async () => {
+        records.clear();
+      },
+    };
+  }
+
+  async apply(change: Change, from: InboxRow): Promise<InboxRow | null> {
+    const held = this.sources.get(change.source);
+    if (!held || held.row.epoch !== from.epoch || held.row.appliedVersion !== from.appliedVersion) return null;
+    const old = held.records.get(change.key);
+    const oldHash = old ? recordHash(old) : null;
+    const newHash = change.values ? recordHash(change.values) : null;
+    if (change.values) held.records.set(change.key, change.values);
+    else held.records.delete(change.key);
+    held.row = nextRow(from, change, oldHash, newHash);
+    return { ...held.row };
+  }
+}

@@ -1,0 +1,225 @@
+// The stack the tests run against (tools/test starts it and exports where it is; a missing
+// service fails, never skips): a database of their own, a bridge process with a config of its
+// own, and an `accounts` table kept by the producer rule.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import mysql from "mysql2/promise";
+
+export function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run this suite through tools/test, which starts the stack`);
+  return value;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const clientRoot = join(here, "..", "..");
+export const repoRoot = join(clientRoot, "..", "..");
+export const tmp = process.env.OUTBOX_TEST_TMP ?? join(tmpdir(), "outbox-ts-test");
+mkdirSync(tmp, { recursive: true });
+
+export const suffix = () => randomBytes(3).toString("hex");
+
+export function mysqlOptions(database?: string): mysql.PoolOptions {
+  return {
+    host: env("OUTBOX_TEST_MYSQL_HOST"),
+    port: Number(env("OUTBOX_TEST_MYSQL_PORT")),
+    user: env("OUTBOX_TEST_MYSQL_USER"),
+    password: env("OUTBOX_TEST_MYSQL_PASSWORD"),
+    database,
+  };
+}
+
+export async function until(done: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A process whose output goes to a log file. */
+export class Process {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  constructor(
+    readonly argv: string[],
+    readonly logPath: string,
+    extraEnv: Record<string, string> = {},
+  ) {
+    const fd = openSync(logPath, "a");
+    this.child = spawn(argv[0], argv.slice(1), { stdio: ["ignore", fd, fd], env: { ...process.env, ...extraEnv } });
+    closeSync(fd);
+    this.exited = new Promise((resolve) => this.child.on("exit", (code, signal) => resolve(signal ? null : code)));
+  }
+  log(): string {
+    return readFileSync(this.logPath, "utf8");
+  }
+  async stop(): Promise<number | null> {
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 20_000);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+  async kill(): Promise<void> {
+    this.child.kill("SIGKILL");
+    await this.exited;
+  }
+}
+
+/** A source over an `accounts` table in a database of its own, and the bridge that serves it. */
+export class AccountsSource {
+  readonly database = "t_ts_" + suffix();
+  readonly name = "ts" + suffix();
+  readonly outbox = `${this.name}_control_outbox`;
+  readonly stream = `CONTROL_${this.name.toUpperCase()}`;
+  readonly config = join(tmp, `config-${this.name}.toml`);
+  pool!: mysql.Pool;
+  bridge: Process | null = null;
+  port = 0;
+
+  static async create(): Promise<AccountsSource> {
+    const s = new AccountsSource();
+    const admin = await mysql.createConnection(mysqlOptions());
+    await admin.query(`CREATE DATABASE ${s.database}`);
+    await admin.end();
+    s.pool = mysql.createPool({ ...mysqlOptions(s.database), connectionLimit: 8 });
+    await s.pool.query(
+      "CREATE TABLE accounts (id BIGINT UNSIGNED PRIMARY KEY, display_name VARCHAR(191) NULL) DEFAULT CHARSET=utf8mb4",
+    );
+    writeFileSync(
+      s.config,
+      `[nats]\nurl = "${env("OUTBOX_TEST_NATS_URL")}"\n\n[log]\nlevel = "info"\n\n[http]\nlisten = "127.0.0.1:0"\n\n` +
+        `[[source]]\nname = "${s.name}"\n` +
+        `dsn = "mysql://${env("OUTBOX_TEST_MYSQL_USER")}@${env("OUTBOX_TEST_MYSQL_HOST")}:` +
+        `${env("OUTBOX_TEST_MYSQL_PORT")}/${s.database}"\npassword = "${env("OUTBOX_TEST_MYSQL_PASSWORD")}"\n` +
+        `poll_interval = "20ms"\nsnapshot_query = "SELECT id, display_name AS displayName FROM accounts"\n` +
+        `snapshot_key = "id"\nbatch_size = 500\n`,
+    );
+    await s.run(["migrate", "--config", s.config]);
+    return s;
+  }
+
+  /** Runs the bridge's command `args` to its end; throws unless it exits 0. */
+  async run(args: string[]): Promise<string> {
+    const p = new Process([env("OUTBOX_TEST_BRIDGE_BIN"), ...args], join(tmp, `cmd-${this.name}-${suffix()}.log`));
+    const code = await p.exited;
+    if (code !== 0) throw new Error(`outbox-bridge ${args.join(" ")} exited ${code}:\n${p.log()}`);
+    return p.log();
+  }
+
+  async startBridge(): Promise<void> {
+    this.bridge = new Process(
+      [env("OUTBOX_TEST_BRIDGE_BIN"), "run", "--config", this.config],
+      join(tmp, `bridge-${this.name}.log`),
+    );
+    const marker = "http: listening on http://";
+    await until(() => this.bridge!.log().lastIndexOf(marker) >= 0, 20_000, "the bridge's HTTP port");
+    const log = this.bridge.log();
+    const at = log.lastIndexOf(marker) + marker.length;
+    this.port = Number(log.slice(log.indexOf(":", at) + 1).match(/^[0-9]+/)![0]);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** One business change and its outbox row, in one transaction (the producer rule). */
+  async change(id: number, name: string | null, remove = false, conn?: mysql.PoolConnection): Promise<void> {
+    const c = conn ?? (await this.pool.getConnection());
+    try {
+      await c.query("START TRANSACTION");
+      if (remove) {
+        await c.query("DELETE FROM accounts WHERE id = ?", [id]);
+        await c.query(
+          `INSERT INTO ${this.outbox} (entity_type, entity_key, op, payload) VALUES ('account', ?, 'delete', NULL)`,
+          [String(id)],
+        );
+      } else {
+        await c.query("INSERT INTO accounts VALUES (?, ?) ON DUPLICATE KEY UPDATE display_name = VALUES(display_name)", [
+          id,
+          name,
+        ]);
+        await c.query(
+          `INSERT INTO ${this.outbox} (entity_type, entity_key, op, payload) SELECT 'account', id, 'upsert',
+             JSON_OBJECT('id', id, 'displayName', display_name) FROM accounts WHERE id = ?`,
+          [id],
+        );
+      }
+      await c.query("COMMIT");
+    } finally {
+      if (!conn) c.release();
+    }
+  }
+
+  /** Accounts 1..count at once, with their outbox rows, in transactions of 5,000. */
+  async seed(count: number): Promise<void> {
+    for (let from = 1; from <= count; from += 5000) {
+      const to = Math.min(count, from + 4999);
+      const rows = [];
+      for (let id = from; id <= to; ++id) rows.push([id, `Account ${id}`]);
+      const c = await this.pool.getConnection();
+      try {
+        await c.query("START TRANSACTION");
+        await c.query("INSERT INTO accounts VALUES ?", [rows]);
+        await c.query(
+          `INSERT INTO ${this.outbox} (entity_type, entity_key, op, payload) SELECT 'account', id, 'upsert',
+             JSON_OBJECT('id', id, 'displayName', display_name) FROM accounts WHERE id BETWEEN ? AND ? ORDER BY id`,
+          [from, to],
+        );
+        await c.query("COMMIT");
+      } finally {
+        c.release();
+      }
+    }
+  }
+
+  async state(): Promise<{ epoch: number; assigned: number; published: number; seq: number }> {
+    const [rows] = await this.pool.query<mysql.RowDataPacket[]>(
+      `SELECT epoch, assigned_through, published_through, published_stream_seq FROM outbox_source_state
+        WHERE source = ?`,
+      [this.name],
+    );
+    if (rows.length === 0) return { epoch: 0, assigned: 0, published: 0, seq: 0 };
+    const r = rows[0];
+    return {
+      epoch: Number(r.epoch),
+      assigned: Number(r.assigned_through),
+      published: Number(r.published_through),
+      seq: Number(r.published_stream_seq),
+    };
+  }
+
+  /** Waits until everything written so far is published. */
+  async drained(ms = 60_000): Promise<number> {
+    let published = 0;
+    await until(
+      async () => {
+        const [rows] = await this.pool.query<mysql.RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${this.outbox}`);
+        const s = await this.state();
+        published = s.published;
+        return s.assigned === s.published && Number(rows[0].n) === s.published && s.published > 0;
+      },
+      ms,
+      `source ${this.name} to publish everything\n${this.bridge?.log().slice(-3000) ?? ""}`,
+    );
+    return published;
+  }
+
+  /** The table as a replica should hold it: id -> display_name. */
+  async table(): Promise<Map<string, string | null>> {
+    const [rows] = await this.pool.query<mysql.RowDataPacket[]>("SELECT CAST(id AS CHAR) AS id, display_name FROM accounts");
+    return new Map(rows.map((r) => [r.id as string, r.display_name as string | null]));
+  }
+
+  async close(): Promise<void> {
+    if (this.bridge) await this.bridge.stop();
+    await this.pool.query(`DROP DATABASE IF EXISTS ${this.database}`).catch(() => undefined);
+    await this.pool.end();
+  }
+}
