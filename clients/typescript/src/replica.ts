@@ -194,6 +194,7 @@ export class Replica {
   /** Fetches the snapshot, streams it into the store, checks it, and follows the stream after it. */
   async bootstrap(): Promise<void> {
     await this.unfollow();
+    await this.connection(); // before the snapshot: no download while nats-server cannot be reached
     const url = `${this.options.url}/v1/sources/${encodeURIComponent(this.options.source)}/control-snapshot`;
     const res = await get(url).catch((e: Error) => {
       throw new RetryableError(`GET ${url}: ${e.message}`);

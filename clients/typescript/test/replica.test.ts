@@ -8,7 +8,7 @@ import { test } from "node:test";
 import mysql from "mysql2/promise";
 import { connect } from "nats";
 
-import { MemoryStore, Replica } from "../src/index.js";
+import { keyPartition, MemoryStore, Replica } from "../src/index.js";
 import { AccountsSource, clientRoot, env, mysqlOptions, Process, suffix, tmp, until } from "./support.js";
 
 /** A database for a consumer's own tables. */
@@ -224,6 +224,42 @@ test("a stream purged behind the consumer, then an epoch bump: it bootstraps aga
     assert.equal(r().counters.bootstraps, 3);
     assert.ok(lines.some((l) => l.includes("re-bootstrapped in a new epoch: epoch 2")), lines.join("\n"));
     await equal();
+  } finally {
+    await replica?.close();
+    await source.close();
+  }
+});
+
+test("a replica follows a source whose subjects name the key and a partition", async () => {
+  const source = await AccountsSource.create(undefined, 'subject = "control.{name}.{partition:4}.{entity_key}"\n');
+  const store = new MemoryStore();
+  const subjects = new Set<string>();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(50);
+    await source.startBridge();
+    await source.drained();
+    replica = new Replica({
+      url: source.url,
+      source: source.name,
+      nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+      store,
+      verifyIntervalMs: 50,
+      onApplied: (change) => {
+        subjects.add(change.subject);
+      },
+    });
+    const r = replica;
+    await r.step(50);
+    for (let i = 1; i <= 30; ++i) await source.change(i, `Per key ${i}`);
+    const final = await source.drained();
+    const deadline = Date.now() + 30_000;
+    while (r.lastVerifiedVersion !== final && Date.now() < deadline) await r.step(50);
+    assert.equal(r.lastVerifiedVersion, final);
+    const table = await source.table();
+    assert.equal(store.records(source.name).size, table.size);
+    for (const [id, name] of table) assert.deepEqual(store.records(source.name).get(id), [id, name]);
+    assert.ok(subjects.has(`control.${source.name}.${keyPartition("7", 4)}.7`), [...subjects].join(" "));
   } finally {
     await replica?.close();
     await source.close();

@@ -3,7 +3,8 @@
 // own, and an `accounts` table kept by the producer rule.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,6 +41,23 @@ export async function until(done: () => boolean | Promise<boolean>, ms: number, 
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** Notes a secret a test uses: the secrets suite fails if any log of the run holds it. */
+export function registerSecret(secret: string): void {
+  appendFileSync(join(tmp, "secrets.txt"), secret + "\n");
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
 }
 
 /** A process whose output goes to a log file. */
@@ -83,7 +101,9 @@ export class AccountsSource {
   bridge: Process | null = null;
   port = 0;
 
-  static async create(): Promise<AccountsSource> {
+  /** `natsToml`: the config's [nats] section, the stack's nats-server when not given;
+   * `sourceToml`: more keys of the [[source]], with {name} for the source's name. */
+  static async create(natsToml?: string, sourceToml = ""): Promise<AccountsSource> {
     const s = new AccountsSource();
     const admin = await mysql.createConnection(mysqlOptions());
     await admin.query(`CREATE DATABASE ${s.database}`);
@@ -94,12 +114,14 @@ export class AccountsSource {
     );
     writeFileSync(
       s.config,
-      `[nats]\nurl = "${env("OUTBOX_TEST_NATS_URL")}"\n\n[log]\nlevel = "info"\n\n[http]\nlisten = "127.0.0.1:0"\n\n` +
+      (natsToml ?? `[nats]\nurl = "${env("OUTBOX_TEST_NATS_URL")}"\n`) +
+        `\n[log]\nlevel = "info"\n\n[http]\nlisten = "127.0.0.1:0"\n\n` +
         `[[source]]\nname = "${s.name}"\n` +
         `dsn = "mysql://${env("OUTBOX_TEST_MYSQL_USER")}@${env("OUTBOX_TEST_MYSQL_HOST")}:` +
         `${env("OUTBOX_TEST_MYSQL_PORT")}/${s.database}"\npassword = "${env("OUTBOX_TEST_MYSQL_PASSWORD")}"\n` +
         `poll_interval = "20ms"\nsnapshot_query = "SELECT id, display_name AS displayName FROM accounts"\n` +
-        `snapshot_key = "id"\nbatch_size = 500\n`,
+        `snapshot_key = "id"\nbatch_size = 500\n` +
+        sourceToml.replaceAll("{name}", s.name),
     );
     await s.run(["migrate", "--config", s.config]);
     return s;

@@ -1,0 +1,157 @@
+// The CLI through TLS with a client certificate, a user nkey and a server name, as the C++
+// replica's nats_tls test does: a nats-server of this test's own that requires all three, the
+// certificates made by openssl, the key pair by nats.js's nkeys.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { accessSync, chmodSync, constants, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import { nkeys } from "nats";
+
+import { AccountsSource, clientRoot, freePort, Process, registerSecret, suffix, tmp, until } from "./support.js";
+
+const base = join(tmp, `ts-nats-tls-${suffix()}`);
+const EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+
+function openssl(...args: string[]): void {
+  execFileSync("openssl", args, { stdio: ["ignore", "ignore", "pipe"] });
+}
+
+// <base>-<name>.pem and -<name>-key.pem, signed by <base>-ca.pem, for 127.0.0.1 and nats.internal.
+function certificate(name: string): void {
+  const out = `${base}-${name}`;
+  openssl("req", ...EC, "-subj", "/CN=test", "-keyout", `${out}-key.pem`, "-out", `${out}.csr`);
+  writeFileSync(`${out}.ext`, "subjectAltName=IP:127.0.0.1,DNS:nats.internal\n");
+  openssl("x509", "-req", "-in", `${out}.csr`, "-CA", `${base}-ca.pem`, "-CAkey", `${base}-ca-key.pem`, "-set_serial",
+    "0x" + suffix(), "-days", "1", "-extfile", `${out}.ext`, "-out", `${out}.pem`);
+}
+
+let server: Process;
+let url = "";
+let seed = "";
+let source: AccountsSource;
+
+before(async () => {
+  openssl("req", "-x509", ...EC, "-days", "1", "-subj", `/CN=test CA ${suffix()}`, "-keyout", `${base}-ca-key.pem`,
+    "-out", `${base}-ca.pem`);
+  certificate("server");
+  certificate("client");
+  const user = nkeys.createUser();
+  seed = new TextDecoder().decode(user.getSeed());
+  registerSecret(seed);
+  writeFileSync(`${base}-user.nk`, seed + "\n");
+  chmodSync(`${base}-user.nk`, 0o600);
+  const port = await freePort();
+  const monitor = await freePort();
+  writeFileSync(
+    `${base}-nats.conf`,
+    `listen: 127.0.0.1:${port}\nhttp: 127.0.0.1:${monitor}\njetstream { store_dir: "${base}-js" }\n` +
+      `tls {\n  cert_file: "${base}-server.pem"\n  key_file: "${base}-server-key.pem"\n  ca_file: "${base}-ca.pem"\n` +
+      `  verify: true\n  timeout: 2\n}\nauthorization { users: [ { nkey: "${user.getPublicKey()}" } ] }\n`,
+  );
+  // Debian installs it in /usr/sbin, which a user's PATH may lack.
+  let binary = "nats-server";
+  try {
+    accessSync("/usr/sbin/nats-server", constants.X_OK);
+    binary = "/usr/sbin/nats-server";
+  } catch {
+    // on PATH
+  }
+  server = new Process([binary, "-c", `${base}-nats.conf`], `${base}-nats.log`);
+  await until(
+    async () => {
+      try {
+        return (await fetch(`http://127.0.0.1:${monitor}/healthz?js-enabled-only=true`)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    20_000,
+    "the TLS nats-server",
+  );
+  url = `tls://127.0.0.1:${port}`;
+  source = await AccountsSource.create(
+    `[nats]\nurl = "${url}"\ntls_ca = "${base}-ca.pem"\ntls_cert = "${base}-client.pem"\n` +
+      `tls_key = "${base}-client-key.pem"\nnkey_seed_file = "${base}-user.nk"\ntls_server_name = "nats.internal"\n`,
+  );
+});
+
+after(async () => {
+  await source?.close();
+  await server?.stop();
+});
+
+test("the CLI goes through TLS with a client certificate, an nkey and a server name", async () => {
+  await source.seed(20);
+  await source.startBridge();
+  await source.drained();
+  const log = join(tmp, `ts-tls-replica-${suffix()}.log`);
+  const replica = new Process(
+    [
+      process.execPath,
+      join(clientRoot, "bin", "outbox-replica.mjs"),
+      "--url",
+      source.url,
+      "--source",
+      source.name,
+      "--nats",
+      url,
+      "--nats-ca",
+      `${base}-ca.pem`,
+      "--nats-cert",
+      `${base}-client.pem`,
+      "--nats-key",
+      `${base}-client-key.pem`,
+      "--nats-nkey-seed",
+      `${base}-user.nk`,
+      "--nats-server-name",
+      "nats.internal",
+      "--verify-interval",
+      "0.1",
+    ],
+    log,
+  );
+  try {
+    await until(() => replica.log().includes("] verified at version 20: 20 records"), 20_000, replica.log());
+    await source.change(21, "through TLS");
+    await until(() => replica.log().includes("] verified at version 21: 21 records"), 20_000, replica.log());
+  } finally {
+    assert.equal(await replica.stop(), 0, replica.log());
+  }
+  assert.ok(!replica.log().includes(seed));
+});
+
+test("a name the server's certificate does not carry is refused, and the replica keeps trying, saying why", async () => {
+  const log = join(tmp, `ts-tls-wrong-${suffix()}.log`);
+  const replica = new Process(
+    [
+      process.execPath,
+      join(clientRoot, "bin", "outbox-replica.mjs"),
+      "--url",
+      source.url,
+      "--source",
+      source.name,
+      "--nats",
+      url,
+      "--nats-ca",
+      `${base}-ca.pem`,
+      "--nats-cert",
+      `${base}-client.pem`,
+      "--nats-key",
+      `${base}-client-key.pem`,
+      "--nats-nkey-seed",
+      `${base}-user.nk`,
+      "--nats-server-name",
+      "other.internal",
+    ],
+    log,
+  );
+  try {
+    await until(() => /retrying in/.test(replica.log()), 20_000, replica.log());
+    assert.match(replica.log(), /other\.internal/);
+    assert.doesNotMatch(replica.log(), /bootstrapped:/);
+  } finally {
+    assert.equal(await replica.stop(), 0, replica.log());
+  }
+});
