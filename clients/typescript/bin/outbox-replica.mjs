@@ -70,20 +70,21 @@ if (values.help) {
   process.exit(0);
 }
 
-// Flag, else environment variable.
-const flagOrEnv = (flag, variable) => values[flag] ?? process.env[variable];
+// Flag, else environment variable (an empty one counts as unset, as for the C++ command).
+const flagOrEnv = (flag, variable) => values[flag] ?? (process.env[variable] || undefined);
 
 if (values.url === undefined) usageError("--url is required");
 if (values.source === undefined) usageError("--source is required");
 if (values.url.includes("@")) {
   usageError("--url: no credentials in the URL (it is printed in messages): give http[s]://HOST[:PORT]");
 }
+values.url = values.url.replace(/\/$/, "");
 if (!/^https?:\/\/[^/?#\s]+$/.test(values.url)) usageError(`--url: '${values.url}' must be http[s]://HOST[:PORT]`);
 if (!/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(values.source)) {
   usageError(`--source: must be a source name (^[A-Za-z_][A-Za-z0-9_]{0,63}$)`);
 }
 const nats = flagOrEnv("nats", "OUTBOX_BRIDGE_NATS_URL") ?? "nats://127.0.0.1:4222";
-for (const url of nats.split(",")) {
+for (const url of nats.split(",").map((u) => u.replace(/\/$/, ""))) {
   if (url.includes("@")) usageError("--nats: no credentials in the URL: set user and password_file, or token_file");
   if (!/^(nats|tls):\/\/[^/?#\s]+$/.test(url)) usageError(`--nats: '${url}' must start with nats:// or tls://`);
 }
@@ -167,16 +168,33 @@ replica = new Replica({
   verifyIntervalMs: verifyInterval * 1000,
   report: (line) => {
     printLine(line);
-    if (line.includes("] verified at version")) dump();
+    if (!line.includes("] verified at version")) return;
+    try {
+      dump();
+    } catch (e) {
+      printLine(`[${values.source}] --dump: ${e.message}`);
+    }
   },
 });
 
 const stop = new AbortController();
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => stop.abort());
-const timer = duration > 0 ? setTimeout(() => stop.abort(), duration * 1000) : null;
+// setTimeout takes at most 2^31 - 1 ms: a longer --duration is waited for in steps.
+let timer = null;
+const stopAt = Date.now() + duration * 1000;
+const arm = () => {
+  timer = setTimeout(() => (Date.now() >= stopAt ? stop.abort() : arm()), Math.min(stopAt - Date.now(), 2 ** 31 - 1));
+};
+if (duration > 0) arm();
 await replica.run(stop.signal);
-if (timer) clearTimeout(timer);
-if (dumpedAt !== replica.lastVerifiedVersion) dump();
+clearTimeout(timer);
+if (dumpedAt !== replica.lastVerifiedVersion) {
+  try {
+    dump();
+  } catch (e) {
+    printLine(`[${values.source}] the last --dump was not written: ${e.message}`);
+  }
+}
 const row = replica.inbox;
 printLine(
   `[${values.source}] stopped at version ${replica.appliedVersion} (${row?.recordCount ?? 0} records, checksum ` +

@@ -26,6 +26,7 @@ export interface RecordField {
 }
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+const NUMBER_CHARS = /[-+.eE0-9]*/y;
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f]/;
 
@@ -83,12 +84,15 @@ export function scanValue(s: string, i: number, final = true): Scanned {
     return { end, text: s.slice(i, end), numeric: false };
   }
   if (c === "-" || (c >= "0" && c <= "9")) {
+    // The whole run of characters a number can hold: when the text ends inside it, more may
+    // follow ("-", "1.", "2e+" are prefixes of numbers), and it must all be one number.
+    NUMBER_CHARS.lastIndex = i;
+    const run = (NUMBER_CHARS.exec(s) as RegExpExecArray)[0];
+    if (i + run.length >= s.length && !final) throw new Incomplete();
     NUMBER.lastIndex = i;
     const match = NUMBER.exec(s);
-    if (!match) fail(s, i, "a malformed number");
-    const end = i + match[0].length;
-    if (end >= s.length && !final) throw new Incomplete(); // more digits may follow
-    return { end, text: match[0], numeric: true };
+    if (!match || match[0].length !== run.length) fail(s, i, "a malformed number");
+    return { end: i + run.length, text: run, numeric: true };
   }
   for (const [word, text] of [
     ["true", "true"],

@@ -60,13 +60,14 @@ export class MysqlInbox implements ReplicaStore {
          record_key VARCHAR(255) NOT NULL,
          columns_json TEXT NOT NULL,
          checksum CHAR(16) NOT NULL,
-         record_count BIGINT UNSIGNED NOT NULL
+         record_count BIGINT UNSIGNED NOT NULL,
+         generation BIGINT UNSIGNED NOT NULL
        ) ENGINE = InnoDB`,
     );
     await this.pool.query(
       `CREATE TABLE IF NOT EXISTS ${this.hashes} (
          source VARCHAR(64) NOT NULL,
-         entity_key VARBINARY(700) NOT NULL,
+         entity_key VARBINARY(2048) NOT NULL,
          record_hash CHAR(16) NOT NULL,
          PRIMARY KEY (source, entity_key)
        ) ENGINE = InnoDB`,
@@ -76,7 +77,8 @@ export class MysqlInbox implements ReplicaStore {
   async load(source: string): Promise<InboxRow | null> {
     const [rows] = await this.pool.query<RowDataPacket[]>(
       `SELECT CAST(epoch AS CHAR) AS epoch, CAST(applied_version AS CHAR) AS applied, CAST(stream_seq AS CHAR) AS seq,
-              stream_name, record_key, columns_json, checksum, CAST(record_count AS CHAR) AS records
+              stream_name, record_key, columns_json, checksum, CAST(record_count AS CHAR) AS records,
+              CAST(generation AS CHAR) AS generation
          FROM ${this.inbox} WHERE source = ?`,
       [source],
     );
@@ -93,6 +95,7 @@ export class MysqlInbox implements ReplicaStore {
       numeric: columns.numeric,
       sum: BigInt("0x" + r.checksum),
       recordCount: Number(r.records),
+      generation: Number(r.generation),
     };
   }
 
@@ -110,8 +113,8 @@ export class MysqlInbox implements ReplicaStore {
     };
     try {
       await conn.query("START TRANSACTION");
-      // Taken first, so a second consumer of the source waits here rather than interleaving.
-      await conn.query(`SELECT source FROM ${this.inbox} WHERE source = ? FOR UPDATE`, [source]);
+      // No lock on the inbox row until the end: a first bootstrap's FOR UPDATE would lock the gap
+      // where other sources' rows go, for as long as the snapshot takes to read.
       await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
       await this.handler.reset(conn, source);
     } catch (e) {
@@ -127,21 +130,29 @@ export class MysqlInbox implements ReplicaStore {
         await this.handler.load(conn, columns, batch);
       },
       commit: async (row) => {
+        let stored: InboxRow;
         try {
           await conn.query(
             `INSERT INTO ${this.inbox} (source, epoch, applied_version, stream_seq, stream_name, record_key, columns_json,
-                                       checksum, record_count)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                       checksum, record_count, generation)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
              ON DUPLICATE KEY UPDATE epoch = VALUES(epoch), applied_version = VALUES(applied_version),
                stream_seq = VALUES(stream_seq), stream_name = VALUES(stream_name), record_key = VALUES(record_key),
-               columns_json = VALUES(columns_json), checksum = VALUES(checksum), record_count = VALUES(record_count)`,
+               columns_json = VALUES(columns_json), checksum = VALUES(checksum), record_count = VALUES(record_count),
+               generation = generation + 1`,
             [source, ...this.rowValues(row)],
           );
+          const [rows] = await conn.query<RowDataPacket[]>(
+            `SELECT CAST(generation AS CHAR) AS generation FROM ${this.inbox} WHERE source = ?`,
+            [source],
+          );
+          stored = { ...row, generation: Number(rows[0].generation) };
         } catch (e) {
           await end("ROLLBACK").catch(() => undefined);
           throw e;
         }
         await end("COMMIT");
+        return stored;
       },
       abort: () => end("ROLLBACK"),
     };
@@ -174,7 +185,7 @@ export class MysqlInbox implements ReplicaStore {
       const next = nextRow(from, change, oldHash, newHash);
       const [moved] = await conn.query<ResultSetHeader>(
         `UPDATE ${this.inbox} SET applied_version = ?, stream_seq = ?, checksum = ?, record_count = ?, columns_json = ?
-          WHERE source = ? AND epoch = ? AND applied_version = ?`,
+          WHERE source = ? AND epoch = ? AND applied_version = ? AND generation = ?`,
         [
           change.version,
           change.streamSeq,
@@ -184,6 +195,7 @@ export class MysqlInbox implements ReplicaStore {
           change.source,
           from.epoch,
           from.appliedVersion,
+          from.generation,
         ],
       );
       if (moved.affectedRows !== 1) return null;

@@ -14,6 +14,7 @@ import {
   DeliverPolicy,
   nkeyAuthenticator,
   type ConnectionOptions,
+  type Consumer,
   type ConsumerMessages,
   type JetStreamClient,
   type JsMsg,
@@ -94,6 +95,98 @@ async function bodyText(res: http.IncomingMessage, limit = 4096): Promise<string
   return text.slice(0, limit);
 }
 
+/**
+ * One subscription's messages, pulled in batches of BATCH: the next batch is asked for only once
+ * this one is taken, so what waits in memory is bounded whatever the stream holds; a message
+ * arrives as soon as nats-server sends it. Closed, it hands out nothing more.
+ */
+class Subscription {
+  private static readonly BATCH = 256;
+  private readonly pending: JsMsg[] = [];
+  private ended: Error | null = null;
+  private closed = false;
+  private wake: (() => void) | null = null;
+  private taken: (() => void) | null = null;
+  private batch: ConsumerMessages | null = null;
+
+  private readonly pumped: Promise<void>;
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly nc: NatsConnection,
+  ) {
+    this.pumped = this.pump().then(
+      () => this.end(new Error("the subscription ended")),
+      (e: Error) => this.end(e),
+    );
+  }
+
+  /** The next message within `waitMs`, or null; throws when the subscription failed. */
+  async next(waitMs: number): Promise<JsMsg | null> {
+    if (this.pending.length === 0 && !this.ended) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = null;
+    }
+    // nats.js stops a closed connection's pulls without a word (and an ordered consumer keeps
+    // trying to recreate itself on it): a closed connection ends the subscription.
+    if (this.nc.isClosed() && !this.ended) this.ended = new Error("the connection to nats-server is closed");
+    const m = this.pending.shift();
+    if (this.pending.length === 0) {
+      const taken = this.taken;
+      this.taken = null;
+      taken?.();
+    }
+    if (m) return m;
+    if (this.ended) throw this.ended;
+    return null;
+  }
+
+  /** Stops pulling; before the connection closes (an ordered consumer recreating itself on a
+   * connection closed under it never stops trying). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.pending.length = 0;
+    this.taken?.();
+    this.wake?.();
+    await Promise.resolve(this.batch?.close()).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.pumped, new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
+    clearTimeout(timer);
+    await this.consumer.delete().catch(() => undefined);
+  }
+
+  private async pump(): Promise<void> {
+    while (!this.closed) {
+      const batch = await this.consumer.fetch({ max_messages: Subscription.BATCH, expires: 5000 });
+      this.batch = batch;
+      if (this.closed) {
+        // Closed while the pull was being set up: close() could not see it.
+        await Promise.resolve(batch.close()).catch(() => undefined);
+        return;
+      }
+      for await (const m of batch) {
+        if (this.closed) return;
+        this.pending.push(m);
+        this.wake?.();
+      }
+      // Every message of this batch taken before the next is asked for.
+      if (this.pending.length > 0 && !this.closed) await new Promise<void>((resolve) => (this.taken = resolve));
+    }
+  }
+
+  private end(e: Error): void {
+    if (this.closed) return;
+    this.ended = e;
+    this.wake?.();
+  }
+}
+
 export class Replica {
   readonly counters: ReplicaCounters = {
     bootstraps: 0,
@@ -119,11 +212,7 @@ export class Replica {
 
   private nc: NatsConnection | null = null;
   private js: JetStreamClient | null = null;
-  private messages: ConsumerMessages | null = null;
-  private pending: JsMsg[] = [];
-  private pumpEnded: Error | null = null;
-  private wake: (() => void) | null = null;
-  private drained: (() => void) | null = null;
+  private following: Subscription | null = null;
 
   constructor(options: ReplicaOptions) {
     this.options = options;
@@ -171,7 +260,7 @@ export class Replica {
       }
     }
     if (!this.inboxRow) return this.bootstrap();
-    if (!this.messages) await this.follow(this.inboxRow.streamName, this.inboxRow.streamSeq + 1);
+    if (!this.following) await this.follow(this.inboxRow.streamName, this.inboxRow.streamSeq + 1);
     const m = await this.next(waitMs);
     let needBootstrap = false;
     const now = Date.now();
@@ -232,10 +321,11 @@ export class Replica {
       numeric: summary.numeric,
       sum: summary.sum,
       recordCount: summary.recordCount,
+      generation: 0,
     };
-    await (writing as Bootstrap).commit(row);
+    const stored = await (writing as Bootstrap).commit(row);
     const changedEpoch = this.inboxRow !== null && this.inboxRow.epoch !== row.epoch;
-    this.inboxRow = row;
+    this.inboxRow = stored;
     this.loaded = true;
     this.lastVerified = row.appliedVersion;
     this.mismatchCount = 0;
@@ -301,54 +391,23 @@ export class Replica {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: fromSeq,
     });
-    const messages = await consumer.consume({ max_messages: 512 });
-    this.messages = messages;
-    this.pending = [];
-    this.pumpEnded = null;
-    (async () => {
-      for await (const m of messages) {
-        this.pending.push(m);
-        this.wake?.();
-        if (this.pending.length >= 2048) await new Promise<void>((resolve) => (this.drained = resolve));
-      }
-    })()
-      .catch((e: Error) => e)
-      .then((e) => {
-        if (this.messages === messages) this.pumpEnded = e instanceof Error ? e : new Error("the subscription ended");
-        this.wake?.();
-      });
+    this.following = new Subscription(consumer, this.nc as NatsConnection);
   }
 
   private async unfollow(): Promise<void> {
-    const messages = this.messages;
-    this.messages = null;
-    this.pending = [];
-    this.drained?.();
-    if (messages) await Promise.resolve(messages.close()).catch(() => undefined);
+    const following = this.following;
+    this.following = null;
+    await following?.close();
   }
 
   private async next(waitMs: number): Promise<JsMsg | null> {
-    if (this.pending.length === 0 && !this.pumpEnded) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, waitMs);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wake = null;
-    }
-    const m = this.pending.shift() ?? null;
-    if (this.pending.length < 1024 && this.drained) {
-      this.drained();
-      this.drained = null;
-    }
-    if (!m && this.pumpEnded) {
-      const e = this.pumpEnded;
+    const following = this.following as Subscription;
+    try {
+      return await following.next(waitMs);
+    } catch (e) {
       await this.unfollow();
-      throw new RetryableError(`following the stream: ${e.message}`);
+      throw new RetryableError(`following the stream: ${(e as Error).message}`);
     }
-    return m;
   }
 
   // The rules of docs/consumers.md section 3; true when a bootstrap is needed.
@@ -357,6 +416,13 @@ export class Replica {
     const header = (name: string) => m.headers?.get(name) ?? "";
     const epoch = Number(header("Outbox-Epoch"));
     const version = Number(header("Outbox-Version"));
+    if (!Number.isSafeInteger(epoch) || !Number.isSafeInteger(version) || epoch < 1 || version < 1) {
+      // Not a message of the bridge (or a version past 2^53, which this client cannot count).
+      throw new RetryableError(
+        `sequence ${m.seq} of the stream has Outbox-Epoch '${header("Outbox-Epoch")}' and Outbox-Version ` +
+          `'${header("Outbox-Version")}': not a change this client can apply`,
+      );
+    }
     if (epoch > row.epoch) {
       this.counters.epochChanges++;
       this.say(`epoch changed from ${row.epoch} to ${epoch} at version ${version}: re-bootstrapping`);

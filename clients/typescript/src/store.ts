@@ -18,6 +18,7 @@ export interface InboxRow {
   numeric: boolean[]; // per column: written as a JSON number
   sum: bigint; // the sum of the records' hashes, mod 2^64 (the checksum)
   recordCount: number;
+  generation: number; // bootstraps of this source in the store: one that happened meanwhile moves the row
 }
 
 /** One change, handed to the application with its version. */
@@ -45,7 +46,8 @@ export interface ReplicaRecord {
 /** A bootstrap being written: records in batches, then commit (all of it counts) or abort (none). */
 export interface Bootstrap {
   records(columns: readonly string[], batch: readonly ReplicaRecord[]): Promise<void>;
-  commit(row: InboxRow): Promise<void>;
+  /** Makes `row` (its generation aside) and the records the store's; returns the row as stored. */
+  commit(row: InboxRow): Promise<InboxRow>;
   abort(): Promise<void>;
 }
 
@@ -58,7 +60,7 @@ export interface ReplicaStore {
   /**
    * Applies `change` (change.version = from.appliedVersion + 1) and moves the inbox row on, in
    * one step: returns the new row, or null — having changed nothing — when the stored row is
-   * no longer `from` (another consumer moved it).
+   * no longer `from` (its epoch, version or generation: another consumer moved it).
    */
   apply(change: Change, from: InboxRow): Promise<InboxRow | null>;
 }
@@ -102,7 +104,9 @@ export class MemoryStore implements ReplicaStore {
         for (const r of batch) records.set(r.key, r.values);
       },
       commit: async (row) => {
-        this.sources.set(source, { row: { ...row }, records });
+        const stored = { ...row, generation: (this.sources.get(source)?.row.generation ?? 0) + 1 };
+        this.sources.set(source, { row: stored, records });
+        return { ...stored };
       },
       abort: async () => {
         records.clear();
@@ -112,7 +116,14 @@ export class MemoryStore implements ReplicaStore {
 
   async apply(change: Change, from: InboxRow): Promise<InboxRow | null> {
     const held = this.sources.get(change.source);
-    if (!held || held.row.epoch !== from.epoch || held.row.appliedVersion !== from.appliedVersion) return null;
+    if (
+      !held ||
+      held.row.epoch !== from.epoch ||
+      held.row.appliedVersion !== from.appliedVersion ||
+      held.row.generation !== from.generation
+    ) {
+      return null;
+    }
     const old = held.records.get(change.key);
     const oldHash = old ? recordHash(old) : null;
     const newHash = change.values ? recordHash(change.values) : null;

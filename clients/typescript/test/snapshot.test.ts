@@ -67,6 +67,36 @@ test("every checksum vector set, as a snapshot split anywhere, reads the same", 
   assert.ok(used >= 5, `${used} vector sets`);
 });
 
+test("numbers, literals, escapes and nested values split at every byte read the same", async () => {
+  const records = [
+    '{"id":-12,"x":-0.25e+10,"y":3.5,"z":1E-7,"b":true,"n":null,"o":{"a": [1, -2.5e3]},"s":"a\\"b\\\\c\\u00e9"}',
+    '{"id":7,"x":0,"y":-0.0,"z":12345678901234567890,"b":false,"n":null,"o":[],"s":"ключ 🔑"}',
+  ];
+  const texts = records.map((r) => parseRecord(r).map((f) => f.text));
+  let sum = 0n;
+  for (const t of texts) sum = (sum + recordHash(t)) % (1n << 64n);
+  const text =
+    '{"schemaVersion":1,"source":"s","sourceEpoch":1,"watermark":2,"stream":{"name":"CONTROL_S","seq":2},' +
+    `"key":"id","records":[${records.join(",")}],"recordCount":2,"checksum":"sha256-sum64:` +
+    sum.toString(16).padStart(16, "0") +
+    '"}';
+  const bytes = Buffer.from(text, "utf8");
+  for (let at = 1; at < bytes.length; ++at) {
+    const split = await read([bytes.subarray(0, at), bytes.subarray(at)]);
+    assert.deepEqual(
+      split.records.map((r) => r.values),
+      texts,
+      `split at byte ${at}: ${JSON.stringify(text.slice(Math.max(0, at - 10), at))}`,
+    );
+  }
+  // One byte at a time, too.
+  const bytewise = await read([...bytes].map((b) => Uint8Array.of(b)));
+  assert.deepEqual(
+    bytewise.records.map((r) => r.values),
+    texts,
+  );
+});
+
 test("values keep their text: numbers as written, objects and arrays as their JSON", () => {
   const fields = parseRecord(
     '{"id":1e3, "x":0.10,"n":-0,"big":12345678901234567890,"o":{"a": [1, 2]} ,"b":true,"f":false,"z":null,' +
