@@ -30,7 +30,7 @@ Environment processEnvironment() {
     size_t eq = entry.find('=');
     if (eq == std::string::npos) continue;
     std::string name = entry.substr(0, eq);
-    if (name.rfind("OUTBOX_BRIDGE_", 0) == 0) env[name] = entry.substr(eq + 1);
+    if (name.rfind("OUTBOX_BRIDGE_", 0) == 0 || name == kCredentialsDirectoryVariable) env[name] = entry.substr(eq + 1);
   }
   return env;
 }

@@ -174,6 +174,9 @@ Environment processEnvironment();
 
 // The variable that stands for --config when the option is not given.
 inline constexpr const char* kConfigEnvironmentVariable = "OUTBOX_BRIDGE_CONFIG";
+// Set by systemd for a unit with LoadCredential=: a file path in the config may begin with
+// ${CREDENTIALS_DIRECTORY}/ (README, "Install on Debian/Ubuntu").
+inline constexpr const char* kCredentialsDirectoryVariable = "CREDENTIALS_DIRECTORY";
 
 // Parses TOML text and applies environment overrides (OUTBOX_BRIDGE_NATS_URL,
 // OUTBOX_BRIDGE_SOURCE_<NAME>_<KEY>, ...). Unknown keys, bad values and missing required keys throw

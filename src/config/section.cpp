@@ -26,6 +26,18 @@ std::string readSecretFile(const std::string& key, const std::string& path) {
   return secret;
 }
 
+std::string expandCredentialsDirectory(const std::string& key, const std::string& path, const Environment& env) {
+  const std::string variable = fmt::format("${{{}}}", kCredentialsDirectoryVariable);
+  if (path.rfind(variable, 0) != 0) return path;
+  auto it = env.find(kCredentialsDirectoryVariable);
+  if (it == env.end() || it->second.empty()) {
+    throw ConfigError(key, fmt::format("'{}' uses {}, which is not set: systemd sets it in a unit with "
+                                       "LoadCredential= (outside one, give the file's own path)",
+                                       shownValue(path), variable));
+  }
+  return it->second + path.substr(variable.size());
+}
+
 const toml::table* subTable(const toml::table& root, const std::string& key) {
   const toml::node* node = root.get(key);
   if (node == nullptr) return nullptr;

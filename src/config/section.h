@@ -23,6 +23,9 @@ std::string upper(std::string s);
 // The secret in the regular file `path` (at most kMaxSecretBytes, one trailing newline dropped);
 // a ConfigError naming `key` when it is empty or holds a NUL.
 std::string readSecretFile(const std::string& key, const std::string& path);
+// `path` with a leading "${CREDENTIALS_DIRECTORY}" replaced by that variable of `env` (systemd's
+// LoadCredential= directory); a ConfigError naming `key` when the variable is not set.
+std::string expandCredentialsDirectory(const std::string& key, const std::string& path, const Environment& env);
 // Throws ConfigError(key, ...) (`what`: a prefix naming the part of the key) unless `path` is
 // empty or a readable regular file.
 void requireReadable(const std::string& key, const std::string& path, const std::string& what = "");
@@ -86,7 +89,10 @@ class Section {
   // A path to a file that must be readable (PEM files, seeds, creds).
   std::optional<std::string> path(const std::string& key) {
     auto v = str(key);
-    if (v) requireReadable(keyName(key), *v);
+    if (v) {
+      *v = expandCredentialsDirectory(keyName(key), *v, env_);
+      requireReadable(keyName(key), *v);
+    }
     return v;
   }
 
@@ -97,7 +103,7 @@ class Section {
     if (inlineValue && file) {
       throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
     }
-    if (file) return readSecretFile(keyName(key + "_file"), *file);
+    if (file) return readSecretFile(keyName(key + "_file"), expandCredentialsDirectory(keyName(key + "_file"), *file, env_));
     if (inlineValue && inlineValue->find('\0') != std::string::npos) {
       throw ConfigError(keyName(key), "holds a NUL character");
     }

@@ -249,6 +249,29 @@ BOOST_AUTO_TEST_CASE(secrets_from_files_and_masked_output) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "password = \"a\"\npassword_file = \"b\"\n") == "source.account.password");
 }
 
+// systemd's LoadCredential= puts a unit's secrets in $CREDENTIALS_DIRECTORY, a directory of the
+// unit's own: one config serves the bridge's unit and the pruner's.
+BOOST_AUTO_TEST_CASE(file_paths_may_begin_with_the_credentials_directory) {
+  { std::ofstream("config_test_db-password") << "from-a-credential\n"; }
+  { std::ofstream("config_test_ca.pem") << "-----BEGIN CERTIFICATE-----\n"; }
+  const std::string toml = "[nats]\ntls_ca = \"${CREDENTIALS_DIRECTORY}/config_test_ca.pem\"\n" + std::string(kMinimal) +
+                           "password_file = \"${CREDENTIALS_DIRECTORY}/config_test_db-password\"\n";
+  Config c = parseConfig(toml, {{"CREDENTIALS_DIRECTORY", "."}}, "test.toml");
+  BOOST_TEST(c.sources[0].dsn.password == "from-a-credential");
+  BOOST_TEST(c.nats.tlsCa == "./config_test_ca.pem");
+  // Outside such a unit the variable is not set: exit 2 naming the key and what sets it.
+  BOOST_TEST(errorKey(toml) == "nats.tls_ca");
+  const std::string only = std::string(kMinimal) + "password_file = \"${CREDENTIALS_DIRECTORY}/config_test_db-password\"\n";
+  BOOST_TEST(errorKey(only) == "source.account.password_file");
+  BOOST_TEST(errorText(only).find("LoadCredential=") != std::string::npos, errorText(only));
+  // Only at the start of a path: elsewhere it is taken as it is written.
+  BOOST_TEST(errorText(std::string(kMinimal) + "password_file = \"/x/${CREDENTIALS_DIRECTORY}\"\n",
+                       {{"CREDENTIALS_DIRECTORY", "."}})
+                 .find("/x/${CREDENTIALS_DIRECTORY}") != std::string::npos);
+  std::remove("config_test_db-password");
+  std::remove("config_test_ca.pem");
+}
+
 BOOST_AUTO_TEST_CASE(durations) {
   BOOST_TEST(parseDuration("k", "250ms").count() == 250);
   BOOST_TEST(parseDuration("k", "30s").count() == 30'000);
