@@ -68,8 +68,11 @@ def get_json(url):
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.load(r)
     except urllib.error.HTTPError as e:
-        return json.load(e)
-    except OSError:
+        try:
+            return json.load(e)
+        except ValueError:  # a server still starting answers in plain text
+            return {}
+    except (OSError, ValueError):
         return {}
 
 

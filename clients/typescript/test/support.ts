@@ -109,22 +109,31 @@ export class AccountsSource {
     await admin.query(`CREATE DATABASE ${s.database}`);
     await admin.end();
     s.pool = mysql.createPool({ ...mysqlOptions(s.database), connectionLimit: 8 });
-    await s.pool.query(
+    try {
+      await s.setUp(natsToml, sourceToml);
+    } catch (e) {
+      await s.close(); // an open pool would keep the test process alive
+      throw e;
+    }
+    return s;
+  }
+
+  private async setUp(natsToml: string | undefined, sourceToml: string): Promise<void> {
+    await this.pool.query(
       "CREATE TABLE accounts (id BIGINT UNSIGNED PRIMARY KEY, display_name VARCHAR(191) NULL) DEFAULT CHARSET=utf8mb4",
     );
     writeFileSync(
-      s.config,
+      this.config,
       (natsToml ?? `[nats]\nurl = "${env("OUTBOX_TEST_NATS_URL")}"\n`) +
         `\n[log]\nlevel = "info"\n\n[http]\nlisten = "127.0.0.1:0"\n\n` +
-        `[[source]]\nname = "${s.name}"\n` +
+        `[[source]]\nname = "${this.name}"\n` +
         `dsn = "mysql://${env("OUTBOX_TEST_MYSQL_USER")}@${env("OUTBOX_TEST_MYSQL_HOST")}:` +
-        `${env("OUTBOX_TEST_MYSQL_PORT")}/${s.database}"\npassword = "${env("OUTBOX_TEST_MYSQL_PASSWORD")}"\n` +
+        `${env("OUTBOX_TEST_MYSQL_PORT")}/${this.database}"\npassword = "${env("OUTBOX_TEST_MYSQL_PASSWORD")}"\n` +
         `poll_interval = "20ms"\nsnapshot_query = "SELECT id, display_name AS displayName FROM accounts"\n` +
         `snapshot_key = "id"\nbatch_size = 500\n` +
-        sourceToml.replaceAll("{name}", s.name),
+        sourceToml.replaceAll("{name}", this.name),
     );
-    await s.run(["migrate", "--config", s.config]);
-    return s;
+    await this.run(["migrate", "--config", this.config]);
   }
 
   /** Runs the bridge's command `args` to its end; throws unless it exits 0. */
