@@ -231,6 +231,11 @@ class TheListIsTheOneList(unittest.TestCase):
             self.assertIsNotNone(m, f"tools/{script} does not call ensure_packages")
             self.assertEqual(set(m.group(1).split()), roles, f"tools/{script} installs the wrong roles")
 
+    def test_the_deploy_suite_s_programs_are_in_the_test_list(self):
+        programs = ["dpkg-buildpackage", "dh", "lintian", "ccache", "systemd-analyze", "promtool", "prometheus"]
+        missing = uncovered(programs, "test", os.environ.get("PATH", "") + ":/usr/sbin")
+        self.assertEqual(missing, [], "programs of tests/deploy missing from tools/packages.txt (role test)")
+
     def test_the_stack_programs_are_in_the_stack_list(self):
         text = open(os.path.join(REPO, "tools", "stack"), encoding="utf-8").read()
         m = re.search(r"for t in ([^;]+); do", text)
