@@ -28,6 +28,14 @@ function startConsumer(source: AccountsSource, database: string, log: string): P
   });
 }
 
+/** Kills `consumer` if it still runs, drops the consumer's database and the source. */
+async function cleanUp(consumerProcess: Process | null, consumer: { name: string; pool: mysql.Pool }, source: AccountsSource) {
+  if (consumerProcess && consumerProcess.child.exitCode === null) await consumerProcess.kill();
+  await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
+  await consumer.pool.end();
+  await source.close();
+}
+
 async function replicaTable(pool: mysql.Pool): Promise<Map<string, string | null>> {
   const [rows] = await pool.query<mysql.RowDataPacket[]>(
     "SELECT CAST(id AS CHAR) AS id, display_name FROM accounts_replica",
@@ -92,10 +100,7 @@ test("a 200,000-record bootstrap under 500 concurrent changes ends equal to the 
     console.log(`200,000-record bootstrap: watermark ${watermark}, final ${final}; consumer peak RSS ${peak[1]} MiB`);
     assert.ok(Number(peak[1]) < 400, `peak RSS ${peak[1]} MiB: the snapshot is not streamed`);
   } finally {
-    if (process_ && (process_ as Process).child.exitCode === null) await (process_ as Process).kill();
-    await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
-    await consumer.pool.end();
-    await source.close();
+    await cleanUp(process_, consumer, source);
   }
 });
 
@@ -159,11 +164,7 @@ test("a consumer SIGKILLed 20 times applies every version exactly once with the 
     assertSameTable(await replicaTable(consumer.pool), await source.table());
     console.log(`20 SIGKILLs: ${written} changes, versions ${watermark + 1}..${final} each applied once`);
   } finally {
-    const p = current as Process | null;
-    if (p && p.child.exitCode === null) await p.kill();
-    await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
-    await consumer.pool.end();
-    await source.close();
+    await cleanUp(current, consumer, source);
   }
 });
 

@@ -82,12 +82,9 @@ after(async () => {
   await server?.stop();
 });
 
-test("the CLI goes through TLS with a client certificate, an nkey and a server name", async () => {
-  await source.seed(20);
-  await source.startBridge();
-  await source.drained();
-  const log = join(tmp, `ts-tls-replica-${suffix()}.log`);
-  const replica = new Process(
+/** The CLI with every TLS and nkey flag, expecting the server's certificate to carry `serverName`. */
+function tlsReplica(serverName: string, log: string, more: string[] = []): Process {
+  return new Process(
     [
       process.execPath,
       join(clientRoot, "bin", "outbox-replica.mjs"),
@@ -106,12 +103,19 @@ test("the CLI goes through TLS with a client certificate, an nkey and a server n
       "--nats-nkey-seed",
       `${base}-user.nk`,
       "--nats-server-name",
-      "nats.internal",
-      "--verify-interval",
-      "0.1",
+      serverName,
+      ...more,
     ],
     log,
   );
+}
+
+test("the CLI goes through TLS with a client certificate, an nkey and a server name", async () => {
+  await source.seed(20);
+  await source.startBridge();
+  await source.drained();
+  const log = join(tmp, `ts-tls-replica-${suffix()}.log`);
+  const replica = tlsReplica("nats.internal", log, ["--verify-interval", "0.1"]);
   try {
     await until(() => replica.log().includes("] verified at version 20: 20 records"), 20_000, replica.log());
     await source.change(21, "through TLS");
@@ -124,29 +128,7 @@ test("the CLI goes through TLS with a client certificate, an nkey and a server n
 
 test("a name the server's certificate does not carry is refused, and the replica keeps trying, saying why", async () => {
   const log = join(tmp, `ts-tls-wrong-${suffix()}.log`);
-  const replica = new Process(
-    [
-      process.execPath,
-      join(clientRoot, "bin", "outbox-replica.mjs"),
-      "--url",
-      source.url,
-      "--source",
-      source.name,
-      "--nats",
-      url,
-      "--nats-ca",
-      `${base}-ca.pem`,
-      "--nats-cert",
-      `${base}-client.pem`,
-      "--nats-key",
-      `${base}-client-key.pem`,
-      "--nats-nkey-seed",
-      `${base}-user.nk`,
-      "--nats-server-name",
-      "other.internal",
-    ],
-    log,
-  );
+  const replica = tlsReplica("other.internal", log);
   try {
     await until(() => /retrying in/.test(replica.log()), 20_000, replica.log());
     assert.match(replica.log(), /other\.internal/);
