@@ -27,6 +27,16 @@ function certificate(name: string): void {
     "0x" + suffix(), "-days", "1", "-extfile", `${out}.ext`, "-out", `${out}.pem`);
 }
 
+// Debian installs nats-server in /usr/sbin, which a user's PATH may lack.
+function natsServerBinary(): string {
+  try {
+    accessSync("/usr/sbin/nats-server", constants.X_OK);
+    return "/usr/sbin/nats-server";
+  } catch {
+    return "nats-server";
+  }
+}
+
 let server: Process;
 let url = "";
 let seed = "";
@@ -50,15 +60,7 @@ before(async () => {
       `tls {\n  cert_file: "${base}-server.pem"\n  key_file: "${base}-server-key.pem"\n  ca_file: "${base}-ca.pem"\n` +
       `  verify: true\n  timeout: 2\n}\nauthorization { users: [ { nkey: "${user.getPublicKey()}" } ] }\n`,
   );
-  // Debian installs it in /usr/sbin, which a user's PATH may lack.
-  let binary = "nats-server";
-  try {
-    accessSync("/usr/sbin/nats-server", constants.X_OK);
-    binary = "/usr/sbin/nats-server";
-  } catch {
-    // on PATH
-  }
-  server = new Process([binary, "-c", `${base}-nats.conf`], `${base}-nats.log`);
+  server = new Process([natsServerBinary(), "-c", `${base}-nats.conf`], `${base}-nats.log`);
   await until(
     async () => {
       try {
@@ -135,5 +137,107 @@ test("a name the server's certificate does not carry is refused, and the replica
     assert.doesNotMatch(replica.log(), /bootstrapped:/);
   } finally {
     assert.equal(await replica.stop(), 0, replica.log());
+  }
+});
+
+// Decentralised auth: an operator, an account with JetStream and a user JWT signed by the account,
+// made here with nats.js's nkeys, and the user's creds file as `nsc` writes it.
+const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString("base64url");
+
+function jwt(issuer: ReturnType<typeof nkeys.createOperator>, subject: string, name: string, nats: object): string {
+  const header = b64url(JSON.stringify({ typ: "JWT", alg: "ed25519-nkey" }));
+  const claims = b64url(
+    JSON.stringify({
+      jti: nkeys.createUser().getPublicKey(),
+      iat: Math.floor(Date.now() / 1000),
+      iss: issuer.getPublicKey(),
+      name,
+      sub: subject,
+      nats,
+    }),
+  );
+  return `${header}.${claims}.${b64url(issuer.sign(new TextEncoder().encode(`${header}.${claims}`)))}`;
+}
+
+test("the CLI logs in with a creds file of an operator-signed account", async () => {
+  const operator = nkeys.createOperator();
+  const account = nkeys.createAccount();
+  const system = nkeys.createAccount(); // JetStream needs a system account
+  const limits = { subs: -1, data: -1, payload: -1, imports: -1, exports: -1, wildcards: true, conn: -1, leaf: -1 };
+  const operatorJwt = jwt(operator, operator.getPublicKey(), "test-operator", { type: "operator", version: 2 });
+  const accountJwt = jwt(operator, account.getPublicKey(), "test-account", {
+    limits: { ...limits, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 },
+    default_permissions: { pub: {}, sub: {} },
+    type: "account",
+    version: 2,
+  });
+  const systemJwt = jwt(operator, system.getPublicKey(), "SYS", { limits, type: "account", version: 2 });
+  const port = await freePort();
+  const monitor = await freePort();
+  const opBase = `${base}-op`;
+  writeFileSync(
+    `${opBase}.conf`,
+    `listen: 127.0.0.1:${port}\nhttp: 127.0.0.1:${monitor}\noperator: "${operatorJwt}"\n` +
+      `system_account: ${system.getPublicKey()}\nresolver: MEMORY\nresolver_preload: {\n` +
+      `  ${account.getPublicKey()}: "${accountJwt}"\n  ${system.getPublicKey()}: "${systemJwt}"\n}\n` +
+      `jetstream { store_dir: "${opBase}-js" }\n`,
+  );
+  const credsFor = (name: string) => {
+    const user = nkeys.createUser();
+    const seed = new TextDecoder().decode(user.getSeed());
+    registerSecret(seed);
+    const userJwt = jwt(account, user.getPublicKey(), name, {
+      pub: {},
+      sub: {},
+      subs: -1,
+      data: -1,
+      payload: -1,
+      type: "user",
+      version: 2,
+    });
+    const path = `${opBase}-${name}.creds`;
+    writeFileSync(
+      path,
+      `-----BEGIN NATS USER JWT-----\n${userJwt}\n------END NATS USER JWT------\n\n` +
+        "************************* IMPORTANT *************************\n" +
+        "NKEY Seed printed below can be used to sign and prove identity.\n\n" +
+        `-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`,
+      { mode: 0o600 },
+    );
+    return path;
+  };
+  const opServer = new Process([natsServerBinary(), "-c", `${opBase}.conf`], `${opBase}.log`);
+  const opSource = await AccountsSource.create(
+    `[nats]\nurl = "nats://127.0.0.1:${port}"\ncreds_file = "${credsFor("bridge")}"\n`,
+  );
+  const log = join(tmp, `ts-creds-replica-${suffix()}.log`);
+  let replica: Process | null = null;
+  try {
+    await opSource.seed(10);
+    await opSource.startBridge();
+    await opSource.drained();
+    replica = new Process(
+      [
+        process.execPath,
+        join(clientRoot, "bin", "outbox-replica.mjs"),
+        "--url",
+        opSource.url,
+        "--source",
+        opSource.name,
+        "--nats",
+        `nats://127.0.0.1:${port}`,
+        "--nats-creds",
+        credsFor("replica"),
+        "--verify-interval",
+        "0.1",
+      ],
+      log,
+    );
+    const r = replica;
+    await until(() => r.log().includes("] verified at version 10: 10 records"), 20_000, r.log());
+  } finally {
+    if (replica) assert.equal(await replica.stop(), 0, replica.log());
+    await opSource.close();
+    await opServer.stop();
   }
 });
