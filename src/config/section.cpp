@@ -29,6 +29,10 @@ std::string readSecretFile(const std::string& key, const std::string& path) {
 std::string expandCredentialsDirectory(const std::string& key, const std::string& path, const Environment& env) {
   const std::string variable = fmt::format("${{{}}}", kCredentialsDirectoryVariable);
   if (path.rfind(variable, 0) != 0) return path;
+  if (path.size() > variable.size() && path[variable.size()] != '/') {
+    throw ConfigError(key, fmt::format("'{}': {} is a directory; a '/' and a file name follow it", shownValue(path),
+                                       variable));
+  }
   auto it = env.find(kCredentialsDirectoryVariable);
   if (it == env.end() || it->second.empty()) {
     throw ConfigError(key, fmt::format("'{}' uses {}, which is not set: systemd sets it in a unit with "

@@ -45,8 +45,7 @@ void Relay::run() {
       // What was in flight is settled: give the lease up, staying a candidate.
       log_->info("handing the source over to {}, which leads fewer sources", handOver->to);
       lease_->handOver();
-      metrics_.leader = false;
-      metrics_.halted = metrics_.paused = false;  // the new leader's to say
+      standBy();
       backoff.reset();
       lastProblem.clear();
       continue;
@@ -75,9 +74,18 @@ void Relay::run() {
   }
   if (lease_ != nullptr) {
     lease_->release();  // a standby need not wait out the TTL
-    metrics_.leader = false;
+    standBy();
   }
   log_->info("relay stopped at published version {}", window_.contiguousVersion());
+}
+
+void Relay::standBy() {
+  // What only the leader knows is the new leader's to say: a standby reporting its last values
+  // would keep an alert on a source that another bridge has since resumed (max by source).
+  metrics_.leader = false;
+  metrics_.halted = metrics_.paused = false;
+  metrics_.openHoles = 0;
+  metrics_.oldestOpenHoleMillis = 0;
 }
 
 bool Relay::awaitLeadership() {
@@ -89,14 +97,14 @@ bool Relay::awaitLeadership() {
       // Leading between sessions (a paused or halted source): nothing in flight to settle.
       log_->info("handing the source over to {}, which leads fewer sources", lease_->lighter());
       lease_->handOver();
-      metrics_.halted = metrics_.paused = false;  // the new leader's to say
+      standBy();
     }
     if (s.isOk() && lease_->isLeader()) {
       metrics_.leader = true;
       log_->info("leader (lease epoch {})", lease_->leaseEpoch());
       return true;
     }
-    metrics_.leader = false;
+    standBy();
     std::string now = !s.isOk()                          ? s.message()
                       : !lease_->lighter().empty() && lease_->currentHolder().empty()
                           ? "standby: leaving the free lease to " + lease_->lighter() + ", which leads fewer sources"
@@ -114,7 +122,7 @@ Status Relay::checkLeadership() {
   Status s = lease_->refreshIfDue();
   if (!s.isOk()) log_->warn("lease renewal failed: {}", s.message());
   if (!lease_->isLeader() || lease_->leaseEpoch() != sessionLeaseEpoch_) {
-    metrics_.leader = false;
+    standBy();
     return Status::transient(fmt::format("lost the lease (now held by {}): standing by", lease_->currentHolder()));
   }
   return Status::ok();

@@ -67,6 +67,8 @@ class Relay {
   SessionEnd session();
   // Waits as a standby until this process holds the lease (or stop). False on stop.
   bool awaitLeadership();
+  // Not (or no longer) the leader: the gauges only a leader knows go to zero.
+  void standBy();
   // Ok while we may act as leader of the lease epoch the session started with.
   Status checkLeadership();
   // Guards every write with this session's lease and epoch, connects, and reconciles; the

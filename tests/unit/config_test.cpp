@@ -264,6 +264,9 @@ BOOST_AUTO_TEST_CASE(file_paths_may_begin_with_the_credentials_directory) {
   const std::string only = std::string(kMinimal) + "password_file = \"${CREDENTIALS_DIRECTORY}/config_test_db-password\"\n";
   BOOST_TEST(errorKey(only) == "source.account.password_file");
   BOOST_TEST(errorText(only).find("LoadCredential=") != std::string::npos, errorText(only));
+  BOOST_TEST(errorText(std::string(kMinimal) + "password_file = \"${CREDENTIALS_DIRECTORY}db-password\"\n",
+                       {{"CREDENTIALS_DIRECTORY", "."}})
+                 .find("a '/' and a file name follow it") != std::string::npos);
   // Only at the start of a path: elsewhere it is taken as it is written.
   BOOST_TEST(errorText(std::string(kMinimal) + "password_file = \"/x/${CREDENTIALS_DIRECTORY}\"\n",
                        {{"CREDENTIALS_DIRECTORY", "."}})

@@ -626,6 +626,31 @@ BOOST_AUTO_TEST_CASE(a_leader_told_of_a_lighter_instance_settles_its_acks_then_h
   BOOST_TEST(h.metrics.leader.load());
 }
 
+// A leader halted on a poison row that loses its lease says nothing more of the source: its
+// halted (and hole) gauges would otherwise keep OutboxSourceHalted firing — `max by (source)`
+// over every bridge — after the new leader has resumed it.
+BOOST_AUTO_TEST_CASE(a_halted_leader_that_loses_its_lease_stops_reporting_the_halt) {
+  Harness h;
+  h.leadByLease();
+  SharedLeaseStore& leases = *h.leases;
+  h.store.add(2);
+  h.store.add(1, "bad.type");
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.metrics.halted.load(); }));
+  BOOST_TEST(h.metrics.leader.load());
+  {
+    std::lock_guard lock(leases.mu);  // another instance takes the lease
+    leases.holder = "other";
+    ++leases.epoch;
+    leases.expires = h.clock.now() + 1h;
+  }
+  BOOST_REQUIRE(h.waitFor([&] { return !h.metrics.leader.load(); }));
+  BOOST_REQUIRE(h.waitFor([&] { return !h.metrics.halted.load(); }));
+  BOOST_TEST(!h.metrics.paused.load());
+  BOOST_TEST(h.metrics.openHoles.load() == 0u);
+  BOOST_TEST(h.metrics.oldestOpenHoleMillis.load() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(shuffled_acks_still_mark_only_contiguous_versions) {
   Harness h;
   h.store.add(257);
