@@ -204,6 +204,8 @@ export class Replica {
   private inboxRow: InboxRow | null = null;
   private loaded = false;
   private lastVerified = 0;
+  private behind: { version: number; since: number } | null = null; // the source ahead, nothing arriving
+  private static readonly STALL_MS = 30_000;
   private mismatchVersion = 0;
   private mismatchCount = 0;
   private lastVerifyAttempt = 0;
@@ -487,6 +489,25 @@ export class Replica {
     return false;
   }
 
+  // The source is ahead and nothing has arrived: after STALL_MS with no version applied, the
+  // subscription is started again from the inbox row (nats.js can stop delivering without a word,
+  // e.g. an ordered consumer that cannot be recreated). True when it was.
+  private async stalled(sourceAt: number, row: InboxRow): Promise<boolean> {
+    const now = Date.now();
+    if (this.behind === null || this.behind.version !== row.appliedVersion) {
+      this.behind = { version: row.appliedVersion, since: now };
+      return false;
+    }
+    if (now - this.behind.since < Replica.STALL_MS) return false;
+    this.say(
+      `nothing arrived for ${Math.round((now - this.behind.since) / 1000)} s while the source is at version ` +
+        `${sourceAt}: following ${row.streamName} again from sequence ${row.streamSeq + 1}`,
+    );
+    this.behind = null;
+    await this.unfollow();
+    return true;
+  }
+
   // Compares with ?summary=true; true when a bootstrap is needed.
   private async verify(): Promise<boolean> {
     this.lastVerifyAttempt = Date.now();
@@ -508,6 +529,7 @@ export class Replica {
       this.say(`epoch changed from ${row.epoch} to ${summary.epoch}: re-bootstrapping`);
       return true;
     }
+    if (summary.watermark > row.appliedVersion && (await this.stalled(summary.watermark, row))) return false;
     if (summary.watermark !== row.appliedVersion) return false; // the watermarks have not met yet
     this.counters.verifications++;
     if (summary.sum === row.sum && summary.recordCount === row.recordCount) {
