@@ -10,7 +10,7 @@ binary with its example config — the password from a credentials directory, as
 LoadCredential= gives it, the rest pointed at the test stack by OUTBOX_BRIDGE_* variables —
 passes check-config, migrate, runs, and answers healthcheck.
 
-The package is built without optimisation (DEB_BUILD_OPTIONS=noopt) and through ccache
+The package is built without optimisation or debug information (noopt, CXXFLAGS=-O0) and through ccache
 when it is installed: what is tested is the packaging, and a full -O2 build would add minutes to
 every run. `dpkg-buildpackage -b -us -uc` from the repository builds the real one.
 
@@ -72,7 +72,9 @@ def build_package():
     for old in os.listdir(WORK):
         if old.endswith((".deb", ".changes", ".buildinfo")):
             os.remove(os.path.join(WORK, old))
-    build_env = {**os.environ, "DEB_BUILD_OPTIONS": "parallel=2 noopt",
+    # -O0 and no debug info: half the compile time; no _FORTIFY_SOURCE, which needs optimisation.
+    build_env = {**os.environ, "DEB_BUILD_OPTIONS": "parallel=2 noopt", "DEB_CXXFLAGS_SET": "-O0",
+                 "DEB_CPPFLAGS_SET": "",
                  "CCACHE_DIR": os.path.join(WORK, "ccache"), "CCACHE_BASEDIR": STAGE}
     started = time.monotonic()
     out = run(["dpkg-buildpackage", "-b", "-us", "-uc"], cwd=STAGE, env=build_env)
