@@ -20,42 +20,20 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import unittest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from deploy_support import REPO, env, free_port, sql
+
 BUILD_ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(REPO, "build"))
 WORK = os.path.join(BUILD_ROOT, "deb")
 STAGE = os.path.join(WORK, "src")
 
 
-def env(name):
-    value = os.environ.get(name)
-    if not value:
-        raise RuntimeError(f"{name} is not set: run this suite through tools/test, which starts the stack")
-    return value
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, **kw)
-
-
-def sql(database, statement):
-    argv = ["mariadb", "-h", env("OUTBOX_TEST_MYSQL_HOST"), "-P", env("OUTBOX_TEST_MYSQL_PORT"),
-            "-u", env("OUTBOX_TEST_MYSQL_USER"), "-N", "-B", "-e", statement] + ([database] if database else [])
-    out = run(argv, env={**os.environ, "MYSQL_PWD": env("OUTBOX_TEST_MYSQL_PASSWORD")})
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return out.stdout.strip()
 
 
 def build_package():

@@ -12,54 +12,21 @@ usage: prometheus_test.py   (run by meson test, suite deploy, with the stack's e
 import json
 import os
 import random
-import shutil
-import socket
 import subprocess
 import time
 import unittest
 import urllib.parse
 import urllib.request
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from deploy_support import REPO, binary, env, free_port, sql, until
+
 RULES = os.path.join(REPO, "deploy", "prometheus", "outbox-bridge.rules.yml")
 RULES_TEST = os.path.join(REPO, "deploy", "prometheus", "outbox-bridge.rules.test.yml")
 DASHBOARD = os.path.join(REPO, "deploy", "grafana", "outbox-bridge.json")
 
 
-def env(name):
-    value = os.environ.get(name)
-    if not value:
-        raise RuntimeError(f"{name} is not set: run this suite through tools/test, which starts the stack")
-    return value
-
-
 TMP = os.environ.get("OUTBOX_TEST_TMP") or "/tmp/outbox-deploy-test"
 os.makedirs(TMP, exist_ok=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def binary(name):
-    # Debian installs nats-server in /usr/sbin, which a user's PATH may lack.
-    for path in (shutil.which(name), f"/usr/sbin/{name}", f"/usr/bin/{name}"):
-        if path and os.access(path, os.X_OK):
-            return path
-    raise RuntimeError(f"{name} is not installed (tools/test installs it)")
-
-
-def until(check, seconds, what):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def get_json(url):
@@ -99,16 +66,6 @@ class Process:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
-
-
-def sql(database, statement):
-    argv = ["mariadb", "-h", env("OUTBOX_TEST_MYSQL_HOST"), "-P", env("OUTBOX_TEST_MYSQL_PORT"),
-            "-u", env("OUTBOX_TEST_MYSQL_USER"), "-N", "-B", "-e", statement]
-    if database:
-        argv.insert(1, database)
-    out = subprocess.run(argv, check=True, capture_output=True, text=True,
-                         env={**os.environ, "MYSQL_PWD": env("OUTBOX_TEST_MYSQL_PASSWORD")})
-    return out.stdout.strip()
 
 
 class RulesFile(unittest.TestCase):

@@ -459,8 +459,13 @@ export class Replica {
       const byName = new Map(fields.map((f) => [f.name, f.text] as const));
       values = from.columns.map((c) => byName.get(c) ?? null);
     }
-    const headers = new Map<string, string>();
-    for (const [k, v] of m.headers ?? []) headers.set(k, v.join(","));
+    // Built only for an application that reads them: most read the record alone.
+    let headers: Map<string, string> | undefined;
+    const headersOf = (): Map<string, string> => {
+      headers = new Map();
+      for (const [k, v] of m.headers ?? []) headers.set(k, v.join(","));
+      return headers;
+    };
     const change: Change = {
       source: this.options.source,
       epoch,
@@ -473,7 +478,9 @@ export class Replica {
       columns: from.columns,
       values,
       payload,
-      headers,
+      get headers() {
+        return headers ?? headersOf();
+      },
     };
     const next = await this.store.apply(change, from);
     if (next === null) {
@@ -533,11 +540,11 @@ export class Replica {
     if (summary.watermark !== row.appliedVersion) return false; // the watermarks have not met yet
     this.counters.verifications++;
     if (summary.sum === row.sum && summary.recordCount === row.recordCount) {
-      if (this.lastVerified !== row.appliedVersion || this.counters.verifications === 1) {
-        this.lastVerified = row.appliedVersion;
+      const first = this.lastVerified !== row.appliedVersion || this.counters.verifications === 1;
+      this.lastVerified = row.appliedVersion; // before the line: the CLI dumps on it
+      if (first) {
         this.say(`verified at version ${row.appliedVersion}: ${row.recordCount} records, checksum ${formatChecksum(row.sum)}`);
       }
-      this.lastVerified = row.appliedVersion;
       this.mismatchCount = 0;
       return false;
     }

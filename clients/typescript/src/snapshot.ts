@@ -108,10 +108,8 @@ class SnapshotReader {
   finish(expectRecords: boolean): SnapshotSummary {
     if (this.state !== "end") throw new SnapshotRejected("snapshot cut short");
     if (skipSpace(this.text, this.at) !== this.text.length) throw new SnapshotRejected("text after the snapshot");
+    this.requireHeader("");
     const h = this.header;
-    if (h.epoch === undefined || h.watermark === undefined || !h.streamName || !h.key) {
-      throw new SnapshotRejected("snapshot lacks sourceEpoch, watermark, stream or key");
-    }
     if (this.recordCount === undefined || this.checksum === undefined) {
       throw new SnapshotRejected("snapshot cut short: no recordCount or checksum");
     }
@@ -137,6 +135,13 @@ class SnapshotReader {
       columns: this.columns,
       numeric: this.numeric,
     };
+  }
+
+  private requireHeader(where: string): void {
+    const h = this.header;
+    if (h.epoch === undefined || h.watermark === undefined || !h.streamName || !h.key) {
+      throw new SnapshotRejected(`snapshot lacks sourceEpoch, watermark, stream or key${where}`);
+    }
   }
 
   private async flush(): Promise<void> {
@@ -193,10 +198,7 @@ class SnapshotReader {
         return true;
       case "records": {
         if (s[i] !== "[") throw new SyntaxError("records is not an array");
-        const h = this.header;
-        if (h.epoch === undefined || h.watermark === undefined || !h.streamName || !h.key) {
-          throw new SnapshotRejected("snapshot lacks sourceEpoch, watermark, stream or key before its records");
-        }
+        this.requireHeader(" before its records");
         this.haveRecords = true;
         const j = skipSpace(s, i + 1);
         if (j >= s.length) throw new Incomplete();

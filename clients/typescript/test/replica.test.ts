@@ -235,6 +235,7 @@ test("a replica follows a source whose subjects name the key and a partition", a
   const source = await AccountsSource.create(undefined, 'subject = "control.{name}.{partition:4}.{entity_key}"\n');
   const store = new MemoryStore();
   const subjects = new Set<string>();
+  let headersSeen = 0;
   let replica: Replica | null = null;
   try {
     await source.seed(50);
@@ -248,6 +249,11 @@ test("a replica follows a source whose subjects name the key and a partition", a
       verifyIntervalMs: 50,
       onApplied: (change) => {
         subjects.add(change.subject);
+        // Every header of the message reaches the application.
+        assert.equal(change.headers.get("Outbox-Entity-Key"), change.key);
+        assert.equal(change.headers.get("Outbox-Version"), String(change.version));
+        assert.equal(change.headers.get("Content-Type"), "application/json");
+        headersSeen++;
       },
     });
     const r = replica;
@@ -261,6 +267,7 @@ test("a replica follows a source whose subjects name the key and a partition", a
     assert.equal(store.records(source.name).size, table.size);
     for (const [id, name] of table) assert.deepEqual(store.records(source.name).get(id), [id, name]);
     assert.ok(subjects.has(`control.${source.name}.${keyPartition("7", 4)}.7`), [...subjects].join(" "));
+    assert.equal(headersSeen, 30);
   } finally {
     await replica?.close();
     await source.close();
