@@ -261,7 +261,7 @@ class TheListIsTheOneList(unittest.TestCase):
             self.assertEqual(set(m.group(1).split()), roles, f"tools/{script} installs the wrong roles")
 
     def test_the_deploy_suite_s_programs_are_in_the_test_list(self):
-        programs = ["dpkg-buildpackage", "dh", "lintian", "ccache", "systemd-analyze", "promtool", "prometheus"]
+        programs = ["dpkg-buildpackage", "dh", "lintian", "ccache", "systemd-analyze", "promtool", "prometheus", "git"]
         missing = uncovered(programs, "test", os.environ.get("PATH", "") + ":/usr/sbin")
         self.assertEqual(missing, [], "programs of tests/deploy missing from tools/packages.txt (role test)")
 
