@@ -177,6 +177,9 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
     }
   }
   if (dsn.host.empty()) throw ConfigError(key, "the host is empty");
+  if (!isHostOrAddress(dsn.host)) {
+    throw ConfigError(key, fmt::format("the host '{}' is not a host name or an IP address", shownValue(dsn.host)));
+  }
   if (!port.empty() || hostport.back() == ':') {
     int64_t p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
@@ -289,6 +292,10 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   dsn.user = percentDecode(key, userinfo.substr(0, colon));
   if (colon != std::string::npos) dsn.password = percentDecode(key, userinfo.substr(colon + 1));
   if (dsn.user.empty()) throw ConfigError(key, "the user is empty");
+  // The user is shown wherever the DSN is (logs, check-config): nothing there may act on a terminal.
+  if (std::string problem = printableProblem(dsn.user); !problem.empty() && dsn.user.find('\0') == std::string::npos) {
+    throw ConfigError(key, fmt::format("the user '{}' {}", shownValue(dsn.user), problem));
+  }
   // The MySQL client takes C strings: a NUL would cut the name or the password there.
   if (dsn.user.find('\0') != std::string::npos || dsn.password.find('\0') != std::string::npos) {
     throw ConfigError(key, "the user or password holds %00 (a NUL), which the MySQL client cannot send");

@@ -146,6 +146,11 @@ BOOST_AUTO_TEST_CASE(a_value_whose_meaning_would_change_silently_is_refused) {
               {"http.metrics_listen"}, {{"OUTBOX_BRIDGE_HTTP_METRICS_LISTEN", "localhost:9000"}}),
       refused(Via::kFile, "a listen host the server would have to resolve",
               "[http]\nlisten = \"bridge.example:8080\"\n" + source("a"), {"http.listen", "IP address"}),
+      // Found beside them: a DSN host that is no host was taken and shown as it came.
+      refused(Via::kFile, "a DSN host with a space", "[[source]]\nname = \"a\"\ndsn = \"mysql://u@exa mple/db\"\n",
+              {"source.a.dsn", "host"}),
+      refused(Via::kEnv, "a DSN host starting with '-'", baseConfig(), {"source.a.dsn", "host"},
+              {{"OUTBOX_BRIDGE_SOURCE_A_DSN", "mysql://u@-h/db"}}),
       accepted("both listeners on port 0", "[http]\nlisten = \"127.0.0.1:0\"\nmetrics_listen = \"127.0.0.1:0\"\n" +
                                                source("a")),
   });
@@ -169,6 +174,10 @@ BOOST_AUTO_TEST_CASE(messages_escape_what_they_echo_and_say_what_is_wrong) {
       refused(Via::kEnv, "an environment variable two keys share", source("a") + source("a_latest"),
               {"OUTBOX_BRIDGE_SOURCE_A_LATEST_STREAM", "ambiguous", "source.a.latest_stream", "source.a_latest.stream"},
               {{"OUTBOX_BRIDGE_SOURCE_A_LATEST_STREAM", "X"}}),
+      refused(Via::kFile, "a DSN user holding an ESC (shown in every log line naming the DSN)",
+              "[[source]]\nname = \"a\"\ndsn = \"mysql://u\\u001bx@h/db\"\n", {"source.a.dsn", "\\x1bx"}, {}, {"\x1b"}),
+      refused(Via::kFile, "a bidirectional override in a stream name", baseConfig("stream = \"AB\\u202eC\"\n"),
+              {"source.a.stream", "\\xe2\\x80\\xae"}, {}, {"\u202e"}),
       accepted("the same two sources without the variable", source("a") + source("a_latest")),
   });
 }
