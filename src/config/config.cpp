@@ -45,7 +45,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
                                           e.description()));
   }
   Config config;
-  Consulted consulted{kConfigEnvironmentVariable};
+  std::set<std::string> consulted{kConfigEnvironmentVariable};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (key != "nats" && key != "http" && key != "lease" && key != "log" && key != "source") {

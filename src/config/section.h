@@ -36,16 +36,13 @@ void requireReadable(const std::string& key, const std::string& path, const std:
 const toml::table* subTable(const toml::table& root, const std::string& key);
 int positiveInt(const std::string& key, int64_t value, int64_t max);
 
-// The environment variables the sections could read.
-using Consulted = std::set<std::string>;
-
 // Reads the keys of one TOML table, letting environment variables override them, and remembers
 // which keys it read so that finish() can reject the rest as unknown.
 class Section {
  public:
   // `consulted` collects the name of every environment variable the section could read.
   Section(const toml::table* table, std::string keyPrefix, std::string envPrefix, const Environment& env,
-          Consulted& consulted)
+          std::set<std::string>& consulted)
       : table_(table), keyPrefix_(std::move(keyPrefix)), envPrefix_(std::move(envPrefix)), env_(env),
         consulted_(consulted) {}
 
@@ -155,7 +152,7 @@ class Section {
   std::string keyPrefix_;
   std::string envPrefix_;
   const Environment& env_;
-  Consulted& consulted_;
+  std::set<std::string>& consulted_;
   std::set<std::string> read_;
 };
 
@@ -167,7 +164,7 @@ void checkTomlShape(const std::string& text, const std::string& origin);
 void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames, const Environment& env);
 // One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
-                         Consulted& consulted);
+                         std::set<std::string>& consulted);
 // max_age and duplicate_window, as nats-server will take them.
 void streamLimits(Section& sec, SourceConfig& source);
 void subjectAndLatest(Section& sec, SourceConfig& source);

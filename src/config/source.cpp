@@ -63,10 +63,10 @@ std::string snapshotPathProblem(const std::string& path) {
 }  // namespace
 
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
-                         Consulted& consulted) {
+                         std::set<std::string>& consulted) {
   SourceConfig s;
   // The name decides the environment prefix, so it is read from TOML first.
-  Consulted none;  // the name is never taken from the environment
+  std::set<std::string> none;  // the name is never taken from the environment
   Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env, none);
   auto name = nameOnly.str("name");
   if (!name) throw ConfigError(fmt::format("source[{}].name", index), "is required");
