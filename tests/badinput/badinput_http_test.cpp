@@ -56,56 +56,6 @@ struct Bridge {
   }
 };
 
-// A client socket on loopback with send and receive timeouts; -1 when it cannot connect.
-int connectTo(int port, std::chrono::milliseconds timeout = 2000ms) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{static_cast<time_t>(timeout.count() / 1000),
-             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool sendAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Everything the server sends until it closes, or until nothing came for `quiet`.
-std::string readAll(int fd, std::chrono::milliseconds quiet) {
-  timeval tv{static_cast<time_t>(quiet.count() / 1000),
-             static_cast<suseconds_t>((quiet.count() % 1000) * 1000)};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  return out;
-}
-
-// The status codes of the responses in `bytes`, in order.
-std::vector<int> statuses(const std::string& bytes) {
-  std::vector<int> out;
-  for (size_t at = bytes.find("HTTP/1.1 "); at != std::string::npos;
-       at = bytes.find("HTTP/1.1 ", at + 1)) {
-    out.push_back(std::atoi(bytes.c_str() + at + 9));
-  }
-  return out;
-}
-
 // Sends `parts` on one connection, 300 ms apart (a server that answers before the body came
 // must still not read the body as a request), and returns the statuses of every answer.
 std::vector<int> answersTo(int port, const std::vector<std::string>& parts,
