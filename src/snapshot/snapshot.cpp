@@ -16,9 +16,14 @@ struct SnapshotStream::Impl {
   std::unique_ptr<db::Connection> conn;
   db::Rows rows;
   std::vector<std::string> names;  // each column as "\"name\":", ready to write
+  bool readInFull = false;          // every row read: nothing left for the server to send
 };
 
-SnapshotStream::~SnapshotStream() = default;
+SnapshotStream::~SnapshotStream() {
+  // A stream given up before its end (a client gone, a HEAD) is cut off the server rather than
+  // read to its end: freeing a streamed result reads every row left.
+  if (impl_ && impl_->conn && !impl_->readInFull) impl_->conn->abandon();
+}
 
 Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig& source, bool summaryOnly) {
   if (source.snapshotQuery.empty()) {
@@ -120,6 +125,7 @@ Status SnapshotStream::writeTo(const SnapshotSink& sink) {
   }
   // A streamed result also ends on a read error: never present that as the whole set.
   if (d.conn->failed()) return d.conn->lastError("read snapshot rows");
+  d.readInFull = true;
   s.checksum = sum;
   if (!d.summaryOnly) buffer.push_back(']');
   buffer += fmt::format(R"(,"recordCount":{},"checksum":"{}"}})", s.recordCount, formatChecksum(sum));
