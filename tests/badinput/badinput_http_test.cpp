@@ -336,7 +336,7 @@ BOOST_AUTO_TEST_CASE(denied_admin_requests_are_logged_once_a_period_with_a_count
   BOOST_REQUIRE(waitUntil(
       [&] {
         httpRequest(bridge.port, "GET", "/v1/admin/sources");
-        return bridge.process.log().find("more denied admin requests not logged") !=
+        return bridge.process.log().find("more unauthenticated admin requests not logged") !=
                std::string::npos;
       },
       5s));
