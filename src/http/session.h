@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "http/admission.h"
 #include "http/json_response.h"
 #include "http/transport.h"
 
@@ -45,11 +46,7 @@ struct ListenerState {
 // A connection as its listener sees it, for admission and shutdown. I/O thread only.
 class Connection {
  public:
-  enum class Phase {
-    kWaiting,  // for (the rest of) a request, or the TLS handshake: may be evicted
-    kServing,  // its request is being handled or answered
-    kClosing,  // answered, draining what the client still sends before the close
-  };
+  using Phase = ConnectionPhase;
   virtual ~Connection() = default;
   virtual void close() = 0;
   virtual Phase phase() const = 0;

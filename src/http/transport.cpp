@@ -10,6 +10,7 @@
 #include <list>
 #include <thread>
 
+#include "http/admission.h"
 #include "http/session.h"
 
 namespace outbox {
@@ -25,41 +26,22 @@ struct HttpTransport::Impl {
 
   explicit Impl(HttpLimits l) : limits(l) {}
 
-  // Makes room for a new connection: whether it is admitted, and whether into the reserve.
-  // Connections answered and closing count against no limit (a flood that is answered and holds
-  // its sockets must not starve the others); when as many close as the limit, the oldest of them
-  // is closed at once. At the limit the one that has waited longest for its request makes room;
-  // when every one is being served the new one takes a reserved place, if one is free.
-  struct Admission {
-    bool admitted = false;
-    bool reserved = false;
-  };
-  Admission admit(Listener& l) {
+  // Applies admit() (admission.h) to a new connection on `l`: what it closes, and whether (and
+  // into which place) the new one is admitted.
+  Admission admitNew(Listener& l) {
     l.connections.remove_if([](const auto& c) { return c.expired(); });
-    size_t serving = 0, reservedInUse = 0, closing = 0;
-    std::shared_ptr<Connection> oldestWaiting, oldestClosing;
-    auto older = [](const std::shared_ptr<Connection>& a, const std::shared_ptr<Connection>& b) {
-      return !b || a->phaseSince() < b->phaseSince();
-    };
+    std::vector<std::shared_ptr<Connection>> live;
+    std::vector<OpenConnection> open;
     for (const auto& weak : l.connections) {
-      auto c = weak.lock();
-      if (!c) continue;
-      if (c->phase() == Connection::Phase::kClosing) {
-        ++closing;
-        if (older(c, oldestClosing)) oldestClosing = c;
-        continue;
+      if (auto c = weak.lock()) {
+        open.push_back({c->phase(), c->phaseSince(), c->reserved()});
+        live.push_back(std::move(c));
       }
-      ++(c->reserved() ? reservedInUse : serving);
-      if (c->phase() == Connection::Phase::kWaiting && older(c, oldestWaiting)) oldestWaiting = c;
     }
-    if (closing >= limits.maxConnections) oldestClosing->close();
-    if (serving < limits.maxConnections) return {true, false};
-    if (oldestWaiting) {
-      oldestWaiting->close();
-      return {true, oldestWaiting->reserved()};
-    }
-    if (reservedInUse < limits.reservedConnections) return {true, true};
-    return {false, false};
+    Admission a = admit(open, limits.maxConnections, limits.reservedConnections);
+    if (a.closeClosing) live[*a.closeClosing]->close();
+    if (a.evict) live[*a.evict]->close();
+    return a;
   }
 
   void accept(Listener& l) {
@@ -72,7 +54,7 @@ struct HttpTransport::Impl {
         });
         return;
       }
-      if (Admission a = admit(l); a.admitted) {
+      if (Admission a = admitNew(l); a.admitted) {
         beast::error_code ignored;
         std::string remote = socket.remote_endpoint(ignored).address().to_string(ignored);
         beast::tcp_stream stream(std::move(socket));
