@@ -7,7 +7,7 @@
 #define BOOST_TEST_MODULE http_load
 #include <boost/test/unit_test.hpp>
 
-#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <simdjson.h>
 #include <unistd.h>
@@ -163,6 +163,9 @@ class Flood {
     const auto end = Clock::now() + length;
     for (int c = 0; c < clients; ++c) {
       threads_.emplace_back([this, port, end, c] {
+        // Yield to the bridge and the probes (nice is per thread on Linux): the probes measure the
+        // bridge, not how 800 threads of this process are scheduled on a busy machine.
+        ::setpriority(PRIO_PROCESS, 0, 10);
         for (size_t n = c; Clock::now() < end; ++n) {
           int fd = connectTo(port, 1000ms);
           if (fd < 0) continue;
