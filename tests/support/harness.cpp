@@ -36,8 +36,12 @@ std::string requireEnv(const char* name) {
   return v;
 }
 
+// Thread-safe: tests run commands from several threads (two prunes at once), and an unlocked
+// generator gave both the same name, so one's output was written over the other's.
 std::string randomSuffix() {
+  static std::mutex mu;
   static std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
+  std::lock_guard lock(mu);
   return fmt::format("{:x}", rng() & 0xffffffffffULL);
 }
 
