@@ -18,6 +18,7 @@ struct SnapshotStream::Impl {
   std::unique_ptr<db::Connection> conn;
   db::Rows rows;
   std::vector<std::string> names;  // each column as "\"name\":", ready to write
+  bool streaming = false;           // the query's rows are on their way
   bool readInFull = false;          // every row read: nothing left for the server to send
 };
 
@@ -25,7 +26,7 @@ SnapshotStream::~SnapshotStream() {
   // A stream given up before its end (a client gone) is cut off the server rather than read to its
   // end: freeing a streamed result reads every row left. The server notices a closed connection
   // only when it next writes to it, and was seen to keep the query for seconds: it is killed too.
-  if (!impl_ || !impl_->conn || impl_->readInFull) return;
+  if (!impl_ || !impl_->conn || !impl_->streaming || impl_->readInFull) return;
   impl_->conn->abandon();
   impl_->rows = db::Rows();
   impl_->conn.reset();
@@ -72,6 +73,7 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
     return Status::permanent(fmt::format("snapshot_query of source {} failed", source.name));
   }
   d.rows = std::move(rows).value();
+  d.streaming = true;
   const auto& columns = d.rows.columns();
   const std::string& key = stream->header_.key =
       source.snapshotKey.empty() && !columns.empty() ? columns.front().name : source.snapshotKey;
