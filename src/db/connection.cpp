@@ -6,6 +6,7 @@
 #include <mysql.h>
 #include <errmsg.h>
 #include <mysqld_error.h>
+#include <sys/socket.h>
 
 #include "config/config.h"
 #include "db/auth_guard.h"
@@ -234,6 +235,11 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
 Status Connection::lastError(std::string_view what) { return fromMysql(mysql_.get(), what); }
 
 bool Connection::failed() const { return mysql_errno(mysql_.get()) != 0; }
+
+void Connection::abandon() {
+  my_socket fd = mysql_get_socket(mysql_.get());
+  if (fd != MARIADB_INVALID_SOCKET) ::shutdown(fd, SHUT_RDWR);
+}
 
 Status Connection::exec(std::string_view sql) {
   if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");

@@ -114,6 +114,11 @@ class Connection {
   Status lastError(std::string_view what);
   // Whether the last call failed (e.g. a streamed result that ended on a read error).
   bool failed() const;
+  // Cuts the connection off the server at once (its socket shut down both ways), for a streamed
+  // result given up before its end: the Rows then ends without reading what is left (freeing it
+  // would otherwise read every remaining row), and the server ends the statement, and rolls back
+  // its transaction, when it next writes. Nothing can run on the connection afterwards.
+  void abandon();
 
  private:
   friend class BinlogReader;  // starts a binlog dump on its own connection

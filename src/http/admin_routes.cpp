@@ -12,14 +12,19 @@
 
 namespace outbox {
 
+bool HttpServer::carriesToken(const HttpRequest& req) const {
+  if (options_.adminToken.empty()) return false;
+  const std::string header = req.header("Authorization");
+  const std::string expected = "Bearer " + options_.adminToken;
+  return header.size() == expected.size() && CRYPTO_memcmp(header.data(), expected.data(), expected.size()) == 0;
+}
+
 bool HttpServer::authorized(const HttpRequest& req, HttpResponse& res) const {
   if (options_.adminToken.empty()) {
     jsonError(res, 403, "the admin API is disabled: set http.admin_token");
     return false;
   }
-  const std::string header = req.header("Authorization");
-  const std::string expected = "Bearer " + options_.adminToken;
-  if (header.size() != expected.size() || CRYPTO_memcmp(header.data(), expected.data(), expected.size()) != 0) {
+  if (!carriesToken(req)) {
     res.setHeader("WWW-Authenticate", "Bearer");
     jsonError(res, 401, "a valid bearer token is required");
     return false;

@@ -35,9 +35,10 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string contentType;
   std::string body;
-  // When set, the body: called once on a worker thread with `write`; returns true when the whole
-  // body was written (false cuts the answer short and closes the connection). Not called for HEAD;
-  // whatever it owns is released when the response is destroyed.
+  // When set, the body, of a length not known beforehand: called once on a worker thread with
+  // `write`; returns true when the whole body was written (false cuts the answer short and closes
+  // the connection). Not called for HEAD; whatever it owns is released on the worker that replied
+  // (never on the I/O thread), whether it was called or not.
   std::function<bool(const Write& write)> stream;
   bool close = false;  // close the connection after this answer
 

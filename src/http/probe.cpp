@@ -29,21 +29,41 @@ SourceProbe::SourceProbe(const SourceConfig& source, std::chrono::milliseconds m
     : source_(source), maxAge_(maxAge), session_(probeParams(source)) {}
 
 SourceProbeResult SourceProbe::get() {
+  {
+    std::lock_guard lock(mu_);
+    auto now = std::chrono::steady_clock::now();
+    const bool cached = cachedAt_.time_since_epoch().count() != 0;
+    if (cached && now - cachedAt_ < maxAge_) return cached_;
+    // Another thread is asking the database: the last answer will do meanwhile, unless an admin
+    // action made it wrong.
+    if (cached && refreshing_ && invalidations_ == answeredInvalidations_) return cached_;
+    refreshing_ = true;
+  }
+  std::lock_guard queryLock(queryMu_);
+  uint64_t invalidations = 0;
+  {
+    std::lock_guard lock(mu_);
+    invalidations = invalidations_;
+  }
+  const auto askedAt = std::chrono::steady_clock::now();
+  SourceProbeResult fresh = query();
   std::lock_guard lock(mu_);
-  auto now = std::chrono::steady_clock::now();
-  if (cachedAt_.time_since_epoch().count() != 0 && now - cachedAt_ < maxAge_) return cached_;
-  cached_ = query();
-  cachedAt_ = now;
-  return cached_;
+  cached_ = fresh;
+  // An answer that an invalidate() overtook is not fresh: the next get() asks again.
+  cachedAt_ = invalidations == invalidations_ ? askedAt : std::chrono::steady_clock::time_point{};
+  answeredInvalidations_ = invalidations;
+  refreshing_ = false;
+  return fresh;
 }
 
 void SourceProbe::invalidate() {
   std::lock_guard lock(mu_);
   cachedAt_ = {};
+  ++invalidations_;
 }
 
 Result<std::vector<Candidate>> SourceProbe::candidates() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(queryMu_);
   return session_.run([&](db::Connection& c) -> Result<std::vector<Candidate>> {
     auto rows = c.query(fmt::format(
         "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id AND "

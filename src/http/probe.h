@@ -36,8 +36,10 @@ struct SourceProbeResult {
   std::string heldBy;
 };
 
-// Asks a source's database, on a connection of its own, at most once per `maxAge`.
-// Thread-safe: HTTP worker threads share it.
+// Asks a source's database, on a connection of its own, at most once per `maxAge`. While one
+// thread asks, the others get the last answer rather than wait for the database (a health probe
+// must not queue behind a slow query), except after invalidate(). Thread-safe: HTTP worker
+// threads share it.
 class SourceProbe {
  public:
   explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000));
@@ -49,14 +51,18 @@ class SourceProbe {
   Result<std::vector<Candidate>> candidates();
 
  private:
-  SourceProbeResult query();  // REQUIRES(mu_)
+  SourceProbeResult query();  // REQUIRES(queryMu_)
 
   const SourceConfig& source_;
   std::chrono::milliseconds maxAge_;
+  std::mutex queryMu_;   // one question to the database at a time; mu_ may be taken inside it
+  db::Session session_;  // GUARDED_BY(queryMu_)
   std::mutex mu_;
-  db::Session session_;                             // GUARDED_BY(mu_)
   SourceProbeResult cached_;                        // GUARDED_BY(mu_)
-  std::chrono::steady_clock::time_point cachedAt_;  // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point cachedAt_;  // GUARDED_BY(mu_); zero: ask again
+  bool refreshing_ = false;                         // GUARDED_BY(mu_): a thread is asking
+  uint64_t invalidations_ = 0;                      // GUARDED_BY(mu_): invalidate() calls
+  uint64_t answeredInvalidations_ = 0;  // GUARDED_BY(mu_): invalidations_ when cached_ was asked
 };
 
 }  // namespace outbox

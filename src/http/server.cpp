@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -52,23 +53,31 @@ Status HttpServer::start() {
   snapshotRoutes(mainRoutes_);
   healthRoutes(separate ? metricsRoutes_ : mainRoutes_);
   transport_ = std::make_unique<HttpTransport>(options_.limits);
+  // The paths a listener's reserved connections serve: its health routes.
+  auto healthPaths = [](const std::vector<Route>& routes) {
+    return [&routes](const std::string& path) {
+      return std::any_of(routes.begin(), routes.end(),
+                         [&](const Route& r) { return r.pool == Pool::kHealth && std::regex_match(path, r.pattern); });
+    };
+  };
   // Both addresses are bound before either serves: a failure leaves no thread to stop.
   auto main = transport_->listen(
       options_.host, options_.port, options_.tlsCert, options_.tlsKey,
       [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(mainRoutes_, std::move(r), std::move(reply)); },
-      [this](const HttpRequest& r, int status) { logAdminCall(r, status); });
+      [this](const HttpRequest& r, int status) { logAdminCall(r, status); }, healthPaths(mainRoutes_));
   if (!main.isOk()) return main.status();
   ports_.main = *main;
   if (separate) {
     auto metrics = transport_->listen(
         options_.metricsHost, options_.metricsPort, "", "",
         [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(metricsRoutes_, std::move(r), std::move(reply)); },
-        nullptr);
+        nullptr, healthPaths(metricsRoutes_));
     if (!metrics.isOk()) return metrics.status();
     ports_.metrics = *metrics;
   }
   healthPool_ = std::make_unique<TaskPool>(options_.healthWorkers);
   apiPool_ = std::make_unique<TaskPool>(options_.workers);
+  logPool_ = std::make_unique<TaskPool>(1);
   transport_->start();
   spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, ports_.main);
   if (separate) spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, ports_.metrics);
@@ -84,6 +93,7 @@ void HttpServer::stop() {
   if (healthPool_) healthPool_->join();
   if (apiPool_) apiPool_->join();
   transport_->stop();
+  if (logPool_) logPool_->join();
 }
 
 void HttpServer::dispatch(const std::vector<Route>& routes, HttpRequest request, HttpTransport::Reply reply) {
@@ -127,7 +137,7 @@ void HttpServer::dispatch(const std::vector<Route>& routes, HttpRequest request,
 void HttpServer::logAdminCall(const HttpRequest& request, int status) {
   if (request.path.rfind("/v1/admin/", 0) != 0) return;
   std::string suppressed;
-  if (status == 401 || status == 403) {
+  if (!carriesToken(request)) {
     // A client without the token could otherwise write the log as fast as it can send.
     std::lock_guard lock(deniedMu_);
     auto now = std::chrono::steady_clock::now();
@@ -136,13 +146,17 @@ void HttpServer::logAdminCall(const HttpRequest& request, int status) {
       return;
     }
     if (deniedSuppressed_ > 0) {
-      suppressed = fmt::format(" ({} more denied admin requests not logged since the last such line)", deniedSuppressed_);
+      suppressed = fmt::format(" ({} more unauthenticated admin requests not logged since the last such line)",
+                               deniedSuppressed_);
     }
     deniedLoggedAt_ = now;
     deniedSuppressed_ = 0;
   }
-  spdlog::info("admin {} {} from {}: {}{}", logSafe(request.method), logSafe(request.path), request.remoteAddr, status,
-               suppressed);
+  constexpr size_t kLoggedPath = 200;  // bytes of a path the line keeps
+  std::string path = logSafe(std::string_view(request.path).substr(0, kLoggedPath));
+  if (request.path.size() > kLoggedPath) path += fmt::format("... ({} bytes)", request.path.size());
+  logPool_->post([line = fmt::format("admin {} {} from {}: {}{}", logSafe(request.method), path, request.remoteAddr,
+                                     status, suppressed)] { spdlog::info("{}", line); });
 }
 
 void HttpServer::healthRoutes(std::vector<Route>& routes) {
@@ -206,6 +220,14 @@ void HttpServer::snapshotRoutes(std::vector<Route>& routes) {
         snapshotMetrics_->record(source.name, 400, 0, 0);
         return;
       }
+    }
+    if (req.method == "HEAD") {
+      // The headers a GET would send, from them alone: no snapshot is opened (a read of the whole
+      // table that the answer never shows). The body is of unknown length, and never produced.
+      res.setHeader("Cache-Control", "no-store");
+      res.contentType = "application/json";
+      res.stream = [](const HttpResponse::Write&) { return true; };
+      return;
     }
     if (activeSnapshots_.fetch_add(1) >= options_.maxSnapshotStreams) {
       activeSnapshots_.fetch_sub(1);

@@ -85,8 +85,12 @@ class HttpServer {
   void adminRoutes(std::vector<Route>& routes);
   // Finds the route of `request` and runs it on its pool; 404 or 405 when there is none.
   void dispatch(const std::vector<Route>& routes, HttpRequest request, HttpTransport::Reply reply);
-  // The audit log of admin calls (who, what, the answer); denied ones at most once a period.
+  // The audit log of admin calls (who, what, the answer, the path cut short): each call with the
+  // token; any other (401, 403, 404, 405, 400, 408, 413, 414) at most once a period, with the
+  // count of those not logged. Never blocks: the line is written on a pool's thread.
   void logAdminCall(const HttpRequest& request, int status);
+  // Whether the request carries the admin token (compared in constant time).
+  bool carriesToken(const HttpRequest& req) const;
   // Whether the request carries the admin token; otherwise fills in 401/403.
   bool authorized(const HttpRequest& req, HttpResponse& res) const;
   const HttpSource* findSource(const std::string& name) const;
@@ -110,6 +114,7 @@ class HttpServer {
   // The transport after the pools: destroyed before them (stop() orders the rest).
   std::unique_ptr<TaskPool> healthPool_;
   std::unique_ptr<TaskPool> apiPool_;
+  std::unique_ptr<TaskPool> logPool_;  // the audit log's lines, off the I/O thread
   std::unique_ptr<HttpTransport> transport_;
 };
 

@@ -13,12 +13,31 @@ constexpr size_t kChunkBytes = 64 * 1024;
 
 struct SnapshotStream::Impl {
   bool summaryOnly = false;
+  db::ConnectParams params;
+  uint64_t connectionId = 0;  // the server's id of `conn`, to kill it when given up
   std::unique_ptr<db::Connection> conn;
   db::Rows rows;
   std::vector<std::string> names;  // each column as "\"name\":", ready to write
+  bool streaming = false;           // the query's rows are on their way
+  bool readInFull = false;          // every row read: nothing left for the server to send
 };
 
-SnapshotStream::~SnapshotStream() = default;
+SnapshotStream::~SnapshotStream() {
+  // A stream given up before its end (a client gone) is cut off the server rather than read to its
+  // end: freeing a streamed result reads every row left. The server notices a closed connection
+  // only when it next writes to it, and was seen to keep the query for seconds: it is killed too.
+  if (!impl_ || !impl_->conn || !impl_->streaming || impl_->readInFull) return;
+  impl_->conn->abandon();
+  impl_->rows = db::Rows();
+  impl_->conn.reset();
+  if (impl_->connectionId == 0) return;
+  db::ConnectParams params = impl_->params;
+  params.connectTimeout = std::chrono::seconds(2);
+  params.readTimeout = std::chrono::seconds(2);
+  if (auto killer = db::Connection::open(params); killer.isOk()) {
+    (void)(*killer)->exec(fmt::format("KILL {}", impl_->connectionId));  // gone already: an error
+  }
+}
 
 Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig& source, bool summaryOnly) {
   if (source.snapshotQuery.empty()) {
@@ -28,9 +47,11 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
   stream->impl_ = std::make_unique<Impl>();
   Impl& d = *stream->impl_;
   d.summaryOnly = summaryOnly;
-  auto opened = db::Connection::open(db::paramsFrom(source.dsn));
+  d.params = db::paramsFrom(source.dsn);
+  auto opened = db::Connection::open(d.params);
   if (!opened.isOk()) return opened.status();
   d.conn = std::move(opened).value();
+  if (auto id = d.conn->queryU64("SELECT CONNECTION_ID()"); id.isOk() && *id) d.connectionId = **id;
   OUTBOX_RETURN_IF_ERROR(d.conn->exec("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"));
   {
     auto state = d.conn->query(fmt::format(
@@ -52,6 +73,7 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
     return Status::permanent(fmt::format("snapshot_query of source {} failed", source.name));
   }
   d.rows = std::move(rows).value();
+  d.streaming = true;
   const auto& columns = d.rows.columns();
   const std::string& key = stream->header_.key =
       source.snapshotKey.empty() && !columns.empty() ? columns.front().name : source.snapshotKey;
@@ -120,6 +142,7 @@ Status SnapshotStream::writeTo(const SnapshotSink& sink) {
   }
   // A streamed result also ends on a read error: never present that as the whole set.
   if (d.conn->failed()) return d.conn->lastError("read snapshot rows");
+  d.readInFull = true;
   s.checksum = sum;
   if (!d.summaryOnly) buffer.push_back(']');
   buffer += fmt::format(R"(,"recordCount":{},"checksum":"{}"}})", s.recordCount, formatChecksum(sum));

@@ -25,7 +25,8 @@ using SnapshotSink = std::function<bool(std::string_view)>;
 // open() does everything that can fail cleanly (connect, read the state, start the query), so a
 // server can still answer with an error status; writeTo() then streams, and a failure there cuts
 // the document short, which a consumer sees as invalid. Each stream owns its connection; use one
-// per thread.
+// per thread. Destroying a stream whose rows were not all read cuts its connection off the server
+// (the server ends the query and its transaction) instead of reading the rest: it does not block.
 class SnapshotStream {
  public:
   static Result<std::unique_ptr<SnapshotStream>> open(const SourceConfig& source, bool summaryOnly);

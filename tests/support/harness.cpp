@@ -36,8 +36,12 @@ std::string requireEnv(const char* name) {
   return v;
 }
 
+// Thread-safe: tests run commands from several threads (two prunes at once), and an unlocked
+// generator gave both the same name, so one's output was written over the other's.
 std::string randomSuffix() {
+  static std::mutex mu;
   static std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(getpid()));
+  std::lock_guard lock(mu);
   return fmt::format("{:x}", rng() & 0xffffffffffULL);
 }
 
@@ -394,6 +398,56 @@ int freeLoopbackPort() {
   ::close(fd);
   if (port == 0) throw std::runtime_error("no free loopback port");
   return port;
+}
+
+int connectTo(int port, std::chrono::milliseconds timeout) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool sendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string readAll(int fd, std::chrono::milliseconds quiet) {
+  timeval tv{static_cast<time_t>(quiet.count() / 1000), static_cast<suseconds_t>((quiet.count() % 1000) * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+std::vector<int> statuses(const std::string& bytes) {
+  std::vector<int> out;
+  // Answer after answer, each skipped by its Content-Length; one without (chunked, or ended by the
+  // close) is the last.
+  for (size_t at = 0; bytes.compare(at, 9, "HTTP/1.1 ") == 0;) {
+    out.push_back(std::atoi(bytes.c_str() + at + 9));
+    size_t headEnd = bytes.find("\r\n\r\n", at);
+    size_t length = bytes.find("\r\nContent-Length: ", at);
+    if (headEnd == std::string::npos || length == std::string::npos || length > headEnd) break;
+    at = headEnd + 4 + std::strtoul(bytes.c_str() + length + 18, nullptr, 10);
+  }
+  return out;
 }
 
 HttpReply rawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {

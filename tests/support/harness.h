@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tools/support/subprocess.h"
@@ -257,6 +258,16 @@ class TcpProxy {
 // Sends `request` as it is (bytes of HTTP/1.1) and reads one response, for requests an HTTP client
 // library would "fix" (a POST without Content-Length). status 0: no answer within `timeout`.
 HttpReply rawHttp(int port, const std::string& request, std::chrono::milliseconds timeout);
+
+// Raw HTTP clients on loopback, for requests a client library would not send (hostile ones).
+// A client socket with send and receive timeouts; -1 when it cannot connect.
+int connectTo(int port, std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+// Sends all of `data`; false when the connection failed.
+bool sendAll(int fd, std::string_view data);
+// Everything the server sends until it closes, or until nothing came for `quiet`.
+std::string readAll(int fd, std::chrono::milliseconds quiet);
+// The status codes of the responses in `bytes`, in order (each but the last with a Content-Length).
+std::vector<int> statuses(const std::string& bytes);
 
 // An HTTP server on a free loopback port that forwards GETs to a bridge and lets the test
 // rewrite each answer: rewrite(n, target, body) gets the n-th request (from 0) and returns the
