@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/deadline.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"
 #include "relay/jetstream_publisher.h"
@@ -67,7 +68,7 @@ Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats
   OUTBOX_RETURN_IF_ERROR(store.connect());
   auto bumped = store.epochBump(*tip, reason);
   if (!bumped.isOk()) return bumped.status();
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const auto deadline = deadlineAfter(wait);  // saturates: a wait of centuries does not wrap
   for (;;) {
     auto state = store.loadState();
     if (!state.isOk() || !state->bumpFromEpoch || state->epoch != bumped->epoch || !state->haltedReason.empty() ||
