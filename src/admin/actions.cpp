@@ -24,7 +24,8 @@ Status setPaused(const SourceConfig& source, bool paused) {
 
 std::optional<uint64_t> parseRowId(std::string_view text) {
   uint64_t id = 0;
-  if (text.empty() || text.front() == '+') return std::nullopt;
+  // Decimal only: no sign, no leading zero (as every number flag; "010" is not 10 or 8).
+  if (text.empty() || text.front() == '+' || (text.size() > 1 && text.front() == '0')) return std::nullopt;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (ec != std::errc() || end != text.data() + text.size() || id == 0) return std::nullopt;
   return id;

@@ -25,7 +25,8 @@ Command addEpoch(CLI::App& app) {
   auto waitText = std::make_shared<std::string>("10s");
   bump->add_option("--wait", *waitText,
                    "how long to wait for the leader to finish the bump (it moves the versions on once its publishes "
-                   "in flight are settled; default 10s)");
+                   "in flight are settled; default 10s)")
+      ->check(durationText());
   return [=]() {
     Config config = loadOrExit(*path, "epoch bump");
     const SourceConfig& src = sourceOrExit(config, *source);

@@ -86,7 +86,7 @@ Command addReplica(CLI::App& app) {
   cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
       ->check(secondsBetween(0.001, 86400));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
-      ->check(secondsBetween(0, kMaxDuration.count() / 1000.0));
+      ->check(secondsBetween(0, kMaxFlagSeconds));
   return [args]() {
     requireBaseUrl("--url", args->url);
     try {

@@ -1,0 +1,148 @@
+// Issue 32, the command line's part: what CLI11 echoed (a secret given to an unknown flag), what
+// it did not name (a mistyped command or flag), numbers read other than as written, and
+// durations whose deadline wrapped.
+#include <boost/test/unit_test.hpp>
+
+#include "badinput.h"
+
+using namespace outbox::badinput;
+
+namespace {
+
+const std::string kSecret = "Sekr1tValue";
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+const std::vector<std::string> kReplica{"replica", "--url", "http://127.0.0.1:1", "--source", "a"};
+
+}  // namespace
+
+// CLI11's "The following arguments were not expected: X --flag" printed the value of any flag
+// it did not know, and every positional extra: a password typed as a flag went to the terminal
+// and the logs. Every error of the parser now goes through one formatter that names unknown
+// flags only (cut where a value could begin) and counts the other arguments.
+BOOST_AUTO_TEST_CASE(the_command_line_never_echoes_a_value) {
+  const std::vector<std::string> secret{kSecret};
+  check({
+      {Via::kFlag, "replica --nats-password X", with(kReplica, {"--nats-password", kSecret}), "", {}, 2,
+       {"unknown option '--nats-password' for replica", "values are not shown"}, secret},
+      {Via::kFlag, "run --admin-token X", {"run", "--config", "{config}", "--admin-token", kSecret}, baseConfig(), {}, 2,
+       {"unknown option '--admin-token' for run"}, secret},
+      {Via::kFlag, "check-config --password X", {"check-config", "--config", "{config}", "--password", kSecret},
+       baseConfig(), {}, 2, {"unknown option '--password' for check-config"}, secret},
+      {Via::kFlag, "prune --token=X", {"prune", "--config", "{config}", "--token=" + kSecret}, baseConfig(), {}, 2,
+       {"unknown option '--token' for prune"}, secret},
+      {Via::kFlag, "a value glued to a short flag (-pX)", {"migrate", "--config", "{config}", "-p" + kSecret},
+       baseConfig(), {}, 2, {"unknown option '-p' for migrate"}, secret},
+      {Via::kFlag, "a value glued to a long flag without '='", {"migrate", "--config", "{config}", "--password:" + kSecret},
+       baseConfig(), {}, 2, {"unknown option '--password...' for migrate"}, secret},
+      {Via::kFlag, "positional extras", {"check-config", "--config", "{config}", "extra", kSecret}, baseConfig(), {}, 2,
+       {"2 arguments check-config does not take"}, secret},
+      {Via::kFlag, "an unknown flag before the command", {"--password", kSecret, "check-config", "--config", "{config}"},
+       baseConfig(), {}, 2, {"unknown option '--password' for outbox-bridge"}, secret},
+      {Via::kFlag, "a value given to a flag that takes none", {"prune", "--config", "{config}", "--dry-run=" + kSecret},
+       baseConfig(), {}, 2, {"prune: --dry-run takes no value"}, secret},
+      {Via::kFlag, "a number flag given text", {"prune", "--config", "{config}", "--batch", kSecret}, baseConfig(), {}, 2,
+       {"--batch: must be a whole number"}, secret},
+      {Via::kFlag, "a seconds flag given text", with(kReplica, {"--duration", kSecret}), "", {}, 2,
+       {"--duration: must be a number of seconds"}, secret},
+      {Via::kFlag, "an escape sequence in an unknown flag", {"check-config", "--config", "{config}", "--x\x1b[2J"},
+       baseConfig(), {}, 2, {"unknown option '--x...' for check-config"}, {"\x1b"}},
+      {Via::kFlag, "an unknown command that is no word", {"r\x1b[2Jn"}, "", {}, 2, {"unknown command (not shown)"},
+       {"\x1b"}},
+      {Via::kFlag, "a long unknown flag is cut", {"check-config", "--config", "{config}", "--" + std::string(300, 'x')},
+       baseConfig(), {}, 2, {"unknown option '--xxxxxxxx"}, {std::string(60, 'x')}},
+  });
+}
+
+// "A subcommand is required" for `runn`, "--config is required" for `--confg`: the parser's
+// message named what it missed, never what it did not understand.
+BOOST_AUTO_TEST_CASE(what_was_not_understood_is_named) {
+  check({
+      {Via::kFlag, "runn", {"runn"}, "", {}, 2,
+       {"unknown command 'runn' (did you mean run?)", "commands: run, migrate, prune, check-config"}, {"A subcommand"}},
+      {Via::kFlag, "epoch bumpp", {"epoch", "bumpp", "--config", "{config}"}, baseConfig(), {}, 2,
+       {"unknown command 'epoch bumpp' (did you mean bump?)"}, {"A subcommand"}},
+      {Via::kFlag, "no command", {}, "", {}, 2, {"outbox-bridge needs a command (run, migrate"}, {"A subcommand"}},
+      {Via::kFlag, "epoch without bump", {"epoch"}, "", {}, 2, {"epoch needs a command (bump)"}, {"A subcommand"}},
+      {Via::kFlag, "check-config --confg", {"check-config", "--confg", "{config}"}, baseConfig(), {}, 2,
+       {"unknown option '--confg' for check-config (did you mean --config?)"}, {"--config is required"}},
+      {Via::kFlag, "check-config -c", {"check-config", "-c", "{config}"}, baseConfig(), {}, 2,
+       {"unknown option '-c' for check-config (did you mean --config?)"}, {"--config is required"}},
+      {Via::kFlag, "prune --dryrun", {"prune", "--config", "{config}", "--dryrun"}, baseConfig(), {}, 2,
+       {"unknown option '--dryrun' for prune (did you mean --dry-run?)"}, {}},
+      {Via::kFlag, "--config before the command", {"--config", "{config}", "check-config"}, baseConfig(), {}, 2,
+       {"options go after the command: check-config --config"}, {}},
+      {Via::kFlag, "--versionn", {"--versionn"}, "", {}, 2, {"unknown option '--versionn' for outbox-bridge (did you mean --version?)"},
+       {}},
+      {Via::kFlag, "a required flag missing names its variable", {"check-config"}, "", {}, 2,
+       {"check-config: --config (or $OUTBOX_BRIDGE_CONFIG) is required"}, {}},
+      {Via::kFlag, "a flag given twice", {"check-config", "--config", "{config}", "--config", "{config}"}, baseConfig(), {},
+       2, {"check-config: --config is given more than once"}, {}},
+      {Via::kFlag, "a flag without its value", {"replica", "--source", "a", "--url"}, "", {}, 2,
+       {"replica: --url needs a value"}, {}},
+      // healthcheck --url with --config read no config and said nothing: which one was meant?
+      {Via::kFlag, "healthcheck --url and --config", {"healthcheck", "--url", "http://127.0.0.1:1", "--config", "/missing"},
+       "", {}, 2, {"give --url or --config, not both", "keep --url"}, {}},
+      // $OUTBOX_BRIDGE_CONFIG (an image sets it for every command) does not count as --config.
+      {Via::kEnv, "healthcheck --url with $OUTBOX_BRIDGE_CONFIG", {"healthcheck", "--url", "http://127.0.0.1:1"}, "",
+       {{"OUTBOX_BRIDGE_CONFIG", "/missing"}}, 1, {"healthcheck: GET http://127.0.0.1:1/readyz"}, {"not both"}},
+  });
+}
+
+// CLI11 read integers with strtoll's base 0: `--batch 02000000` was octal 524,288 (and ran),
+// `--batch 08` "not in range", `--batch 0x10` 16. Seconds went through std::stod (hex floats,
+// exponents, leading spaces). Every number flag is now decimal, without a leading zero.
+BOOST_AUTO_TEST_CASE(numbers_are_decimal_only) {
+  const std::vector<std::string> prune{"prune", "--config", "{config}", "--dry-run", "--batch"};
+  const std::vector<std::string> quarantine{"quarantine", "--config", "{config}", "--source", "a", "--reason", "r", "--id"};
+  const std::vector<std::string> bump{"epoch", "bump", "--config", "{config}", "--source", "a", "--reason", "r", "--wait"};
+  check({
+      {Via::kFlag, "prune --batch 02000000 (octal)", with(prune, {"02000000"}), baseConfig(), {}, 2,
+       {"--batch: must be a whole number from 1 to 1000000, in decimal without leading zeros"}, {}},
+      {Via::kFlag, "prune --batch 08", with(prune, {"08"}), baseConfig(), {}, 2, {"--batch", "without leading zeros"}, {}},
+      {Via::kFlag, "prune --batch 0x10", with(prune, {"0x10"}), baseConfig(), {}, 2, {"--batch", "decimal"}, {}},
+      {Via::kFlag, "prune --batch +5", with(prune, {"+5"}), baseConfig(), {}, 2, {"--batch", "decimal"}, {}},
+      {Via::kFlag, "prune --batch ' 5'", with(prune, {" 5"}), baseConfig(), {}, 2, {"--batch", "decimal"}, {}},
+      {Via::kFlag, "prune --batch 1e3", with(prune, {"1e3"}), baseConfig(), {}, 2, {"--batch", "decimal"}, {}},
+      {Via::kFlag, "prune --keep 010m", {"prune", "--config", "{config}", "--keep", "010m"}, baseConfig(), {}, 2,
+       {"--keep: must be a duration", "without leading zeros"}, {}},
+      {Via::kFlag, "quarantine --id 010", with(quarantine, {"010"}), baseConfig(), {}, 2,
+       {"--id", "without leading zeros"}, {}},
+      {Via::kFlag, "quarantine --id 0x10", with(quarantine, {"0x10"}), baseConfig(), {}, 2, {"--id"}, {}},
+      {Via::kFlag, "epoch bump --wait 08s", with(bump, {"08s"}), baseConfig(), {}, 2,
+       {"--wait: must be a duration", "without leading zeros"}, {}},
+      {Via::kFlag, "replica --duration 0x10 (a hex float)", with(kReplica, {"--duration", "0x10"}), "", {}, 2,
+       {"--duration: must be a number of seconds", "in decimal"}, {}},
+      {Via::kFlag, "replica --duration 1e3", with(kReplica, {"--duration", "1e3"}), "", {}, 2, {"--duration"}, {}},
+      {Via::kFlag, "replica --duration 010", with(kReplica, {"--duration", "010"}), "", {}, 2, {"--duration"}, {}},
+      {Via::kFlag, "replica --verify-interval ' 1'", with(kReplica, {"--verify-interval", " 1"}), "", {}, 2,
+       {"--verify-interval"}, {}},
+      {Via::kFlag, "healthcheck --timeout 0x1p1", {"healthcheck", "--url", "http://127.0.0.1:1", "--timeout", "0x1p1"}, "",
+       {}, 2, {"--timeout"}, {}},
+  });
+}
+
+// `replica --duration 9223372036` exited 0 at once: now + 292 years of nanoseconds wrapped into
+// the past. A wait any flag takes is at most 100 years, said in the message; and the waits
+// saturate (tests/unit/deadline_test.cpp), so the longest one allowed waits.
+BOOST_AUTO_TEST_CASE(durations_are_capped_where_they_enter) {
+  const std::vector<std::string> bump{"epoch", "bump", "--config", "{config}", "--source", "a", "--reason", "r", "--wait"};
+  check({
+      {Via::kFlag, "replica --duration 9223372036", with(kReplica, {"--duration", "9223372036"}), "", {}, 2,
+       {"--duration: must be a number of seconds from 0 to 3155760000 (100 years)"}, {}},
+      {Via::kFlag, "replica --duration over 100 years", with(kReplica, {"--duration", "3155760001"}), "", {}, 2,
+       {"--duration", "100 years"}, {}},
+      {Via::kFlag, "epoch bump --wait 106751d", with(bump, {"106751d"}), baseConfig(), {}, 2,
+       {"--wait: is out of range: at most 36525d (100 years)"}, {}},
+      {Via::kFlag, "prune --keep 200000d", {"prune", "--config", "{config}", "--keep", "200000d"}, baseConfig(), {}, 2,
+       {"--keep", "100 years"}, {}},
+  });
+  // The longest allowed runs (it waits for the bridge, which is not there) until it is killed.
+  check({{Via::kFlag, "replica --duration 3155760000 runs", with(kReplica, {"--duration", "3155760000"}), "", {}, -2,
+          {}, {"stopped at version"}}},
+        std::chrono::seconds(2));
+}
