@@ -31,6 +31,10 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
   auto opened = db::Connection::open(db::paramsFrom(source.dsn));
   if (!opened.isOk()) return opened.status();
   d.conn = std::move(opened).value();
+  // Read only for the session, not only the transaction: a statement that commits implicitly
+  // (DDL, TRUNCATE) ends a READ ONLY transaction and would then run; in a read-only session the
+  // server refuses it too (error 1792). The connection is this stream's alone.
+  OUTBOX_RETURN_IF_ERROR(d.conn->exec("SET SESSION TRANSACTION READ ONLY"));
   OUTBOX_RETURN_IF_ERROR(d.conn->exec("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"));
   {
     auto state = d.conn->query(fmt::format(

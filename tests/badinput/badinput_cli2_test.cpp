@@ -1,6 +1,7 @@
-// Issue 32, the command line's part: what CLI11 echoed (a secret given to an unknown flag), what
-// it did not name (a mistyped command or flag), numbers read other than as written, and
-// durations whose deadline wrapped.
+// Issue 32, the parts at the command line's edge: what CLI11 echoed (a secret given to an unknown
+// flag), what it did not name (a mistyped command or flag), numbers read other than as written,
+// durations whose deadline wrapped, a snapshot_query that writes or locks, and files check-config
+// passed that run could not load.
 #include <boost/test/unit_test.hpp>
 
 #include "badinput.h"
@@ -145,4 +146,41 @@ BOOST_AUTO_TEST_CASE(durations_are_capped_where_they_enter) {
   check({{Via::kFlag, "replica --duration 3155760000 runs", with(kReplica, {"--duration", "3155760000"}), "", {}, -2,
           {}, {"stopped at version"}}},
         std::chrono::seconds(2));
+}
+
+// snapshot_query = "SELECT 1 --;\nDELETE FROM t" was accepted: the check took `--;` for a
+// comment, the server does not, and a GET of the snapshot ran the DELETE. Read as the server
+// reads it, and refused when it writes, locks, waits or runs an executable comment.
+BOOST_AUTO_TEST_CASE(a_snapshot_query_that_writes_or_locks_is_refused) {
+  std::vector<Row> rows;
+  const std::pair<const char*, const char*> queries[] = {
+      {"SELECT 1 --;\nDELETE FROM t", "second statement"},
+      {"SELECT id FROM t /*! FOR UPDATE */", "executable comment"},
+      {"SELECT id FROM t /*M!100000 ; DELETE FROM t */", "executable comment"},
+      {"SELECT * FROM t INTO OUTFILE '/tmp/x'", "INTO OUTFILE"},
+      {"SELECT id INTO @v FROM t", "INTO"},
+      {"SELECT id FROM t FOR UPDATE", "FOR UPDATE"},
+      {"SELECT id FROM t FOR SHARE", "FOR SHARE"},
+      {"SELECT id FROM t LOCK IN SHARE MODE", "LOCK IN SHARE MODE"},
+      {"SELECT id FROM t PROCEDURE ANALYSE()", "PROCEDURE"},
+      {"SELECT GET_LOCK('g', 0) AS id", "GET_LOCK"},
+      {"SELECT id, `SLEEP`(60) FROM t", "SLEEP"},
+      {"SELECT NEXT VALUE FOR s AS id", "NEXT VALUE FOR"},
+      {"SELECT 'x\\', SLEEP(5) -- '", "NO_BACKSLASH_ESCAPES"},
+  };
+  for (const auto& [query, why] : queries) {
+    std::string toml;  // the query in a TOML basic string
+    for (char c : std::string(query)) {
+      toml += c == '\n' ? std::string("\\n") : c == '\\' || c == '"' ? std::string{'\\', c} : std::string(1, c);
+    }
+    rows.push_back({Via::kFile, query, {"check-config", "--config", "{config}"},
+                    baseConfig("snapshot_query = \"" + toml + "\"\n"), {}, 2,
+                    {"config error: source.a.snapshot_query:", why}, {}});
+  }
+  rows.push_back({Via::kEnv, "--; by environment, refused by run", {"run", "--config", "{config}"}, baseConfig(),
+                  {{"OUTBOX_BRIDGE_SOURCE_A_SNAPSHOT_QUERY", "SELECT 1 --;\nDELETE FROM t"}}, 2,
+                  {"source.a.snapshot_query", "second statement"}, {}});
+  rows.push_back({Via::kFile, "SELECT 1 --1 is a read", {"check-config", "--config", "{config}"},
+                  baseConfig("snapshot_query = \"SELECT 1 --1 AS id\"\n"), {}, 0, {}, {}});
+  check(rows);
 }
