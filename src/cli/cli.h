@@ -25,6 +25,12 @@ CLI::Option* addConfigOption(CLI::App* command, std::string& path);
 // config says ([log] level and format) for `command`.
 Config loadOrExit(const std::string& path, const std::string& command);
 const SourceConfig& sourceOrExit(const Config& config, const std::string& name);
+// Loads every TLS and login file of the config as `run` would ([nats] tls_ca, tls_cert/tls_key,
+// creds_file, nkey_seed_file; [http] tls_cert/tls_key; each DSN's ssl-ca, ssl-cert/ssl-key), or
+// throws Exit{2} naming the key and why: check-config's 0 means `run` can use them, and `run`
+// refuses them at start rather than retrying a connect for ever. Starts nats.c's threads: after
+// any SignalWatcher.
+void checkFilesOrExit(const Config& config);
 
 // The longest wait or run any flag takes: 100 years, so that now + it fits every clock (a
 // steady_clock time point wraps after 292 years of nanoseconds).

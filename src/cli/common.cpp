@@ -6,6 +6,9 @@
 #include "admin/actions.h"
 #include "cli/cli.h"
 #include "common/log.h"
+#include "common/tls_files.h"
+#include "http/tls_files.h"
+#include "nats/jetstream.h"
 
 namespace outbox::cli {
 
@@ -128,6 +131,22 @@ void requireBaseUrl(const std::string& flag, const std::string& url) {
     checkHttpBaseUrl(flag, url);
   } catch (const ConfigError& e) {
     throw Exit{kExitUsage, fmt::format("{}: {}", e.key(), e.reason())};
+  }
+}
+
+void checkFilesOrExit(const Config& config) {
+  auto require = [](const Status& s) {
+    if (!s.isOk()) throw Exit{kExitUsage, "config error: " + s.message()};
+  };
+  require(nats::checkSettings(config.nats));
+  require(http::checkHttpTlsFiles(config.http));
+  // The MySQL client library loads these with OpenSSL at each connect.
+  for (const auto& s : config.sources) {
+    const std::string key = fmt::format("source.{}.dsn", s.name);
+    if (!s.dsn.sslCa.empty()) require(tls::checkCaFile(key + " (ssl-ca)", s.dsn.sslCa));
+    if (!s.dsn.sslCert.empty() || !s.dsn.sslKey.empty()) {
+      require(tls::checkCertificateAndKey(key + " (ssl-cert)", s.dsn.sslCert, key + " (ssl-key)", s.dsn.sslKey));
+    }
   }
 }
 

@@ -111,6 +111,12 @@ Command addReplica(CLI::App& app) {
     if (options.nats.tlsCert.empty() != options.nats.tlsKey.empty()) {
       throw Exit{kExitUsage, "replica: --nats-cert and --nats-key go together"};
     }
+    if (Status s = nats::checkSettings(options.nats, {{"tls_ca", "--nats-ca"}, {"tls_cert", "--nats-cert"},
+                                                      {"tls_key", "--nats-key"}, {"creds_file", "--nats-creds"},
+                                                      {"nkey_seed_file", "--nats-nkey-seed"}});
+        !s.isOk()) {
+      throw Exit{kExitUsage, "replica: " + s.message()};
+    }
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
     uint64_t dumpedAt = UINT64_MAX;
     Replica* self = nullptr;

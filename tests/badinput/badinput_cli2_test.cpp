@@ -3,8 +3,15 @@
 // durations whose deadline wrapped, a snapshot_query that writes or locks, and files check-config
 // passed that run could not load.
 #include <boost/test/unit_test.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <tuple>
 
 #include "badinput.h"
+#include "harness.h"
+#include "nats/nkey.h"
 
 using namespace outbox::badinput;
 
@@ -183,4 +190,125 @@ BOOST_AUTO_TEST_CASE(a_snapshot_query_that_writes_or_locks_is_refused) {
   rows.push_back({Via::kFile, "SELECT 1 --1 is a read", {"check-config", "--config", "{config}"},
                   baseConfig("snapshot_query = \"SELECT 1 --1 AS id\"\n"), {}, 0, {}, {}});
   check(rows);
+}
+
+namespace {
+
+// The TLS and login files of the rows below, made once: a CA and a certificate it signed (good),
+// a second key (not the certificate's), an encrypted key, a file that is no PEM, nkey seeds.
+struct Files {
+  std::string dir, ca, cert, key, otherKey, encryptedKey, junk, seed, badSeed, creds, credsBadSeed, credsNoJwt;
+  std::string seedText, badSeedText;
+};
+
+const Files& files() {
+  static const Files f = [] {
+    Files f;
+    f.dir = fixtures() + "/tls32";
+    std::system(("mkdir -p '" + f.dir + "'").c_str());
+    outbox::test::makeCa(f.dir + "/test");
+    outbox::test::makeCertificate(f.dir + "/test-ca.pem", f.dir + "/test-ca-key.pem", f.dir + "/server", "IP:127.0.0.1");
+    outbox::test::makeCertificate(f.dir + "/test-ca.pem", f.dir + "/test-ca-key.pem", f.dir + "/other", "IP:127.0.0.1");
+    f.ca = f.dir + "/test-ca.pem";
+    f.cert = f.dir + "/server.pem";
+    f.key = f.dir + "/server-key.pem";
+    f.otherKey = f.dir + "/other-key.pem";
+    f.encryptedKey = f.dir + "/encrypted-key.pem";
+    auto made = outbox::test::runCommand(fmt::format("openssl pkey -in {} -aes256 -passout pass:Passw0rdOfKey -out {}",
+                                                     f.key, f.encryptedKey));
+    BOOST_REQUIRE_MESSAGE(made.exitCode == 0, made.err);
+    f.junk = f.dir + "/junk.pem";
+    std::ofstream(f.junk) << "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n";
+    auto nkey = outbox::nats::newUserNkey();
+    BOOST_REQUIRE(nkey.isOk());
+    f.seedText = nkey->seed;
+    f.badSeedText = "SU" + std::string(56, 'A');  // the shape of a seed, a wrong checksum
+    f.seed = f.dir + "/good.nk";
+    std::ofstream(f.seed) << f.seedText << "\n";
+    f.badSeed = f.dir + "/bad.nk";
+    std::ofstream(f.badSeed) << f.badSeedText << "\n";
+    auto creds = [&](const std::string& jwt, const std::string& seed) {
+      return "-----BEGIN NATS USER JWT-----\n" + jwt + "\n------END NATS USER JWT------\n\n"
+             "-----BEGIN USER NKEY SEED-----\n" + seed + "\n------END USER NKEY SEED------\n";
+    };
+    f.creds = f.dir + "/good.creds";
+    std::ofstream(f.creds) << creds("eyJhbGciOiJlZDI1NTE5In0.eyJzdWIiOiJVIn0.c2ln", f.seedText);
+    f.credsBadSeed = f.dir + "/bad-seed.creds";
+    std::ofstream(f.credsBadSeed) << creds("eyJhbGciOiJlZDI1NTE5In0.eyJzdWIiOiJVIn0.c2ln", f.badSeedText);
+    f.credsNoJwt = f.dir + "/no-jwt.creds";
+    std::ofstream(f.credsNoJwt) << "user = bob\npassword = x\n";
+    return f;
+  }();
+  return f;
+}
+
+std::string withDsn(const std::string& parameters) {
+  return "[http]\nlisten = \"127.0.0.1:0\"\n\n[[source]]\nname = \"a\"\ndsn = \"mysql://u@127.0.0.1:1/db?" + parameters +
+         "\"\n";
+}
+
+}  // namespace
+
+// check-config passed a tls_ca, a certificate or key that is no PEM, a garbage nkey seed or creds
+// file; `run` then refused some only after it listened, and retried a garbage creds file or a
+// DSN's bad ssl-ca for ever. Both now load every such file as `run` would, exit 2 naming the key.
+BOOST_AUTO_TEST_CASE(check_config_loads_the_files_run_loads) {
+  const Files& f = files();
+  const std::vector<std::string> checkConfig{"check-config", "--config", "{config}"};
+  const std::vector<std::string> run{"run", "--config", "{config}"};
+  auto nats = [](const std::string& lines) { return "[nats]\n" + lines + baseConfig(); };
+  auto http = [](const std::string& lines) {
+    return "[http]\nlisten = \"127.0.0.1:0\"\n" + lines + "\n[[source]]\nname = \"a\"\ndsn = \"mysql://u@127.0.0.1:1/db\"\n";
+  };
+  const std::vector<std::string> secrets{f.seedText, f.badSeedText, "Passw0rdOfKey"};
+  std::vector<Row> rows;
+  const std::tuple<std::string, std::string, std::vector<std::string>> cases[] = {
+      {"nats.tls_ca not PEM", nats("tls_ca = \"" + f.junk + "\"\n"), {"nats.tls_ca:", "holds no PEM CA certificate"}},
+      {"nats.tls_ca a private key", nats("tls_ca = \"" + f.key + "\"\n"), {"nats.tls_ca:"}},
+      {"nats.tls_cert not PEM", nats("tls_cert = \"" + f.junk + "\"\ntls_key = \"" + f.key + "\"\n"),
+       {"nats.tls_cert:", "not a PEM certificate chain"}},
+      {"nats.tls_key of another certificate", nats("tls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.otherKey + "\"\n"),
+       {"nats.tls_key:", "is not the private key of nats.tls_cert"}},
+      {"nats.tls_key encrypted", nats("tls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.encryptedKey + "\"\n"),
+       {"nats.tls_key:", "without a passphrase"}},
+      {"nats.nkey_seed_file garbage", nats("nkey_seed_file = \"" + f.badSeed + "\"\n"),
+       {"nats.nkey_seed_file:", "no NATS user nkey seed"}},
+      {"nats.nkey_seed_file a certificate", nats("nkey_seed_file = \"" + f.cert + "\"\n"), {"nats.nkey_seed_file:"}},
+      {"nats.creds_file garbage", nats("creds_file = \"" + f.credsNoJwt + "\"\n"), {"nats.creds_file:", "no user JWT"}},
+      {"nats.creds_file with a bad seed", nats("creds_file = \"" + f.credsBadSeed + "\"\n"),
+       {"nats.creds_file:", "not a NATS user nkey seed"}},
+      {"http.tls_cert not PEM", http("tls_cert = \"" + f.junk + "\"\ntls_key = \"" + f.key + "\""),
+       {"http.tls_cert:", "not a PEM certificate chain"}},
+      {"http.tls_key of another certificate", http("tls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.otherKey + "\""),
+       {"http.tls_key:", "is not the private key of http.tls_cert"}},
+      {"http.tls_key encrypted", http("tls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.encryptedKey + "\""),
+       {"http.tls_key:", "without a passphrase"}},
+      {"dsn ssl-ca not PEM", withDsn("ssl-ca=" + f.junk), {"source.a.dsn (ssl-ca):", "holds no PEM CA certificate"}},
+      {"dsn ssl-cert not PEM", withDsn("ssl-cert=" + f.junk + "&ssl-key=" + f.key), {"source.a.dsn (ssl-cert):"}},
+      {"dsn ssl-key of another certificate", withDsn("ssl-cert=" + f.cert + "&ssl-key=" + f.otherKey),
+       {"source.a.dsn (ssl-key):", "is not the private key"}},
+  };
+  for (const auto& [what, toml, expected] : cases) {
+    rows.push_back({Via::kFile, "check-config: " + what, checkConfig, toml, {}, 2, expected, secrets});
+    rows.push_back({Via::kFile, "run: " + what, run, toml, {}, 2, expected, secrets});
+  }
+  rows.push_back({Via::kEnv, "OUTBOX_BRIDGE_NATS_TLS_CA not PEM", checkConfig, baseConfig(),
+                  {{"OUTBOX_BRIDGE_NATS_TLS_CA", f.junk}}, 2, {"nats.tls_ca:"}, {}});
+  // Files that load pass, as before (the servers decide the rest when `run` connects).
+  rows.push_back({Via::kFile, "every file good", checkConfig,
+                  "[nats]\ntls_ca = \"" + f.ca + "\"\ntls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.key +
+                      "\"\nnkey_seed_file = \"" + f.seed + "\"\n" +
+                      http("tls_cert = \"" + f.cert + "\"\ntls_key = \"" + f.key + "\""),
+                  {}, 0, {}, secrets});
+  rows.push_back({Via::kFile, "a creds file", checkConfig, nats("creds_file = \"" + f.creds + "\"\n"), {}, 0, {}, secrets});
+  rows.push_back({Via::kFile, "a DSN's files", checkConfig,
+                  withDsn("ssl-ca=" + f.ca + "&ssl-cert=" + f.cert + "&ssl-key=" + f.key), {}, 0, {}, secrets});
+  check(rows);
+  // The replica's flags are the same settings.
+  check({{Via::kFlag, "replica --nats-ca not PEM", with(kReplica, {"--nats-ca", f.junk}), "", {}, 2,
+          {"replica: --nats-ca:", "holds no PEM CA certificate"}, {}},
+         {Via::kFlag, "replica --nats-creds garbage", with(kReplica, {"--nats-creds", f.credsNoJwt}), "", {}, 2,
+          {"replica: --nats-creds:"}, {}},
+         {Via::kFlag, "replica --nats-nkey-seed garbage", with(kReplica, {"--nats-nkey-seed", f.badSeed}), "", {}, 2,
+          {"replica: --nats-nkey-seed:"}, {f.badSeedText}}});
 }
