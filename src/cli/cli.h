@@ -31,6 +31,9 @@ const SourceConfig& sourceOrExit(const Config& config, const std::string& name);
 // refuses them at start rather than retrying a connect for ever. Starts nats.c's threads: after
 // any SignalWatcher.
 void checkFilesOrExit(const Config& config);
+// The same for one source's DSN files: migrate, prune, quarantine and epoch bump, before they
+// connect to its database.
+void checkDsnFilesOrExit(const SourceConfig& source);
 
 // The longest wait or run any flag takes: 100 years, so that now + it fits every clock (a
 // steady_clock time point wraps after 292 years of nanoseconds).

@@ -140,13 +140,19 @@ void checkFilesOrExit(const Config& config) {
   };
   require(nats::checkSettings(config.nats));
   require(http::checkHttpTlsFiles(config.http));
-  // The MySQL client library loads these with OpenSSL at each connect.
-  for (const auto& s : config.sources) {
-    const std::string key = fmt::format("source.{}.dsn", s.name);
-    if (!s.dsn.sslCa.empty()) require(tls::checkCaFile(key + " (ssl-ca)", s.dsn.sslCa));
-    if (!s.dsn.sslCert.empty() || !s.dsn.sslKey.empty()) {
-      require(tls::checkCertificateAndKey(key + " (ssl-cert)", s.dsn.sslCert, key + " (ssl-key)", s.dsn.sslKey));
-    }
+  for (const auto& s : config.sources) checkDsnFilesOrExit(s);
+}
+
+void checkDsnFilesOrExit(const SourceConfig& source) {
+  // The MySQL client library loads these with OpenSSL at each connect (and would ask a terminal
+  // for an encrypted key's passphrase).
+  auto require = [](const Status& s) {
+    if (!s.isOk()) throw Exit{kExitUsage, "config error: " + s.message()};
+  };
+  const std::string key = fmt::format("source.{}.dsn", source.name);
+  if (!source.dsn.sslCa.empty()) require(tls::checkCaFile(key + " (ssl-ca)", source.dsn.sslCa));
+  if (!source.dsn.sslCert.empty() || !source.dsn.sslKey.empty()) {
+    require(tls::checkCertificateAndKey(key + " (ssl-cert)", source.dsn.sslCert, key + " (ssl-key)", source.dsn.sslKey));
   }
 }
 

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "common/log.h"
 #include "db/connection.h"
+#include "nats/jetstream.h"
 
 namespace outbox::cli {
 
@@ -30,6 +31,8 @@ Command addEpoch(CLI::App& app) {
   return [=]() {
     Config config = loadOrExit(*path, "epoch bump");
     const SourceConfig& src = sourceOrExit(config, *source);
+    checkDsnFilesOrExit(src);
+    if (Status s = nats::checkSettings(config.nats); !s.isOk()) throw Exit{kExitUsage, "config error: " + s.message()};
     db::initLibrary();
     Duration wait{};
     try {

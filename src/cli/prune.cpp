@@ -46,6 +46,7 @@ Command addPrune(CLI::App& app) {
     } else {
       sources.push_back(&sourceOrExit(config, args->source));
     }
+    for (const SourceConfig* source : sources) checkDsnFilesOrExit(*source);
     db::initLibrary();
     const bool terminal = isatty(STDERR_FILENO) != 0;
     int failures = 0;

@@ -30,6 +30,7 @@ Command addQuarantine(CLI::App& app) {
     }
     Config config = loadOrExit(*path, "quarantine");
     const SourceConfig& src = sourceOrExit(config, *source);
+    checkDsnFilesOrExit(src);
     db::initLibrary();
     auto cleared = admin::quarantine(src, *id, *reason);
     if (!cleared.isOk()) throw Exit{cleared.status().isRejected() ? kExitUsage : kExitFailure, cleared.status().message()};

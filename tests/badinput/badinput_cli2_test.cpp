@@ -292,6 +292,18 @@ BOOST_AUTO_TEST_CASE(check_config_loads_the_files_run_loads) {
     rows.push_back({Via::kFile, "check-config: " + what, checkConfig, toml, {}, 2, expected, secrets});
     rows.push_back({Via::kFile, "run: " + what, run, toml, {}, 2, expected, secrets});
   }
+  // The commands that connect to a source's database check its DSN's files first too (exit 1
+  // with the client library's TLS error before; an encrypted key could ask a terminal).
+  const std::vector<std::vector<std::string>> databaseCommands{
+      {"migrate", "--config", "{config}"},
+      {"prune", "--config", "{config}", "--dry-run"},
+      {"quarantine", "--config", "{config}", "--source", "a", "--id", "1", "--reason", "r"},
+      {"epoch", "bump", "--config", "{config}", "--source", "a", "--reason", "r"}};
+  for (const auto& command : databaseCommands) {
+    rows.push_back({Via::kFile, command[0] + ": dsn ssl-key encrypted", command,
+                    withDsn("ssl-cert=" + f.cert + "&ssl-key=" + f.encryptedKey), {}, 2,
+                    {"source.a.dsn (ssl-key):", "without a passphrase"}, secrets});
+  }
   rows.push_back({Via::kEnv, "OUTBOX_BRIDGE_NATS_TLS_CA not PEM", checkConfig, baseConfig(),
                   {{"OUTBOX_BRIDGE_NATS_TLS_CA", f.junk}}, 2, {"nats.tls_ca:"}, {}});
   // Files that load pass, as before (the servers decide the rest when `run` connects).
