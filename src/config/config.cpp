@@ -36,6 +36,7 @@ Environment processEnvironment() {
 }
 
 Config parseConfig(const std::string& tomlText, const Environment& env, const std::string& origin) {
+  checkTomlShape(tomlText, origin);
   toml::table root;
   try {
     root = toml::parse(tomlText, origin);
@@ -73,8 +74,29 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (logins > 1) {
     throw ConfigError("nats", "set one way to log in: user and password, token, creds_file or nkey_seed_file");
   }
-  if (auto v = nats.str("tls_server_name")) config.nats.tlsServerName = *v;
-  if (auto v = nats.str("js_domain")) config.nats.jsDomain = *v;
+  if (!config.nats.password.empty() && config.nats.user.empty()) {
+    throw ConfigError("nats.password", "needs nats.user: without it the password is not sent at all");
+  }
+  if (std::string problem = printableProblem(config.nats.user); !problem.empty()) {
+    throw ConfigError("nats.user", fmt::format("'{}' {}", shownValue(config.nats.user), problem));
+  }
+  if (auto v = nats.str("tls_server_name")) {
+    if (!isHostOrAddress(*v)) {
+      throw ConfigError("nats.tls_server_name", fmt::format("'{}' is not a host name (letters, digits, '-' and '.'; "
+                                                            "at most 253 characters)",
+                                                            shownValue(*v)));
+    }
+    config.nats.tlsServerName = *v;
+  }
+  // A JetStream domain is one subject token: the API prefix becomes $JS.<domain>.API.
+  if (auto v = nats.str("js_domain")) {
+    if (!isSubjectToken(*v) || v->size() > 255) {
+      throw ConfigError("nats.js_domain", fmt::format("'{}' is not a JetStream domain (one subject token: no '.', "
+                                                      "'*', '>', spaces or control characters)",
+                                                      shownValue(*v)));
+    }
+    config.nats.jsDomain = *v;
+  }
   // Waits on a network peer: under 100ms nothing answers in time, over a day is a typo.
   const std::pair<const char*, Duration*> waits[] = {{"connect_timeout", &config.nats.connectTimeout},
                                                      {"ping_interval", &config.nats.pingInterval},
@@ -100,10 +122,22 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   }
   if (auto v = http.str("metrics_listen"); v && !v->empty()) {
     checkListen("http.metrics_listen", *v);
-    if (*v == config.http.listen) throw ConfigError("http.metrics_listen", "must differ from http.listen");
+    if (listenersCollide(*v, config.http.listen)) {
+      throw ConfigError("http.metrics_listen", fmt::format("'{}' is the address of http.listen ('{}'): give it a port "
+                                                           "of its own",
+                                                           shownValue(*v), shownValue(config.http.listen)));
+    }
     config.http.metricsListen = *v;
   }
-  if (auto v = http.secret("admin_token")) config.http.adminToken = *v;
+  if (auto v = http.secret("admin_token")) {
+    // The admin API pauses sources and quarantines rows: its token must not be guessable.
+    if (!v->empty() && v->size() < kMinAdminTokenBytes) {
+      throw ConfigError(http.keyName("admin_token"),
+                        fmt::format("is {} characters: at least {} (e.g. openssl rand -hex 32); the value is not shown",
+                                    v->size(), kMinAdminTokenBytes));
+    }
+    config.http.adminToken = *v;
+  }
   if (auto v = http.integer("max_snapshot_streams")) {
     config.http.maxSnapshotStreams = positiveInt("http.max_snapshot_streams", *v, 1000);
   }
@@ -146,11 +180,19 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   if (const toml::node* sources = root.get("source")) {
     const toml::array* list = sources->as_array();
     if (list == nullptr) throw ConfigError("source", "expected [[source]] tables");
+    std::vector<std::string> sourceNames;
+    for (const toml::node& node : *list) {
+      if (const toml::table* t = node.as_table()) {
+        if (auto name = t->get_as<std::string>("name")) sourceNames.push_back(name->get());
+      }
+    }
+    checkSourceVariablesUnambiguous(sourceNames, env);
+    std::set<std::string> names;
     for (size_t i = 0; i < list->size(); ++i) {
       const toml::table* t = (*list)[i].as_table();
       if (t == nullptr) throw ConfigError(fmt::format("source[{}]", i), "expected a table");
       SourceConfig s = parseSource(*t, i, env, consulted);
-      if (config.findSource(s.name)) throw ConfigError("source." + s.name, "defined twice");
+      if (!names.insert(s.name).second) throw ConfigError("source." + s.name, "defined twice");
       config.sources.push_back(std::move(s));
     }
   }

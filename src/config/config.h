@@ -32,6 +32,8 @@ using Duration = std::chrono::milliseconds;
 inline constexpr Duration kMaxDuration{INT64_MAX / 1'000'000};
 // `value` as an error message may echo it: at most 100 characters, control characters as \xNN.
 std::string shownValue(const std::string& value);
+// Why `text` cannot be a name sent as it is (a control character or a blank at either end), or "".
+std::string printableProblem(const std::string& text);
 
 // An integer config value; ConfigError naming `key` when `text` is not one.
 int64_t parseInteger(const std::string& key, const std::string& text);
@@ -70,6 +72,11 @@ struct Dsn {
 // HOST:PORT to listen on: HOST a name, an IPv4 address or [IPv6] (0.0.0.0 or [::] for every
 // interface), PORT 0 (any free port) to 65535. ConfigError(key, ...) otherwise.
 void checkListen(const std::string& key, const std::string& listen);
+// Whether two checked listen addresses would bind one socket: the same port (not 0) on the same
+// host, a wildcard host (0.0.0.0, [::]) beside any, or two loopback ones ("08080" is 8080).
+bool listenersCollide(const std::string& a, const std::string& b);
+// A host name (letters, digits, '-', '_', '.'; at most 253 characters) or an IP address.
+bool isHostOrAddress(const std::string& name);
 // nats://HOST[:PORT] or tls://..., comma-separated, no credentials, ports 1 to 65535.
 void checkNatsUrls(const std::string& key, const std::string& urls);
 // http[s]://HOST[:PORT][/], no credentials (the URL is printed), nothing else after the port.
@@ -132,6 +139,9 @@ struct NatsConfig {
   Duration ackTimeout{5000};  // a publish not acked by then counts as failed and is reconciled
   int maxPending = 4096;      // async publishes in flight per source
 };
+
+// The shortest admin_token taken (README, "Production security").
+inline constexpr size_t kMinAdminTokenBytes = 16;
 
 struct HttpConfig {
   std::string listen = "127.0.0.1:8080";  // port 0: any free port (logged)

@@ -16,7 +16,14 @@ std::string quoted(const std::string& s) {
   for (size_t at = out.find('\x7f'); at != std::string::npos; at = out.find('\x7f', at)) out.replace(at, 1, "\\u007f");
   return out;
 }
-std::string mask(const std::string& secret) { return secret.empty() ? "\"\"" : "\"****\""; }
+// A set secret as asterisks, as many as the shortest admin_token takes, so the output parses back.
+std::string mask(const std::string& secret) {
+  return secret.empty() ? "\"\"" : "\"" + std::string(kMinAdminTokenBytes, '*') + "\"";
+}
+// An optional key that must not be empty when given (paths, names): a comment line when unset.
+std::string optional(const char* key, const std::string& value) {
+  return value.empty() ? fmt::format("# {} is not set\n", key) : fmt::format("{} = {}\n", key, quoted(value));
+}
 }  // namespace
 
 std::string renderMasked(const Config& c) {
@@ -25,17 +32,17 @@ std::string renderMasked(const Config& c) {
                      quoted(c.logFormat == LogFormat::kJson ? "json" : "text"));
   out += fmt::format("[nats]\nurl = {}\nuser = {}\npassword = {}\ntoken = {}\n", quoted(c.nats.url),
                      quoted(c.nats.user), mask(c.nats.password), mask(c.nats.token));
-  out += fmt::format("creds_file = {}\nnkey_seed_file = {}\ntls_ca = {}\ntls_cert = {}\ntls_key = {}\n"
-                     "tls_server_name = {}\njs_domain = {}\n",
-                     quoted(c.nats.credsFile), quoted(c.nats.nkeySeedFile), quoted(c.nats.tlsCa), quoted(c.nats.tlsCert),
-                     quoted(c.nats.tlsKey), quoted(c.nats.tlsServerName), quoted(c.nats.jsDomain));
+  out += optional("creds_file", c.nats.credsFile) + optional("nkey_seed_file", c.nats.nkeySeedFile) +
+         optional("tls_ca", c.nats.tlsCa) + optional("tls_cert", c.nats.tlsCert) + optional("tls_key", c.nats.tlsKey) +
+         optional("tls_server_name", c.nats.tlsServerName) + optional("js_domain", c.nats.jsDomain);
   out += fmt::format("connect_timeout = {}\nping_interval = {}\nack_timeout = {}\nmax_pending = {}\n\n",
                      quoted(formatDuration(c.nats.connectTimeout)), quoted(formatDuration(c.nats.pingInterval)),
                      quoted(formatDuration(c.nats.ackTimeout)), c.nats.maxPending);
-  out += fmt::format("[http]\nlisten = {}\ntls_cert = {}\ntls_key = {}\nmetrics_listen = {}\nadmin_token = {}\n"
-                     "max_snapshot_streams = {}\nstuck_after = {}\n\n",
-                     quoted(c.http.listen), quoted(c.http.tlsCert), quoted(c.http.tlsKey), quoted(c.http.metricsListen),
-                     mask(c.http.adminToken), c.http.maxSnapshotStreams, quoted(formatDuration(c.http.stuckAfter)));
+  out += fmt::format("[http]\nlisten = {}\n", quoted(c.http.listen)) + optional("tls_cert", c.http.tlsCert) +
+         optional("tls_key", c.http.tlsKey);
+  out += fmt::format("metrics_listen = {}\nadmin_token = {}\nmax_snapshot_streams = {}\nstuck_after = {}\n\n",
+                     quoted(c.http.metricsListen), mask(c.http.adminToken), c.http.maxSnapshotStreams,
+                     quoted(formatDuration(c.http.stuckAfter)));
   out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
                      quoted(formatDuration(c.lease.heartbeat)));
   for (const auto& s : c.sources) {

@@ -1,7 +1,11 @@
 #include "config/section.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <string_view>
 
 namespace outbox::config_detail {
 
@@ -40,6 +44,44 @@ std::string expandCredentialsDirectory(const std::string& key, const std::string
                                        shownValue(path), variable));
   }
   return it->second + path.substr(variable.size());
+}
+
+std::string unexpandedReference(const std::string& secret) {
+  if (secret.empty()) return "";
+  if (secret.find("${") != std::string::npos) return "holds '${', as an unexpanded ${VARIABLE} would";
+  // $VARIABLE or $VARIABLE/...: a shell-style reference, which nothing here expands.
+  if (secret.size() > 1 && secret[0] == '$' && (std::isalpha(static_cast<unsigned char>(secret[1])) || secret[1] == '_')) {
+    const size_t end = secret.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", 1);
+    if (end == std::string::npos || secret[end] == '/') return "looks like an unexpanded $VARIABLE";
+  }
+  struct stat st {};
+  if ((secret.front() == '/' || secret.rfind("./", 0) == 0 || secret.rfind("~/", 0) == 0) &&
+      (secret.front() == '~' || ::stat(secret.c_str(), &st) == 0)) {
+    return "looks like a file's path";
+  }
+  return "";
+}
+
+void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames, const Environment& env) {
+  constexpr std::string_view kPrefix = "OUTBOX_BRIDGE_SOURCE_";
+  std::map<std::string, std::string> byVariableName;  // upper-cased name -> the name
+  for (const auto& name : sourceNames) byVariableName.emplace(upper(name), name);
+  for (const auto& [variable, value] : env) {
+    if (variable.rfind(kPrefix, 0) != 0) continue;
+    std::vector<std::string> readings;  // "source.<name>.<key>" for each source it could belong to
+    for (size_t end = variable.find('_', kPrefix.size()); end != std::string::npos; end = variable.find('_', end + 1)) {
+      auto it = byVariableName.find(variable.substr(kPrefix.size(), end - kPrefix.size()));
+      if (it == byVariableName.end() || end + 1 == variable.size()) continue;
+      std::string key = variable.substr(end + 1);
+      std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+      readings.push_back("source." + it->second + "." + key);
+    }
+    if (readings.size() > 1) {
+      throw ConfigError(variable, fmt::format("is ambiguous: it could set {} or {} (rename a source so that no name "
+                                              "is another's followed by '_')",
+                                              readings[0], readings[1]));
+    }
+  }
 }
 
 const toml::table* subTable(const toml::table& root, const std::string& key) {

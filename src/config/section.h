@@ -26,6 +26,9 @@ std::string readSecretFile(const std::string& key, const std::string& path);
 // `path` with a leading "${CREDENTIALS_DIRECTORY}" replaced by that variable of `env` (systemd's
 // LoadCredential= directory); a ConfigError naming `key` when the variable is not set.
 std::string expandCredentialsDirectory(const std::string& key, const std::string& path, const Environment& env);
+// Why an inline secret looks like a reference to one ("looks like a path", "holds ${...}"), or ""
+// when it does not: the config expands no variable in a value, and reads files only by `*_file`.
+std::string unexpandedReference(const std::string& secret);
 // Throws ConfigError(key, ...) (`what`: a prefix naming the part of the key) unless `path` is
 // empty or a readable regular file.
 void requireReadable(const std::string& key, const std::string& path, const std::string& what = "");
@@ -45,20 +48,22 @@ class Section {
 
   std::string keyName(const std::string& key) const { return keyPrefix_ + key; }
 
+  // A NUL in any value is an error: the C libraries would cut the value there (a password_file
+  // "db-password\0.old" read "db-password").
   std::optional<std::string> str(const std::string& key) {
-    read_.insert(key);
-    consulted_.insert(envPrefix_ + upper(key));
-    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) return it->second;
-    const toml::node* node = table_ ? table_->get(key) : nullptr;
-    if (node == nullptr) return std::nullopt;
-    if (auto v = node->value<std::string>(); v && node->is_string()) return *v;
-    throw ConfigError(keyName(key), "expected a string");
+    std::optional<std::string> value;
+    if (auto it = env_.find(consult(key)); it != env_.end()) {
+      value = it->second;
+    } else if (const toml::node* node = table_ ? table_->get(key) : nullptr) {
+      if (!node->is_string()) throw ConfigError(keyName(key), "expected a string");
+      value = node->value<std::string>();
+    }
+    if (value && value->find('\0') != std::string::npos) throw ConfigError(keyName(key), "holds a NUL character");
+    return value;
   }
 
   std::optional<int64_t> integer(const std::string& key) {
-    read_.insert(key);
-    consulted_.insert(envPrefix_ + upper(key));
-    if (auto it = env_.find(envPrefix_ + upper(key)); it != env_.end()) {
+    if (auto it = env_.find(consult(key)); it != env_.end()) {
       return parseInteger(keyName(key), it->second);
     }
     const toml::node* node = table_ ? table_->get(key) : nullptr;
@@ -86,26 +91,38 @@ class Section {
     throw ConfigError(keyName(key), fmt::format("'{}' is not one of {}", shownValue(*text), names));
   }
 
-  // A path to a file that must be readable (PEM files, seeds, creds).
+  // A path to a file that must be readable (PEM files, seeds, creds). Empty is an error, in the
+  // file or the environment: an empty OUTBOX_BRIDGE_HTTP_TLS_CERT must not turn HTTPS into HTTP,
+  // nor an empty OUTBOX_BRIDGE_NATS_TLS_CA drop the CA pin. To go without, leave the key out.
   std::optional<std::string> path(const std::string& key) {
     auto v = str(key);
     if (v) {
+      if (v->empty()) throw ConfigError(keyName(key), "is empty: give a file's path, or leave the key out");
       *v = expandCredentialsDirectory(keyName(key), *v, env_);
       requireReadable(keyName(key), *v);
     }
     return v;
   }
 
-  // A secret given inline, in `<key>_file`, or by environment; never both inline and file.
+  // A secret given inline, in `<key>_file`, or by environment; never both inline and file. An
+  // inline secret that looks like a path or a ${VARIABLE} is refused: nothing is expanded there,
+  // and "${CREDENTIALS_DIRECTORY}/admin-token" would be taken as the token itself.
   std::optional<std::string> secret(const std::string& key) {
     auto inlineValue = str(key);
     auto file = str(key + "_file");
     if (inlineValue && file) {
       throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
     }
-    if (file) return readSecretFile(keyName(key + "_file"), expandCredentialsDirectory(keyName(key + "_file"), *file, env_));
-    if (inlineValue && inlineValue->find('\0') != std::string::npos) {
-      throw ConfigError(keyName(key), "holds a NUL character");
+    if (file) {
+      if (file->empty()) throw ConfigError(keyName(key + "_file"), "is empty: give a file's path, or leave the key out");
+      return readSecretFile(keyName(key + "_file"), expandCredentialsDirectory(keyName(key + "_file"), *file, env_));
+    }
+    if (inlineValue) {
+      if (std::string problem = unexpandedReference(*inlineValue); !problem.empty()) {
+        throw ConfigError(keyName(key), fmt::format("{}: the value is taken as it is, so read the secret from the file "
+                                                    "with {}_file = \"PATH\" (the value is not shown)",
+                                                    problem, key));
+      }
     }
     return inlineValue;
   }
@@ -113,6 +130,14 @@ class Section {
   // `key` is known but not read here (a source's name, read before the section existed); its
   // environment variable stays unknown.
   void markRead(const std::string& key) { read_.insert(key); }
+
+  // Marks `key` read and returns its environment variable.
+  std::string consult(const std::string& key) {
+    read_.insert(key);
+    std::string variable = envPrefix_ + upper(key);
+    consulted_.insert(variable);
+    return variable;
+  }
 
   void finish() const {
     if (table_ == nullptr) return;
@@ -131,6 +156,12 @@ class Section {
   std::set<std::string> read_;
 };
 
+// A ConfigError naming `origin` when the text nests keys or brackets far deeper than any config
+// does, before toml++ (which recurses once per level) parses it (toml_shape.cpp).
+void checkTomlShape(const std::string& text, const std::string& origin);
+// A ConfigError naming the variable when an OUTBOX_BRIDGE_SOURCE_* variable that is set could
+// belong to two sources (OUTBOX_BRIDGE_SOURCE_A_LATEST_STREAM: a's latest_stream, a_latest's stream).
+void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames, const Environment& env);
 // One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
                          std::set<std::string>& consulted);

@@ -12,11 +12,21 @@ namespace outbox::config_detail {
 
 namespace {
 
-bool isStreamName(const std::string& name) {
-  if (name.empty() || name.size() > 255) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+// Why nats-server would refuse `name` for a stream (it becomes a subject token of the API and a
+// directory name), or "".
+std::string streamNameProblem(const std::string& name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > 255) return fmt::format("is {} characters long: at most 255", name.size());
+  const bool plain = std::all_of(name.begin(), name.end(), [](unsigned char c) {
     return c > 32 && c < 127 && c != '.' && c != '*' && c != '>' && c != '/' && c != '\\';
   });
+  return plain ? "" : "is not a valid stream name: printable ASCII without spaces, '.', '*', '>', '/' or '\\'";
+}
+
+void checkStreamName(const std::string& key, const std::string& name) {
+  if (std::string problem = streamNameProblem(name); !problem.empty()) {
+    throw ConfigError(key, fmt::format("'{}' {}", shownValue(name), problem));
+  }
 }
 
 bool isSubject(const std::string& subject) {
@@ -72,6 +82,11 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   auto dsn = sec.str("dsn");
   if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
   s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
+  if (std::string problem = unexpandedReference(s.dsn.password); !problem.empty()) {
+    throw ConfigError(sec.keyName("dsn"), fmt::format("the password {}: it is taken as it is, so leave it out of the "
+                                                      "DSN and set password_file = \"PATH\" (it is not shown)",
+                                                      problem));
+  }
   requireReadable(sec.keyName("dsn"), s.dsn.sslCa, "ssl-ca: ");
   requireReadable(sec.keyName("dsn"), s.dsn.sslCert, "ssl-cert: ");
   requireReadable(sec.keyName("dsn"), s.dsn.sslKey, "ssl-key: ");
@@ -92,11 +107,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
     throw ConfigError(sec.keyName("snapshot_query"), problem);
   }
   s.stream = sec.str("stream").value_or("CONTROL_" + upper(s.name));
-  if (!isStreamName(s.stream)) {
-    throw ConfigError(sec.keyName("stream"), fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', "
-                                                         "'>', '/')",
-                                                         shownValue(s.stream)));
-  }
+  checkStreamName(sec.keyName("stream"), s.stream);
   s.subjectPrefix = sec.str("subject_prefix").value_or("control." + s.name);
   if (!isSubject(s.subjectPrefix)) {
     throw ConfigError(sec.keyName("subject_prefix"), fmt::format("'{}' is not a valid subject without wildcards",
@@ -143,13 +154,18 @@ void subjectAndLatest(Section& sec, SourceConfig& s) {
     }
     s.subject = *text;
   }
+  // A template whose every subject is too long would make every row poison (or, with on_poison =
+  // "quarantine", set every row aside): refused here instead.
+  const size_t shortest = SubjectTemplate::forSource(s.subject, s.subjectPrefix).shortestLength(s.name);
+  if (shortest > kMaxSubjectBytes) {
+    throw ConfigError(sec.keyName(s.subject.empty() ? "subject_prefix" : "subject"),
+                      fmt::format("renders no subject shorter than {} bytes, over the {}-byte limit (every row would "
+                                  "be poison)",
+                                  shortest, kMaxSubjectBytes));
+  }
   auto latest = sec.str("latest_stream");
   if (!latest) return;
-  if (!isStreamName(*latest)) {
-    throw ConfigError(sec.keyName("latest_stream"), fmt::format("'{}' is not a valid stream name (no spaces, '.', '*', "
-                                                                "'>', '/')",
-                                                                shownValue(*latest)));
-  }
+  checkStreamName(sec.keyName("latest_stream"), *latest);
   if (*latest == s.stream) throw ConfigError(sec.keyName("latest_stream"), "must differ from the source's stream");
   const SubjectTemplate subject = SubjectTemplate::forSource(s.subject, s.subjectPrefix);
   if (!subject.uses("entity_key") || !subject.uses("entity_type") || subject.uses("op")) {
@@ -157,7 +173,7 @@ void subjectAndLatest(Section& sec, SourceConfig& s) {
                       fmt::format("keeps the last message of each subject, so the subject must name the entity "
                                   "type and key, and not the op: set subject = \"{}.{{entity_type}}.{{entity_key}}\" "
                                   "(it is '{}')",
-                                  s.subjectPrefix, subject.text()));
+                                  shownValue(s.subjectPrefix), shownValue(subject.text())));
   }
   s.latestStream = *latest;
 }

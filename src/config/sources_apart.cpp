@@ -2,6 +2,8 @@
 // source name, table names on a case-insensitive file system), so names are compared that way too.
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -22,21 +24,17 @@ constexpr const char* kBridgeTables[] = {"outbox_source_state",     "outbox_brid
                                          "outbox_scan_holes",       "outbox_bump_removed"};
 
 // The same database: same server address and schema (two addresses of one server are not seen).
-bool sameDatabase(const Dsn& a, const Dsn& b) {
-  return lower(a.host) == lower(b.host) && a.port == b.port && a.socket == b.socket &&
-         lower(a.database) == lower(b.database);
+std::string databaseOf(const Dsn& dsn) {
+  return fmt::format("{}\n{}\n{}\n{}", lower(dsn.host), dsn.port, dsn.socket, lower(dsn.database));
 }
 
-// One subject space is inside the other's: equal, or a token prefix (a.b and a.b.c).
-bool subjectsOverlap(const std::string& a, const std::string& b) {
-  auto inside = [](const std::string& outer, const std::string& inner) {
-    return inner == outer || inner.rfind(outer + ".", 0) == 0;
-  };
-  return inside(a, b) || inside(b, a);
-}
+// The first source (in file order) that claimed each name of one kind.
+using Claims = std::unordered_map<std::string, const SourceConfig*>;
 
 }  // namespace
 
+// One pass over the sources, each checked against what the earlier ones claimed in hash maps: near
+// linear (22,800 sources compared pair by pair took more than 10 s).
 void checkSourcesApart(const std::vector<SourceConfig>& sources) {
   for (const auto& s : sources) {
     const std::string table = lower(s.outboxTable);
@@ -47,51 +45,80 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
       }
     }
   }
-  for (size_t i = 0; i < sources.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      const SourceConfig& a = sources[j];  // the earlier one
-      const SourceConfig& b = sources[i];
-      const std::string key = "source." + b.name + ".";
-      if (lower(a.name) == lower(b.name)) {
-        throw ConfigError("source." + b.name, fmt::format("differs from source {} only in case: the database compares "
-                                                          "names without case, and both would share one state row",
-                                                          a.name));
-      }
-      if (sameDatabase(a.dsn, b.dsn)) {
-        const std::string ta = lower(a.outboxTable), tb = lower(b.outboxTable);
-        if (ta == tb) {
-          throw ConfigError(key + "outbox_table", fmt::format("'{}' is source {}'s outbox table too, in the same "
-                                                              "database: two relays would version one table",
-                                                              b.outboxTable, a.name));
-        }
-        if (tb == ta + "_versions" || ta == tb + "_versions") {
-          throw ConfigError(key + "outbox_table", fmt::format("'{}' and source {}'s '{}': one is the other's "
-                                                              "versions table",
-                                                              b.outboxTable, a.name, a.outboxTable));
-        }
-      }
-      if (subjectsOverlap(a.subjectPrefix, b.subjectPrefix)) {
-        throw ConfigError(key + "subject_prefix", fmt::format("'{}' overlaps source {}'s '{}': their streams' subjects "
-                                                              "({}.> and {}.>) would collide",
-                                                              shownValue(b.subjectPrefix), a.name, shownValue(a.subjectPrefix),
-                                                              shownValue(b.subjectPrefix), shownValue(a.subjectPrefix)));
-      }
-      if (!b.snapshotPath.empty() && a.snapshotPath == b.snapshotPath) {
-        throw ConfigError(key + "snapshot_path",
-                          fmt::format("'{}' is source {}'s snapshot_path too", shownValue(b.snapshotPath), a.name));
-      }
-      if (a.stream == b.stream) {
-        throw ConfigError(key + "stream", fmt::format("stream '{}' is used by source {}", shownValue(b.stream), a.name));
-      }
-      if (!b.latestStream.empty() && (b.latestStream == a.stream || b.latestStream == a.latestStream)) {
-        throw ConfigError(key + "latest_stream",
-                          fmt::format("stream '{}' is used by source {}", shownValue(b.latestStream), a.name));
-      }
-      if (!a.latestStream.empty() && a.latestStream == b.stream) {
-        throw ConfigError(key + "stream", fmt::format("stream '{}' is source {}'s latest_stream", shownValue(b.stream),
-                                                      a.name));
+  Claims names, tables, prefixes, outerPrefixes, paths, streams, latestStreams;
+  for (const SourceConfig& b : sources) {
+    const std::string key = "source." + b.name + ".";
+    if (auto [it, fresh] = names.try_emplace(lower(b.name), &b); !fresh) {
+      throw ConfigError("source." + b.name, fmt::format("differs from source {} only in case: the database compares "
+                                                        "names without case, and both would share one state row",
+                                                        it->second->name));
+    }
+    const std::string database = databaseOf(b.dsn) + "\n", table = lower(b.outboxTable);
+    if (auto it = tables.find(database + table); it != tables.end()) {
+      throw ConfigError(key + "outbox_table", fmt::format("'{}' is source {}'s outbox table too, in the same "
+                                                          "database: two relays would version one table",
+                                                          b.outboxTable, it->second->name));
+    }
+    constexpr std::string_view kVersions = "_versions";
+    auto versionsPair = tables.find(database + table + std::string(kVersions));
+    if (versionsPair == tables.end() && table.ends_with(kVersions)) {
+      versionsPair = tables.find(database + table.substr(0, table.size() - kVersions.size()));
+    }
+    if (versionsPair != tables.end()) {
+      throw ConfigError(key + "outbox_table", fmt::format("'{}' and source {}'s '{}': one is the other's versions table",
+                                                          b.outboxTable, versionsPair->second->name,
+                                                          versionsPair->second->outboxTable));
+    }
+    tables.emplace(database + table, &b);
+
+    // Subject spaces overlap when one prefix is the other or a token prefix of it (a.b and a.b.c):
+    // b's own prefixes against earlier prefixes, and b against the token prefixes of earlier ones.
+    const SourceConfig* overlapping = nullptr;
+    for (size_t dot = 0; overlapping == nullptr && dot != std::string::npos;) {
+      dot = b.subjectPrefix.find('.', dot + 1);
+      if (auto it = prefixes.find(b.subjectPrefix.substr(0, dot)); it != prefixes.end()) overlapping = it->second;
+    }
+    if (auto it = outerPrefixes.find(b.subjectPrefix); overlapping == nullptr && it != outerPrefixes.end()) {
+      overlapping = it->second;
+    }
+    if (overlapping != nullptr) {
+      throw ConfigError(key + "subject_prefix", fmt::format("'{}' overlaps source {}'s '{}': their streams' subjects "
+                                                            "({}.> and {}.>) would collide",
+                                                            shownValue(b.subjectPrefix), overlapping->name,
+                                                            shownValue(overlapping->subjectPrefix),
+                                                            shownValue(b.subjectPrefix),
+                                                            shownValue(overlapping->subjectPrefix)));
+    }
+    prefixes.emplace(b.subjectPrefix, &b);
+    for (size_t dot = b.subjectPrefix.find('.'); dot != std::string::npos; dot = b.subjectPrefix.find('.', dot + 1)) {
+      outerPrefixes.try_emplace(b.subjectPrefix.substr(0, dot), &b);
+    }
+
+    if (!b.snapshotPath.empty()) {
+      if (auto [it, fresh] = paths.try_emplace(b.snapshotPath, &b); !fresh) {
+        throw ConfigError(key + "snapshot_path", fmt::format("'{}' is source {}'s snapshot_path too",
+                                                             shownValue(b.snapshotPath), it->second->name));
       }
     }
+    if (auto it = streams.find(b.stream); it != streams.end()) {
+      throw ConfigError(key + "stream", fmt::format("stream '{}' is used by source {}", shownValue(b.stream),
+                                                    it->second->name));
+    }
+    if (auto it = latestStreams.find(b.stream); it != latestStreams.end()) {
+      throw ConfigError(key + "stream", fmt::format("stream '{}' is source {}'s latest_stream", shownValue(b.stream),
+                                                    it->second->name));
+    }
+    if (!b.latestStream.empty()) {
+      const SourceConfig* user = nullptr;
+      if (auto it = streams.find(b.latestStream); it != streams.end()) user = it->second;
+      if (auto it = latestStreams.find(b.latestStream); user == nullptr && it != latestStreams.end()) user = it->second;
+      if (user != nullptr) {
+        throw ConfigError(key + "latest_stream",
+                          fmt::format("stream '{}' is used by source {}", shownValue(b.latestStream), user->name));
+      }
+      latestStreams.emplace(b.latestStream, &b);
+    }
+    streams.emplace(b.stream, &b);
   }
 }
 

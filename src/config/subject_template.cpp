@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "config/config.h"
+
 namespace outbox {
 
 namespace {
@@ -96,7 +98,7 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
   if (text.rfind(prefix + ".", 0) != 0) {
     problem = fmt::format("must start with the source's subject_prefix and a dot ('{}.'), so that every subject is "
                           "in the stream's '{}.>'",
-                          prefix, prefix);
+                          shownValue(prefix), shownValue(prefix));
     return std::nullopt;
   }
   // The prefix is literal text (checked as a subject at load, and it may hold a brace).
@@ -133,7 +135,7 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
         uint32_t n = 0;
         auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
         if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || n < 1 || n > kMaxPartitions) {
-          problem = fmt::format("{{{}}}: the number of partitions must be from 1 to {}", name, kMaxPartitions);
+          problem = fmt::format("{{{}}}: the number of partitions must be from 1 to {}", shownValue(name), kMaxPartitions);
           return std::nullopt;
         }
         part.kind = Kind::kPartition;
@@ -141,7 +143,7 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
       } else {
         problem = fmt::format("{{{}}} is no placeholder (there are {{entity_type}}, {{entity_key}}, {{op}}, {{source}} "
                               "and {{partition:N}})",
-                              name);
+                              shownValue(name));
         return std::nullopt;
       }
       // Two values of any length side by side could be read apart more than one way: the
@@ -211,6 +213,21 @@ std::optional<SubjectTemplate::Kind> SubjectTemplate::kindNamed(std::string_view
     if (named == name) return kind;
   }
   return std::nullopt;
+}
+
+size_t SubjectTemplate::shortestLength(std::string_view source) const {
+  size_t length = 0;
+  for (const Part& part : parts_) {
+    switch (part.kind) {
+      case Kind::kLiteral: length += part.literal.size(); break;
+      case Kind::kEntityType: length += 1; break;  // a token of one character at least
+      case Kind::kEntityKey: length += 1; break;   // "%" for the empty key
+      case Kind::kOp: length += 6; break;          // "upsert" or "delete"
+      case Kind::kSource: length += source.size(); break;
+      case Kind::kPartition: length += 1; break;
+    }
+  }
+  return length;
 }
 
 bool SubjectTemplate::uses(std::string_view placeholder) const {

@@ -57,7 +57,10 @@ class SubjectTemplate {
                                               std::string& problem);
 
   std::string render(const SubjectFields& fields) const;
-  bool uses(std::string_view placeholder) const;  // "entity_key", "op", "partition", ...
+  bool uses(std::string_view placeholder) const;
+  // The length of the shortest subject it can render for source `source`: longer than
+  // kMaxSubjectBytes, and every row would be poison.
+  size_t shortestLength(std::string_view source) const;  // "entity_key", "op", "partition", ...
   const std::string& text() const { return text_; }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/utf8.h"
 #include "config/config.h"
 
 namespace outbox {
@@ -16,16 +17,37 @@ namespace outbox {
 std::string shownValue(const std::string& value) {
   constexpr size_t kShown = 100;
   std::string out;
-  for (size_t i = 0; i < value.size() && i < kShown; ++i) {
-    auto c = static_cast<unsigned char>(value[i]);
-    if (c < 32 || c == 127) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out.push_back(static_cast<char>(c));
+  size_t i = 0;
+  while (i < value.size() && i < kShown) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    const size_t length = utf8SequenceAt(value, i);
+    if (c < 32 || c == 127 || length == 0) {
+      out += fmt::format("\\x{:02x}", c);  // a control character, or a byte that is no UTF-8
+      ++i;
+      continue;
     }
+    // C1 controls (U+0080-U+009F: some terminals take U+009B as CSI) and the bidirectional
+    // overrides and isolates (U+202A-U+202E, U+2066-U+2069: text shown in another order).
+    const std::string_view sequence(value.data() + i, length);
+    const bool c1 = length == 2 && c == 0xC2 && static_cast<unsigned char>(value[i + 1]) < 0xA0;
+    const bool bidi = (sequence >= "\u202A" && sequence <= "\u202E") || (sequence >= "\u2066" && sequence <= "\u2069");
+    if (c1 || bidi) {
+      for (unsigned char b : sequence) out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += sequence;
+    }
+    i += length;
   }
-  if (value.size() > kShown) out += fmt::format("... ({} bytes)", value.size());
+  if (i < value.size()) out += fmt::format("... ({} bytes)", value.size());
   return out;
+}
+
+std::string printableProblem(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c < 32 || c == 127) return "holds a control character";
+  }
+  if (!text.empty() && (text.front() == ' ' || text.back() == ' ')) return "has a blank at an end";
+  return "";
 }
 
 int64_t parseInteger(const std::string& key, const std::string& text) {
@@ -155,6 +177,9 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
     }
   }
   if (dsn.host.empty()) throw ConfigError(key, "the host is empty");
+  if (!isHostOrAddress(dsn.host)) {
+    throw ConfigError(key, fmt::format("the host '{}' is not a host name or an IP address", shownValue(dsn.host)));
+  }
   if (!port.empty() || hostport.back() == ':') {
     int64_t p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
@@ -190,6 +215,10 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
     }
     std::string value = eq == std::string::npos ? "" : percentDecode(key, item.substr(eq + 1));
     if (value.empty()) throw ConfigError(key, fmt::format("DSN parameter '{}' has no value", shownValue(name)));
+    if (value.find('\0') != std::string::npos) {
+      throw ConfigError(key, fmt::format("DSN parameter '{}' holds %00 (a NUL), where the MySQL client would cut it",
+                                         shownValue(name)));
+    }
     if (name == "socket") {
       dsn.socket = value;
     } else if (name == "ssl-mode") {
@@ -263,6 +292,10 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   dsn.user = percentDecode(key, userinfo.substr(0, colon));
   if (colon != std::string::npos) dsn.password = percentDecode(key, userinfo.substr(colon + 1));
   if (dsn.user.empty()) throw ConfigError(key, "the user is empty");
+  // The user is shown wherever the DSN is (logs, check-config): nothing there may act on a terminal.
+  if (std::string problem = printableProblem(dsn.user); !problem.empty() && dsn.user.find('\0') == std::string::npos) {
+    throw ConfigError(key, fmt::format("the user '{}' {}", shownValue(dsn.user), problem));
+  }
   // The MySQL client takes C strings: a NUL would cut the name or the password there.
   if (dsn.user.find('\0') != std::string::npos || dsn.password.find('\0') != std::string::npos) {
     throw ConfigError(key, "the user or password holds %00 (a NUL), which the MySQL client cannot send");

@@ -14,8 +14,8 @@ BOOST_AUTO_TEST_CASE(check_config_prints_values_as_toml_strings) {
        baseConfig("snapshot_query = '''\nSELECT id\nFROM t'''\n"), {}, 0,
        {"snapshot_query = \"SELECT id\\nFROM t\""}, {}},
       {Via::kFile, "a newline in a value forges a line", {"check-config", "--config", "{config}"},
-       "[nats]\nuser = \"bob\\npassword = \\\"forged\\\"\"\n" + baseConfig(), {}, 0,
-       {"user = \"bob\\npassword = \\\"forged\\\"\""}, {"\npassword = \"forged\""}},
+       baseConfig("snapshot_key = \"bob\\npassword = \\\"forged\\\"\"\n"), {}, 0,
+       {"snapshot_key = \"bob\\npassword = \\\"forged\\\"\""}, {"\npassword = \"forged\""}},
       {Via::kEnv, "a tab and a control character", {"check-config", "--config", "{config}"}, baseConfig(),
        {{"OUTBOX_BRIDGE_SOURCE_A_SNAPSHOT_KEY", "a\tb\x01"}}, 0, {"snapshot_key = \"a\\tb\\u0001\""}, {}},
   });

@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* kAdmin = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"spread-token\"\n";
+const char* kAdmin = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"spread-admin-token\"\n";
 
 // How many of the sources each running bridge leads now, by the lease rows (holder ids carry the
 // pid), in the bridges' order.
@@ -46,7 +46,7 @@ int total(const std::vector<int>& v) {
 // and every stream stays dense and once.
 BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_when_one_is_killed) {
   TestDatabase database("instances");
-  registerSecret("spread-token");
+  registerSecret("spread-admin-token");
   std::vector<SourceSpec> sources;
   std::vector<std::string> tables;
   for (int i = 0; i < 6; ++i) {
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
   // The admin API shows it: each bridge lists all six sources, leads two of them, and sees three
   // candidates for each.
   auto leases = httpRequest(bridges[1]->httpPort(), "GET", "/v1/admin/leases", "",
-                            {{"Authorization", "Bearer spread-token"}});
+                            {{"Authorization", "Bearer spread-admin-token"}});
   BOOST_TEST(leases.status == 200);
   auto count = [&](const std::string& needle) {
     size_t n = 0;

@@ -15,9 +15,9 @@ using namespace outbox::test;
 using namespace std::chrono_literals;
 
 namespace {
-const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer s3cret-admin"}};
-const std::string kAdminToml = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"s3cret-admin\"\n";
-const bool kNoted = (registerSecret("s3cret-admin"), true);
+const std::map<std::string, std::string> kAuth{{"Authorization", "Bearer s3cret-admin-token-1"}};
+const std::string kAdminToml = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"s3cret-admin-token-1\"\n";
+const bool kNoted = (registerSecret("s3cret-admin-token-1"), true);
 // A source's relay store and an operator's, on two connections, over one migrated database: the
 // two sides of a quarantine racing an assign.
 struct TwoStores {
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(the_admin_api_requires_its_bearer_token) {
   BOOST_TEST(ok.status == 200);
   BOOST_TEST(ok.body.find("\"source\":\"" + source.name + "\"") != std::string::npos, ok.body);
   BOOST_TEST(ok.body.find("\"paused\":false") != std::string::npos, ok.body);
-  BOOST_TEST(ok.body.find("s3cret-admin") == std::string::npos);
+  BOOST_TEST(ok.body.find("s3cret-admin-token-1") == std::string::npos);
   BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources/nope", "", kAuth).status == 404);
   BOOST_TEST(httpRequest(port, "GET", "/v1/admin/sources/" + source.name + "/pause", "", kAuth).status == 405);
   BOOST_TEST(bridge.stop() == 0);
@@ -321,14 +321,14 @@ BOOST_AUTO_TEST_CASE(a_post_without_a_body_is_a_post_with_an_empty_body) {
   BOOST_TEST(anonymous.status == 401);
   BOOST_TEST(anonymous.body == R"({"error":"a valid bearer token is required"})");
   BOOST_TEST(post(pause, "wrong").status == 401);
-  auto paused = post(pause, "s3cret-admin");
+  auto paused = post(pause, "s3cret-admin-token-1");
   BOOST_TEST(paused.status == 200, paused.body);
   BOOST_TEST(paused.body.find("\"paused\":true") != std::string::npos, paused.body);
   BOOST_TEST(waitUntil([&] { return database.scalar(fmt::format("SELECT paused FROM outbox_source_state WHERE source = '{}'",
                                                                 source.name)) == 1; }, 5s));
-  BOOST_TEST(post("/v1/admin/sources/" + source.name + "/resume", "s3cret-admin").status == 200);
+  BOOST_TEST(post("/v1/admin/sources/" + source.name + "/resume", "s3cret-admin-token-1").status == 200);
   // Quarantine needs its body: a clear 400, at once.
-  auto quarantine = post("/v1/admin/sources/" + source.name + "/quarantine", "s3cret-admin");
+  auto quarantine = post("/v1/admin/sources/" + source.name + "/quarantine", "s3cret-admin-token-1");
   BOOST_TEST(quarantine.status == 400);
   BOOST_TEST(quarantine.body.find("expected a JSON body") != std::string::npos, quarantine.body);
   // A POST to no route is a 404 at once, not a wait for its body.

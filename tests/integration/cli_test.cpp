@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(check_config_prints_the_effective_config_with_secrets_maske
     BOOST_TEST(r.err.find(secret) == std::string::npos, secret);
   }
   BOOST_TEST(r.out.find("dsn = \"mysql://bridge:****@127.0.0.1:3306/app\"") != std::string::npos, r.out);
-  BOOST_TEST(r.out.find("token = \"****\"") != std::string::npos);
+  BOOST_TEST(r.out.find("token = \"****************\"") != std::string::npos);
   BOOST_TEST(r.out.find("stream = \"CONTROL_ACCOUNT\"") != std::string::npos);
   BOOST_TEST(r.out.find("duplicate_window = \"2m\"") != std::string::npos);
 }

@@ -11,7 +11,7 @@ BOOST_AUTO_TEST_CASE(check_config_output_parses_back_to_the_same_config) {
   const std::string text = R"(
 [nats]
 url = "nats://n1:4222,tls://n2:4223"
-user = "bob\npassword = \"forged\""
+user = "bob \"the\" builder"
 password = "nats-pw"
 connect_timeout = "1500ms"
 ping_interval = "7s"
@@ -21,7 +21,7 @@ max_pending = 77
 [http]
 listen = "0.0.0.0:0"
 metrics_listen = "[::1]:9090"
-admin_token = "admin-tok"
+admin_token = "admin-token-0123456789"
 max_snapshot_streams = 9
 stuck_after = "10m"
 
@@ -64,12 +64,12 @@ dsn = "mysql://u@[::1]/shop"
   BOOST_TEST(renderMasked(back) == printed);
   BOOST_TEST(back.nats.url == c.nats.url);
   BOOST_TEST(back.nats.user == c.nats.user);
-  BOOST_TEST(back.nats.password == "****");
+  BOOST_TEST(back.nats.password == std::string(16, '*'));
   BOOST_TEST((back.nats.connectTimeout == c.nats.connectTimeout && back.nats.pingInterval == c.nats.pingInterval &&
               back.nats.ackTimeout == c.nats.ackTimeout && back.nats.maxPending == c.nats.maxPending));
   BOOST_TEST(back.http.listen == c.http.listen);
   BOOST_TEST(back.http.metricsListen == c.http.metricsListen);
-  BOOST_TEST(back.http.adminToken == "****");
+  BOOST_TEST(back.http.adminToken == std::string(16, '*'));
   BOOST_TEST((back.http.maxSnapshotStreams == c.http.maxSnapshotStreams && back.http.stuckAfter == c.http.stuckAfter));
   BOOST_TEST((back.lease.ttl == c.lease.ttl && back.lease.heartbeat == c.lease.heartbeat));
   BOOST_TEST((back.logLevel == c.logLevel && back.logFormat == c.logFormat));
