@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/deadline.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"
 #include "relay/jetstream_publisher.h"
@@ -23,7 +24,8 @@ Status setPaused(const SourceConfig& source, bool paused) {
 
 std::optional<uint64_t> parseRowId(std::string_view text) {
   uint64_t id = 0;
-  if (text.empty() || text.front() == '+') return std::nullopt;
+  // Decimal only: no sign, no leading zero (as every number flag; "010" is not 10 or 8).
+  if (text.empty() || text.front() == '+' || (text.size() > 1 && text.front() == '0')) return std::nullopt;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (ec != std::errc() || end != text.data() + text.size() || id == 0) return std::nullopt;
   return id;
@@ -67,7 +69,7 @@ Result<SourceState> bumpEpoch(const SourceConfig& source, const NatsConfig& nats
   OUTBOX_RETURN_IF_ERROR(store.connect());
   auto bumped = store.epochBump(*tip, reason);
   if (!bumped.isOk()) return bumped.status();
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  const auto deadline = deadlineAfter(wait);  // saturates: a wait of centuries does not wrap
   for (;;) {
     auto state = store.loadState();
     if (!state.isOk() || !state->bumpFromEpoch || state->epoch != bumped->epoch || !state->haltedReason.empty() ||

@@ -24,7 +24,7 @@ namespace outbox::admin {
 Status setPaused(const SourceConfig& source, bool paused);
 
 // An outbox row id as an operator writes it: decimal digits only, 1 to 2^64-1 (no sign, no
-// wrapping); nullopt otherwise.
+// leading zero, no wrapping); nullopt otherwise.
 std::optional<uint64_t> parseRowId(std::string_view text);
 
 // What an operator's reason must be: 1 to kMaxReason characters, not only blanks (it is kept in

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "common/log.h"
 #include "db/connection.h"
+#include "nats/jetstream.h"
 
 namespace outbox::cli {
 
@@ -25,10 +26,13 @@ Command addEpoch(CLI::App& app) {
   auto waitText = std::make_shared<std::string>("10s");
   bump->add_option("--wait", *waitText,
                    "how long to wait for the leader to finish the bump (it moves the versions on once its publishes "
-                   "in flight are settled; default 10s)");
+                   "in flight are settled; default 10s)")
+      ->check(durationText());
   return [=]() {
     Config config = loadOrExit(*path, "epoch bump");
     const SourceConfig& src = sourceOrExit(config, *source);
+    checkDsnFilesOrExit(src);
+    if (Status s = nats::checkSettings(config.nats); !s.isOk()) throw Exit{kExitUsage, "config error: " + s.message()};
     db::initLibrary();
     Duration wait{};
     try {

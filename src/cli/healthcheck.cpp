@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include <httplib.h>
 
@@ -20,9 +21,17 @@ Command addHealthcheck(CLI::App& app) {
     double timeout = 3;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--config", args->config, fmt::format("TOML config file (or ${})", kConfigEnvironmentVariable))
-      ->envname(kConfigEnvironmentVariable);
-  cmd->add_option("--url", args->url, "base URL instead of the config's http.listen, e.g. http://127.0.0.1:8080");
+  // --config and --url exclude each other (exit 2: which address would be asked is not guessed);
+  // $OUTBOX_BRIDGE_CONFIG, which an image or unit may set for every command, is read only without
+  // --url.
+  auto* config = cmd->add_option("--config", args->config,
+                                 fmt::format("TOML config file: ask its http.listen (or metrics_listen); without "
+                                             "--config or --url, ${} names it. Not with --url",
+                                             kConfigEnvironmentVariable));
+  auto* url = cmd->add_option("--url", args->url,
+                  fmt::format("base URL to ask instead, e.g. http://127.0.0.1:8080 (then no config is read, not even "
+                              "${}). Not with --config",
+                              kConfigEnvironmentVariable));
   cmd->add_option("--path", args->path, "path to ask (default /readyz; /healthz for liveness)")
       ->check(CLI::Validator(
           [](std::string& path) -> std::string {
@@ -32,11 +41,19 @@ Command addHealthcheck(CLI::App& app) {
           "PATH"));
   cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")
       ->check(secondsBetween(0.001, 3600));
-  return [args]() {
+  return [args, config, url]() {
+    if (config->count() > 0 && url->count() > 0) {
+      throw Exit{kExitUsage, "healthcheck: give --url or --config, not both (keep --url to ask that address and read "
+                             "no config; keep --config to ask the config's http.listen or metrics_listen)"};
+    }
     std::string base = args->url;
     if (!base.empty()) requireBaseUrl("--url", base);
     const bool fromConfig = base.empty();
     if (fromConfig) {
+      if (args->config.empty()) {
+        const char* fromEnvironment = std::getenv(kConfigEnvironmentVariable);
+        if (fromEnvironment != nullptr) args->config = fromEnvironment;
+      }
       if (args->config.empty()) throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};
       Config config = loadOrExit(args->config, "healthcheck");
       // The health routes are on http.metrics_listen when it is set, else on http.listen (HTTPS

@@ -19,6 +19,7 @@ Command addMigrate(CLI::App& app) {
   addConfigOption(cmd, *path);
   return [path]() {
     Config config = loadOrExit(*path, "migrate");
+    for (const auto& source : config.sources) checkDsnFilesOrExit(source);
     db::initLibrary();
     // Sources sharing a database are migrated together.
     std::map<std::tuple<std::string, unsigned, std::string, std::string>, std::vector<const SourceConfig*>> byDatabase;

@@ -86,7 +86,7 @@ Command addReplica(CLI::App& app) {
   cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
       ->check(secondsBetween(0.001, 86400));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
-      ->check(secondsBetween(0, kMaxDuration.count() / 1000.0));
+      ->check(secondsBetween(0, kMaxFlagSeconds));
   return [args]() {
     requireBaseUrl("--url", args->url);
     try {
@@ -110,6 +110,12 @@ Command addReplica(CLI::App& app) {
     if (logins > 1) throw Exit{kExitUsage, "replica: give one way to log in to nats-server (user, token, creds, nkey seed)"};
     if (options.nats.tlsCert.empty() != options.nats.tlsKey.empty()) {
       throw Exit{kExitUsage, "replica: --nats-cert and --nats-key go together"};
+    }
+    if (Status s = nats::checkSettings(options.nats, {{"tls_ca", "--nats-ca"}, {"tls_cert", "--nats-cert"},
+                                                      {"tls_key", "--nats-key"}, {"creds_file", "--nats-creds"},
+                                                      {"nkey_seed_file", "--nats-nkey-seed"}});
+        !s.isOk()) {
+      throw Exit{kExitUsage, "replica: " + s.message()};
     }
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
     uint64_t dumpedAt = UINT64_MAX;

@@ -90,6 +90,8 @@ Command addRun(CLI::App& app) {
     SignalWatcher signals(stop, [](int sig) {
       spdlog::info("received {}: stopping (a second one exits at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     });
+    // After the watcher: the check starts nats.c's threads, which must have SIGTERM blocked.
+    checkFilesOrExit(config);
     spdlog::info("outbox-bridge {} starting as {}: {} source(s), nats {}", OUTBOX_BRIDGE_VERSION, makeHolderId(),
                  config.sources.size(), config.nats.url);
 

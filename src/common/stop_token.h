@@ -7,6 +7,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/deadline.h"
+
 namespace outbox {
 
 // A stop request shared by the threads of one process. Thread-safe.
@@ -35,10 +37,11 @@ class StopSignal {
     f();
   }
   bool stopped() const { return stopped_.load(); }
-  // Sleeps up to `d`; returns true when stop was requested.
+  // Sleeps up to `d` (any length: the deadline saturates); returns true when stop was requested.
   bool waitFor(std::chrono::milliseconds d) {
+    const auto deadline = deadlineAfter(d);
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, d, [&] { return stopped_.load(); });
+    return cv_.wait_until(lock, deadline, [&] { return stopped_.load(); });
   }
 
  private:

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/deadline.h"
+
 namespace outbox {
 
 // What may wake a source's relay before its own next poll (ARCHITECTURE.md 3b), and what it knows
@@ -51,10 +53,12 @@ class Wakeup {
     std::lock_guard lock(mu_);
     return rings_;
   }
-  // Waits (real time) up to `d`, or until a ring after those counted in `seen`, or stop().
+  // Waits (real time) up to `d` (any length: the deadline saturates), or until a ring after those
+  // counted in `seen`, or stop().
   void waitPast(const Rings& seen, std::chrono::milliseconds d) {
+    const auto deadline = deadlineAfter(d);
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, d, [&] { return rings_.total() != seen.total() || stopped_; });
+    cv_.wait_until(lock, deadline, [&] { return rings_.total() != seen.total() || stopped_; });
   }
 
   // Whether a doorbell watches the source's table now (connected, reading the binlog): then the

@@ -19,6 +19,7 @@
 #include "common/c_deleter.h"
 #include "nats/jetstream.h"
 #include "nats/nkey.h"
+#include "nats/security.h"
 
 namespace outbox::nats {
 
@@ -98,66 +99,6 @@ bool certificateRefused(const std::string& text) {
     if (lower.find(word) != std::string::npos) return true;
   }
   return false;
-}
-
-// Whether the connection is TLS: a tls:// URL, or any TLS setting.
-bool usesTls(const NatsConfig& o) {
-  return o.url.find("tls://") != std::string::npos || !o.tlsCa.empty() || !o.tlsCert.empty() ||
-         !o.tlsServerName.empty();
-}
-
-// Signs the server's nonce with the user seed `closure` points to (natsOptions_SetNKey): the
-// seed file is read by readNkeySeed alone, never by a second parser in nats.c.
-natsStatus signNonce(char** customErrTxt, unsigned char** signature, int* signatureLength, const char* nonce,
-                     void* closure) {
-  auto signed_ = nkeySign(*static_cast<const std::string*>(closure), nonce, NkeyKind::kUser);
-  if (!signed_.isOk()) {
-    *customErrTxt = strdup("nats.nkey_seed_file: cannot sign the server's nonce");
-    return NATS_ERR;
-  }
-  *signature = static_cast<unsigned char*>(malloc(signed_->size()));
-  if (*signature == nullptr) return NATS_NO_MEMORY;
-  memcpy(*signature, signed_->data(), signed_->size());
-  *signatureLength = static_cast<int>(signed_->size());
-  return NATS_OK;
-}
-
-// The login and TLS settings of `o` on `opts`; a failure names the setting. `seed` keeps an nkey
-// seed for signNonce, for as long as the connection lives.
-Status setSecurity(natsOptions* opts, const NatsConfig& o, std::string& seed) {
-  natsStatus s = NATS_OK;
-  if (!o.user.empty()) s = natsOptions_SetUserInfo(opts, o.user.c_str(), o.password.c_str());
-  if (s == NATS_OK && !o.token.empty()) s = natsOptions_SetToken(opts, o.token.c_str());
-  if (s != NATS_OK) return fromNats(s, 0, "nats options");
-  if (!o.credsFile.empty()) {
-    s = natsOptions_SetUserCredentialsFromFiles(opts, o.credsFile.c_str(), nullptr);
-    if (s != NATS_OK) return fromNats(s, 0, "nats.creds_file " + o.credsFile);
-  }
-  if (!o.nkeySeedFile.empty()) {
-    auto read = readNkeySeed(o.nkeySeedFile);
-    if (!read.isOk()) return Status::permanent("nats.nkey_seed_file: " + read.status().message());
-    auto publicKey = nkeyPublicKey(*read);
-    if (!publicKey.isOk()) return Status::permanent(fmt::format("nats.nkey_seed_file {}: {}", o.nkeySeedFile,
-                                                                publicKey.status().message()));
-    seed = std::move(read).value();
-    s = natsOptions_SetNKey(opts, publicKey->c_str(), &signNonce, &seed);
-    if (s != NATS_OK) return fromNats(s, 0, "nats.nkey_seed_file " + o.nkeySeedFile);
-  }
-  if (!usesTls(o)) return Status::ok();
-  if (s = natsOptions_SetSecure(opts, true); s != NATS_OK) return fromNats(s, 0, "nats TLS");
-  if (!o.tlsCa.empty()) {
-    s = natsOptions_LoadCATrustedCertificates(opts, o.tlsCa.c_str());
-    if (s != NATS_OK) return fromNats(s, 0, "nats.tls_ca " + o.tlsCa);
-  }
-  if (!o.tlsCert.empty()) {
-    s = natsOptions_LoadCertificatesChain(opts, o.tlsCert.c_str(), o.tlsKey.c_str());
-    if (s != NATS_OK) return fromNats(s, 0, fmt::format("nats.tls_cert {} with nats.tls_key {}", o.tlsCert, o.tlsKey));
-  }
-  if (!o.tlsServerName.empty()) {
-    s = natsOptions_SetExpectedHostname(opts, o.tlsServerName.c_str());
-    if (s != NATS_OK) return fromNats(s, 0, "nats.tls_server_name");
-  }
-  return Status::ok();
 }
 
 // " (tls_ca=..., nkey_seed_file=...)": the settings a failed connect used, for its message.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/c_deleter.h"
+#include "common/deadline.h"
 
 namespace outbox::nats {
 
@@ -203,7 +204,7 @@ std::optional<StoredMessage> toStored(natsMsg* msg) {
 }  // namespace
 
 Result<std::optional<StoredMessage>> Subscription::next(std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = deadlineAfter(timeout);
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::optional<StoredMessage>();

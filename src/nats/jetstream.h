@@ -47,6 +47,16 @@ Status fromNats(int natsStatus, int jsErrCode, std::string_view what);
 // Call once at exit, after every Connection is gone.
 void shutdownLibrary();
 
+// The login and TLS files of `config` loaded as Connection::connect loads them, without
+// connecting (security.cpp): the CA and the client certificate and key (PEM, the key the
+// certificate's, no passphrase), the nkey seed, the creds file's JWT and seed; then nats.c's
+// options set as connect() sets them. A permanent error names the setting ("nats.<key>", or
+// what `names` maps the key to, e.g. {"tls_ca", "--nats-ca"}) and why, never the file's content.
+// check-config and the start of `run` call it: a file `run` could never use is exit 2 at once,
+// not a connect retried for ever. It opens nats.c, which starts threads: in a process with a
+// SignalWatcher, call it after the watcher is made.
+Status checkSettings(const NatsConfig& config, const std::map<std::string, std::string>& names = {});
+
 // One connection to nats-server that is never given up: nats.c reconnects a lost one by itself,
 // and one the server closes (nats.c then stops: an -ERR such as "Maximum Control Line Exceeded")
 // is replaced by a new one from a thread of this object, with backoff, logged both ways. JetStream

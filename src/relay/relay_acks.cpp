@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/deadline.h"
 #include "relay/relay.h"
 
 namespace outbox {
@@ -71,7 +72,7 @@ Status Relay::mark(bool force) {
 
 void Relay::settle(std::chrono::milliseconds limit) {
   if (!window_.isOpen()) return window_.close();
-  const auto deadline = clock_.now() + limit;
+  const auto deadline = deadlineAfter(clock_.now(), limit);
   while (!window_.allAnswered() && clock_.now() < deadline) {
     publisher_.waitForAcks(std::chrono::milliseconds(20));
     // No mark until the end: with the database away, each would wait for a connect.

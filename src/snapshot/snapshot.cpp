@@ -52,6 +52,10 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
   if (!opened.isOk()) return opened.status();
   d.conn = std::move(opened).value();
   if (auto id = d.conn->queryU64("SELECT CONNECTION_ID()"); id.isOk() && *id) d.connectionId = **id;
+  // Read only for the session, not only the transaction: a statement that commits implicitly
+  // (DDL, TRUNCATE) ends a READ ONLY transaction and would then run; in a read-only session the
+  // server refuses it too (error 1792). The connection is this stream's alone.
+  OUTBOX_RETURN_IF_ERROR(d.conn->exec("SET SESSION TRANSACTION READ ONLY"));
   OUTBOX_RETURN_IF_ERROR(d.conn->exec("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"));
   {
     auto state = d.conn->query(fmt::format(
