@@ -1,4 +1,5 @@
 #include "db/binlog.h"
+#include "db/binlog_statement.h"
 
 #include <algorithm>
 #include <cctype>
@@ -35,6 +36,11 @@ std::string headOf(std::string_view statement, size_t n) {
   return out;
 }
 
+template <typename T>
+void addOnce(std::vector<T>& list, T value) {
+  if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(std::move(value));
+}
+
 bool startsWith(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0 &&
          (s.size() == prefix.size() || !std::isalnum(static_cast<unsigned char>(s[prefix.size()])));
@@ -64,8 +70,8 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   if (!settings->next()) return Status::transient("the server did not say whether it keeps a binary log");
   const std::string account = accountOf(settings->text(2));
   if (settings->u64(0) == 0) {
-    return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON and "
-                             "binlog_format = ROW");
+    return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON (in any "
+                             "binlog_format)");
   }
   reader->format_ = std::string(settings->text(1));
 
@@ -155,8 +161,8 @@ Result<BinlogCommit> BinlogReader::next() {
         auto map = std::find_if(mapped_.rbegin(), mapped_.rend(), [&](const auto& m) { return m.first == id; });
         if (map == mapped_.rend()) {
           group_.unknown = true;
-        } else if (std::find(group_.tables.begin(), group_.tables.end(), map->second) == group_.tables.end()) {
-          group_.tables.push_back(map->second);
+        } else {
+          addOnce(group_.tables, map->second);
         }
         break;
       }
@@ -164,7 +170,7 @@ Result<BinlogCommit> BinlogReader::next() {
         inGroup_ = false;
         mapped_.clear();
         BinlogCommit done = std::exchange(group_, {});
-        if (!done.tables.empty() || done.unknown) return done;
+        if (!done.empty()) return done;
         break;
       }
       case XA_PREPARE_LOG_EVENT:  // prepared, not committed: its XA COMMIT comes later, alone
@@ -190,17 +196,29 @@ Result<BinlogCommit> BinlogReader::next() {
         if (startsWith(head, "COMMIT")) {
           inGroup_ = false;
           BinlogCommit done = std::exchange(group_, {});
-          if (!done.tables.empty() || done.unknown) return done;
+          if (!done.empty()) return done;
           break;
         }
-        // XA COMMIT, DDL, a statement logged as such: the log does not say which rows.
-        group_.unknown = true;
-        if (!inGroup_ || startsWith(head, "XA COMMIT")) {
+        // An XA COMMIT, logged alone: what its transaction wrote came with its PREPARE.
+        if (startsWith(head, "XA COMMIT")) {
           inGroup_ = false;
+          group_ = {};
+          group_.unknown = true;
           return std::exchange(group_, {});
         }
+        // A statement logged as such (STATEMENT, or MIXED for most INSERTs), or DDL.
+        noteStatement(std::string_view(event_->event.query.statement.str, event_->event.query.statement.length),
+                      std::string_view(event_->event.query.database.str, event_->event.query.database.length));
+        if (!inGroup_ && !group_.empty()) return std::exchange(group_, {});
         break;
       }
+      case EXECUTE_LOAD_QUERY_EVENT:  // LOAD DATA logged as a statement, its file sent before it
+        noteStatement(std::string_view(event_->event.execute_load_query.statement.str,
+                                       event_->event.execute_load_query.statement.length),
+                      std::string_view(event_->event.execute_load_query.schema.str,
+                                       event_->event.execute_load_query.schema.length));
+        if (!inGroup_ && !group_.empty()) return std::exchange(group_, {});
+        break;
       case QUERY_COMPRESSED_EVENT:  // a statement (log_bin_compress): which, not worth unpacking
         group_.unknown = true;
         if (!inGroup_) return std::exchange(group_, {});
@@ -208,6 +226,24 @@ Result<BinlogCommit> BinlogReader::next() {
       default:
         break;
     }
+  }
+}
+
+void BinlogReader::noteStatement(std::string_view statement, std::string_view database) {
+  const LoggedStatement read = readLoggedStatement(statement, database);
+  switch (read.kind) {
+    case LoggedStatement::Kind::kNewRows:
+      addOnce(group_.tables, read.table);
+      break;
+    case LoggedStatement::Kind::kNoNewRows:
+      break;
+    case LoggedStatement::Kind::kUnreadable:
+      if (database.empty()) {
+        group_.unknown = true;
+      } else {
+        addOnce(group_.databases, std::string(database));
+      }
+      break;
   }
 }
 

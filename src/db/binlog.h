@@ -17,12 +17,17 @@ typedef struct st_mariadb_rpl_event MARIADB_RPL_EVENT;
 namespace outbox::db {
 
 // What one event group of the binary log says a committed transaction wrote (ARCHITECTURE.md 3b):
-// the tables it wrote or changed rows of ("db.table"; a group that only deleted rows, as prune's
-// do, names none), or `unknown` when the log does not say (a statement logged as such, an XA
-// COMMIT, DDL), so anything may have changed.
+// the tables it added or changed rows of ("db.table"; from row events, or read from a statement
+// the log carries as text, db/binlog_statement.h; a group that only deleted rows, as prune's do,
+// names none); the databases of statements it carries as text that could not be read (their
+// sources look once); and `unknown` when the log does not say what changed at all (an XA COMMIT,
+// DDL or GRANT with no database): every source looks once.
 struct BinlogCommit {
   std::vector<std::string> tables;
+  std::vector<std::string> databases;
   bool unknown = false;
+
+  bool empty() const { return tables.empty() && databases.empty() && !unknown; }
 };
 
 // Whether a server whose SHOW MASTER STATUS says `doDb` (Binlog_Do_DB) and `ignoreDb`
@@ -69,6 +74,8 @@ class BinlogReader {
   // The event group being read: what it has named so far, and the tables its TABLE_MAP events
   // numbered (a row event names its table by that number).
   BinlogCommit group_;
+  // Notes what a statement the log carries as text writes, run in `database`.
+  void noteStatement(std::string_view statement, std::string_view database);
   std::vector<std::pair<uint64_t, std::string>> mapped_;
   bool inGroup_ = false;
 };

@@ -28,6 +28,7 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& s
   for (const auto& s : sources_) {
     tables_.push_back(folded(s.config->dsn.database + "." + s.config->outboxTable));
     histories_.push_back(folded(s.config->dsn.database + ".outbox_epoch_history"));
+    databases_.push_back(folded(s.config->dsn.database));
     insists_ = insists_ || s.config->wake == Wake::kBinlog;
   }
   const std::string server = dsn.socket.empty() ? fmt::format("{}:{}", dsn.host, dsn.port) : dsn.socket;
@@ -74,6 +75,21 @@ void BinlogDoorbell::ringTable(const std::string& table) {
   }
 }
 
+void BinlogDoorbell::ring(const db::BinlogCommit& commit) {
+  for (const auto& table : commit.tables) ringTable(table);
+  // What the log does not tie to a table's new rows is a look, not rows to wait for: a DDL or an
+  // XA COMMIT elsewhere must not keep quiet sources on the fast idle check.
+  for (const auto& database : commit.databases) {
+    const std::string name = folded(database);
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (databases_[i] == name) sources_[i].wakeup->ring(Wakeup::By::kBinlogNoRows);
+    }
+  }
+  if (commit.unknown) {
+    for (auto& s : sources_) s.wakeup->ring(Wakeup::By::kBinlogNoRows);
+  }
+}
+
 void BinlogDoorbell::run() {
   const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
   Backoff backoff(std::chrono::milliseconds(1000), std::chrono::milliseconds(60'000));
@@ -98,8 +114,8 @@ void BinlogDoorbell::run() {
       stop_.waitFor(delay);
       continue;
     }
-    spdlog::info("{}: watching the binary log (binlog_format {}{}) as replica id {}", where_, (*reader)->format(),
-                 (*reader)->format() == "STATEMENT" ? ": every statement rings every source" : "", serverId_);
+    spdlog::info("{}: watching the binary log (binlog_format {}) as replica id {}", where_, (*reader)->format(),
+                 serverId_);
     reported.clear();
     setWatching(true, reader->get());  // and look for what committed while nothing watched
     Status ended;
@@ -110,11 +126,7 @@ void BinlogDoorbell::run() {
         ended = commit.status();
         break;
       }
-      if (commit->unknown) {
-        for (auto& s : sources_) s.wakeup->ring(Wakeup::By::kBinlog);
-        continue;
-      }
-      for (const auto& table : commit->tables) ringTable(table);
+      ring(*commit);
     }
     setWatching(false);
     if (stop_.stopped()) break;

@@ -14,9 +14,10 @@ namespace outbox {
 
 // The binlog doorbell of one database server (ARCHITECTURE.md 3b): one replication connection,
 // from the end of the binary log when it connects, that rings a source's Wakeup when a
-// transaction that wrote its outbox table commits (row format: the table its row events name;
-// anything the log does not tie to tables — a statement-format statement, an XA COMMIT, DDL —
-// rings every source of the server). It only says when to look: the rows still come from the
+// transaction that wrote its outbox table commits (the table its row events name, or the table a
+// statement logged as text inserts into, in STATEMENT and MIXED format); what the log does not tie
+// to a table's new rows — an XA COMMIT, DDL, a statement it cannot read — is a look once, for the
+// sources of its database or, with none, of the server. It only says when to look: the rows still come from the
 // table, so a ring lost, late or wrong costs latency, never a row. While it watches, each source's
 // Wakeup::doorbell is set; on every (re)connect and every loss it rings them all, so what
 // committed while it did not watch is looked for. Without log_bin or the grants it needs, or
@@ -47,10 +48,13 @@ class BinlogDoorbell {
   // whose outbox_epoch_history it is (an `epoch bump` writes a row there, and the leader must
   // finish the bump; rare, so the other sources of the database look once for nothing).
   void ringTable(const std::string& table);
+  // Rings for one committed transaction: its tables, then a look for what it does not tie to one.
+  void ring(const db::BinlogCommit& commit);
 
   std::vector<WatchedSource> sources_;
   std::vector<std::string> tables_;     // parallel to sources_: "db.table", lower-case
   std::vector<std::string> histories_;  // parallel to sources_: "db.outbox_epoch_history", lower-case
+  std::vector<std::string> databases_;  // parallel to sources_: "db", lower-case
   StopSignal& stop_;
   std::string where_;  // for logs: the server and the sources
   uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up
