@@ -41,7 +41,7 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   try {
     root = toml::parse(tomlText, origin);
   } catch (const toml::parse_error& e) {
-    throw ConfigError(origin, fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
+    throw ConfigError(shownValue(origin), fmt::format("TOML syntax error at line {}: {}", e.source().begin.line,
                                           e.description()));
   }
   Config config;

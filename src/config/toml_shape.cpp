@@ -117,7 +117,7 @@ class ShapeScanner {
 
   [[noreturn]] void fail(size_t at, const std::string& why) const {
     const std::string_view rest = text_.substr(at, 100);
-    throw ConfigError(origin_, fmt::format("line {}: {}: '{}'", line_, why, shownValue(std::string(rest.substr(0, rest.find('\n'))))));
+    throw ConfigError(shownValue(origin_), fmt::format("line {}: {}: '{}'", line_, why, shownValue(std::string(rest.substr(0, rest.find('\n'))))));
   }
 
   std::string_view text_;

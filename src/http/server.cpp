@@ -65,14 +65,18 @@ Status HttpServer::start() {
       options_.host, options_.port, options_.tlsCert, options_.tlsKey,
       [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(mainRoutes_, std::move(r), std::move(reply)); },
       [this](const HttpRequest& r, int status) { logAdminCall(r, status); }, healthPaths(mainRoutes_));
-  if (!main.isOk()) return main.status();
+  // A failure names the key, as a config error would (the address in use by another program).
+  auto named = [](const char* key, const Status& s) {
+    return s.isPermanent() ? s : Status::fatal(fmt::format("{}: {}", key, s.message()));
+  };
+  if (!main.isOk()) return named("http.listen", main.status());
   ports_.main = *main;
   if (separate) {
     auto metrics = transport_->listen(
         options_.metricsHost, options_.metricsPort, "", "",
         [this](HttpRequest r, HttpTransport::Reply reply) { dispatch(metricsRoutes_, std::move(r), std::move(reply)); },
         nullptr, healthPaths(metricsRoutes_));
-    if (!metrics.isOk()) return metrics.status();
+    if (!metrics.isOk()) return named("http.metrics_listen", metrics.status());
     ports_.metrics = *metrics;
   }
   healthPool_ = std::make_unique<TaskPool>(options_.healthWorkers);

@@ -126,7 +126,7 @@ Result<int> HttpTransport::listen(const std::string& host, int port, const std::
   }
   if (ec) {
     impl_->listeners.pop_back();
-    return Status::fatal(fmt::format("cannot listen on {}:{}", host, port));
+    return Status::fatal(fmt::format("cannot listen on {}:{}: {}", host, port, ec.message()));
   }
   return static_cast<int>(l.acceptor->local_endpoint().port());
 }
