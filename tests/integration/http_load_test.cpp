@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-const char* kToken = "http-load-t0ken";
+const char* kToken = "http-load-t0ken-1";
 const bool kNoted = (registerSecret(kToken), true);
 
 // A bridge whose source's snapshot reads `rows` rows of a table `accounts` (made with MariaDB's
