@@ -38,7 +38,7 @@ Status checkReason(std::string_view reason);
 // too long. An assign in progress finishes first (then the row has a version), or waits.
 Result<bool> quarantine(const SourceConfig& source, uint64_t outboxId, const std::string& reason);
 
-// A new epoch (ARCHITECTURE.md section 4): reads the stream's tip through nats-server (for the
+// A new epoch (docs/design.md, "Reconcile"): reads the stream's tip through nats-server (for the
 // epochs it holds), then in one transaction records the new epoch, clears the halt and records
 // `reason` in outbox_epoch_history. A leader still publishing is fenced from then on; the leader
 // (this one, or the next to take the lease) finishes the bump once its publishes are settled:

@@ -130,7 +130,7 @@ Command addRun(CLI::App& app) {
       std::unique_ptr<Relay> relay;
     };
     SteadyClock clock;
-    // What wakes each relay besides its own polls (ARCHITECTURE.md 3b); a stop wakes them too.
+    // What wakes each relay besides its own polls (docs/design.md, "Waking up"); a stop wakes them too.
     // Shared with the stop listener: a start refused below unwinds before the SignalWatcher
     // requests stop.
     std::vector<std::shared_ptr<Wakeup>> wakeups;

@@ -10,7 +10,7 @@
 
 namespace outbox {
 
-// What may wake a source's relay before its own next poll (ARCHITECTURE.md 3b), and what it knows
+// What may wake a source's relay before its own next poll (docs/design.md, "Waking up"), and what it knows
 // of them: the binlog doorbell rings when a transaction that wrote the source's outbox table
 // commits; the shared idle check of its database rings when the table holds an id above what the
 // scan has read. A ring says only when to look: a ring lost, late or wrong costs latency, never a

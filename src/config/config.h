@@ -84,14 +84,14 @@ void checkHttpBaseUrl(const std::string& key, const std::string& url);
 
 // `^[A-Za-z_][A-Za-z0-9_]{0,63}$`: the only names that may be spliced into SQL.
 bool isSqlIdentifier(const std::string& name);
-// ARCHITECTURE.md section 3: `<outbox_table>_versions` must fit in 64 characters.
+// The bridge keeps `<outbox_table>_versions` beside each outbox table: it must fit MySQL's 64 characters.
 inline constexpr size_t kMaxOutboxTableLength = 55;
 // A NATS subject token: non-empty, no '.', '*', '>', whitespace or control characters.
 bool isSubjectToken(const std::string& token);
 
 enum class OnPoison { kHalt, kQuarantine };
 
-// What wakes a source's relay besides rows flowing (ARCHITECTURE.md 3b): kAuto, the binlog doorbell
+// What wakes a source's relay besides rows flowing (docs/design.md, "Waking up"): kAuto, the binlog doorbell
 // where the server keeps a binary log and the account may read it, else polling (a warning says
 // what is missing); kBinlog, the same, but a doorbell that cannot work is an error in the log,
 // every time it is tried; kPoll, polling only (the shared idle check of its database).
@@ -107,7 +107,8 @@ struct SourceConfig {
   std::string subjectPrefix;
   // The message subject's template (config/subject_template.h); empty: `<subject_prefix>.{entity_type}`.
   std::string subject;
-  // A stream sourcing the main one with max_msgs_per_subject = 1 (ARCHITECTURE.md section 4); empty: none.
+  // A stream sourcing the main one with max_msgs_per_subject = 1 (docs/design.md, "The message
+  // shaped by its row"); empty: none.
   std::string latestStream;
   int batchSize = 1000;
   Duration pollInterval{250};

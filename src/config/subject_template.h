@@ -8,7 +8,7 @@
 
 namespace outbox {
 
-// A message's subject from its row (ARCHITECTURE.md section 4): the source's `subject` template,
+// A message's subject from its row (docs/design.md, "The message shaped by its row"): the source's `subject` template,
 // e.g. "control.account.{entity_type}.{entity_key}", with the placeholders {entity_type},
 // {entity_key}, {op}, {source} and {partition:N}. Literal text between them is made of subject
 // token characters and dots; every subject it renders is under `<subject_prefix>.>`. A token

@@ -16,7 +16,7 @@ typedef struct st_mariadb_rpl_event MARIADB_RPL_EVENT;
 
 namespace outbox::db {
 
-// What one event group of the binary log says a committed transaction wrote (ARCHITECTURE.md 3b):
+// What one event group of the binary log says a committed transaction wrote (docs/design.md, "Waking up"):
 // the tables it added or changed rows of ("db.table"; from row events, or read from a statement
 // the log carries as text, db/binlog_statement.h; a group that only deleted rows, as prune's do,
 // names none); the databases of statements it carries as text that could not be read (their

@@ -225,8 +225,8 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
                                          "are not set)",
                                          p.host, p.port, p.database, tlsSettings(p)));
   }
-  // The reads are the bridge's, not the server's defaults (ARCHITECTURE.md 3a): a global
-  // READ-UNCOMMITTED must not let a scan or a snapshot see a row that is then rolled back.
+  // The reads are the bridge's, not the server's defaults (docs/design.md, "Contract v2: finding
+  // late commits"): a global READ-UNCOMMITTED must not let a scan or a snapshot see a row that is then rolled back.
   // Statements that need another level set it for their own transaction.
   OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
   return conn;

@@ -166,7 +166,7 @@ class JetStream {
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
   // The last message of `subject` in `stream` (a get-by-subject), or nullopt when it has none.
   Result<std::optional<StoredMessage>> lastMessage(const std::string& stream, const std::string& subject);
-  // A latest-value stream (ARCHITECTURE.md section 4): `name` sources `origin` with
+  // A latest-value stream (docs/design.md, "The message shaped by its row"): `name` sources `origin` with
   // max_msgs_per_subject = 1 and no subjects of its own; created when missing. `differs` is empty
   // when it is (or now is) such a stream, else how an existing one differs (it is left as it is).
   struct LatestStream {

@@ -16,9 +16,10 @@ namespace outbox {
 // Receives the document piece by piece; returns false when the client has gone away.
 using SnapshotSink = std::function<bool(std::string_view)>;
 
-// The snapshot document of ARCHITECTURE.md section 5 for one source: one consistent read
-// (START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY, in a READ ONLY session, so the server
-// refuses a write, DDL included, whatever the config check missed) of outbox_source_state and the
+// The snapshot document (docs/design.md, "The snapshot"; README, "Snapshots and replicas") for one
+// source: one consistent read (START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY, in a READ
+// ONLY session, so the server refuses a write, DDL included, whatever the config check missed) of
+// outbox_source_state and the
 // source's snapshot_query, rows streamed from the server and the document written in pieces of
 // about 64 KiB, so memory stays bounded whatever the size. `summaryOnly` leaves out "records"
 // but reads and hashes every row the same way.

@@ -12,7 +12,7 @@
 
 namespace outbox {
 
-// The binlog doorbell of one database server (ARCHITECTURE.md 3b): one replication connection,
+// The binlog doorbell of one database server (docs/design.md, "Waking up"): one replication connection,
 // from the end of the binary log when it connects, that rings a source's Wakeup when a
 // transaction that wrote its outbox table commits (the table its row events name, or the table a
 // statement logged as text inserts into, in STATEMENT and MIXED format); what the log does not tie

@@ -11,7 +11,7 @@
 #include "db/binlog.h"
 #include "harness.h"
 
-// Waking up (ARCHITECTURE.md 3b, issue 20): the binlog doorbell wakes a source's relay when a
+// Waking up (docs/design.md, "Waking up", issue 20): the binlog doorbell wakes a source's relay when a
 // transaction that wrote its outbox table commits, so a row is published within milliseconds
 // however long poll_interval is; without it the source waits for the poll. The doorbell's
 // connection killed, the binary logs rotated and purged, MariaDB restarted, its grant revoked and

@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(healthcheck_asks_readyz_of_a_running_bridge) {
   BOOST_TEST(runBridge({"healthcheck"}).exitCode == 2);
 }
 
-// ARCHITECTURE.md section 3a: the bridge reads information_schema.INNODB_TRX, which needs the
+// docs/design.md, "Contract v2: finding late commits": the bridge reads information_schema.INNODB_TRX, which needs the
 // PROCESS privilege. Without it `run` exits 2 with the exact GRANT to run; with it, it starts.
 BOOST_AUTO_TEST_CASE(run_without_the_process_privilege_exits_2_with_the_grant) {
   TestDatabase database("noproc");
