@@ -4,7 +4,31 @@ namespace outbox::db {
 
 Session::Session(ConnectParams params, Setup setup) : params_(std::move(params)), setup_(std::move(setup)) {}
 
+Session::Session(ConnectionPool& pool, std::string database, Setup prepare)
+    : setup_(std::move(prepare)), pool_(&pool), database_(std::move(database)) {}
+
+Session::~Session() = default;
+
 Result<Connection*> Session::connection() {
+  if (pool_ != nullptr) {
+    if (!loan_) {
+      auto borrowed = pool_->borrow(database_, lastSerial_);
+      if (!borrowed.isOk()) return borrowed.status();
+      loan_ = std::move(borrowed).value();
+      lastSerial_ = loan_.serial();
+    }
+    if (!prepared_ && setup_) {
+      if (Status s = setup_(*loan_); !s.isOk()) {
+        drop();
+        return s;
+      }
+    }
+    prepared_ = true;
+    // Outside a Hold or run() the loan goes back at once: the pointer is only good for a check.
+    Connection* conn = &*loan_;
+    if (holds_ == 0) giveBack();
+    return conn;
+  }
   if (conn_) return conn_.get();
   auto opened = Connection::open(params_);
   if (!opened.isOk()) return opened.status();
@@ -14,11 +38,29 @@ Result<Connection*> Session::connection() {
   return conn_.get();
 }
 
+void Session::drop() {
+  conn_.reset();
+  if (loan_) loan_.discard();
+  loan_ = ConnectionPool::Loan();
+  prepared_ = false;
+}
+
+void Session::giveBack() {
+  if (loan_) loan_ = ConnectionPool::Loan();
+}
+
 void Session::dropIfBroken(const Status& s) {
+  if (pool_ != nullptr) {
+    // A shared connection after a failed call may hold what the next borrower must not inherit
+    // (a transaction's characteristics set for a statement that never ran): it is not lent again.
+    if (!s.isOk()) drop();
+    return;
+  }
   if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();
 }
 
 Status Session::transaction(const std::function<Status(Connection&)>& fn) {
+  Hold hold(*this);
   for (int attempt = 1;; ++attempt) {
     auto conn = connection();
     if (!conn.isOk()) return conn.status();
@@ -29,7 +71,7 @@ Status Session::transaction(const std::function<Status(Connection&)>& fn) {
     if (s.isOk()) return s;
     c.rollback();
     if (s.cause() == Cause::kRolledBack && attempt < kRolledBackTries) continue;
-    if (s.isTransient()) conn_.reset();
+    if (pool_ != nullptr || s.isTransient()) drop();
     return s;
   }
 }

@@ -42,7 +42,7 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
       sources_(std::move(sources)),
       nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
-  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
+  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config, probePools_));
 }
 
 HttpServer::~HttpServer() { stop(); }

@@ -61,6 +61,8 @@ class HttpServer {
   };
   // `nats` says how the NATS connection is now (/readyz, /metrics).
   HttpServer(Options options, std::vector<HttpSource> sources, std::function<NatsLink()> nats);
+  // Connections the probes (/readyz, /metrics, /sources) open to one server, at most.
+  static constexpr size_t kProbeConnections = 2;
   ~HttpServer();
 
   // Binds and starts serving; fails when an address cannot be bound or the certificate not loaded.
@@ -97,6 +99,9 @@ class HttpServer {
 
   Options options_;
   std::vector<HttpSource> sources_;
+  // The probes' connections: a couple per server, however many sources (docs/design.md,
+  // "Connections"); before the probes, which borrow from them.
+  db::ConnectionPools probePools_{kProbeConnections};
   std::vector<std::unique_ptr<SourceProbe>> probes_;
   std::function<NatsLink()> nats_;
   std::vector<Route> mainRoutes_;
