@@ -109,10 +109,20 @@ Command addRun(CLI::App& app) {
       metrics.push_back(std::make_unique<SourceMetrics>());
       httpSources.push_back({&source, metrics.back().get()});
     }
+    // Short enough that a frozen leader's open transaction is gone well before its lease.
+    const auto lockBound =
+        std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
+    // The sources of a server share a few connections (docs/design.md, "Connections"): declared
+    // before the server that shows them and the stores that borrow from them. None opens yet.
+    db::ConnectionPools relayPools(static_cast<size_t>(config.database.maxConnections),
+                                   MysqlOutboxStore::connectionSetup(lockBound));
+    db::ConnectionPools leasePools(kLeaseConnections, MysqlLeaseStore::connectionSetup(lockBound));
     // Declared before the server, so it outlives the server's handlers on every way out.
     std::unique_ptr<nats::Connection> natsConnection;
     std::atomic<nats::Connection*> natsNow{nullptr};
-    HttpServer http(httpOptionsOf(config), httpSources, [&natsNow] {
+    HttpServer::Options httpOptions = httpOptionsOf(config);
+    httpOptions.pools = {{"relay", &relayPools}, {"lease", &leasePools}};
+    HttpServer http(std::move(httpOptions), httpSources, [&natsNow] {
       const nats::Connection* nc = natsNow.load();
       if (nc == nullptr) return NatsLink{false, 0, "nats-server is not connected yet (connecting at start)"};
       return NatsLink{nc->isConnected(), nats::Connection::reconnects(), nc->problem()};
@@ -147,14 +157,6 @@ Command addRun(CLI::App& app) {
       watched.push_back({&source, wakeups.back().get()});
     }
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
-    // Short enough that a frozen leader's open transaction is gone well before its lease.
-    const auto lockBound =
-        std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
-    // The sources of a server share a few connections (docs/design.md, "Connections"): declared
-    // before the stores that borrow from them.
-    db::ConnectionPools relayPools(static_cast<size_t>(config.database.maxConnections),
-                                   MysqlOutboxStore::connectionSetup(lockBound));
-    db::ConnectionPools leasePools(kLeaseConnections, MysqlLeaseStore::connectionSetup(lockBound));
     std::vector<SourceRuntime> runtimes;
     std::set<const db::ConnectionPool*> checked;
     for (size_t i = 0; i < config.sources.size(); ++i) {

@@ -167,9 +167,8 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
 
   Section database(subTable(root, "database"), "database.", "OUTBOX_BRIDGE_DATABASE_", env, consulted);
   if (auto v = database.integer("max_connections")) {
-    // Two: a source's mark and its next batch's reads overlap; more than the server's own default
-    // max_connections is a typo.
-    config.database.maxConnections = positiveInt("database.max_connections", *v, 151);
+    // Two: a source's mark and its next batch's reads overlap.
+    config.database.maxConnections = positiveInt("database.max_connections", *v, 10'000);
     if (config.database.maxConnections < 2) throw ConfigError("database.max_connections", "must be at least 2");
   }
   database.finish();

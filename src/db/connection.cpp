@@ -229,6 +229,9 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   // late commits"): a global READ-UNCOMMITTED must not let a scan or a snapshot see a row that is then rolled back.
   // Statements that need another level set it for their own transaction.
   OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
+  // And autocommit on, whatever the server's default: a statement outside START TRANSACTION is
+  // its own transaction (a global autocommit = 0 would leave every such write uncommitted).
+  OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION autocommit = 1"));
   conn->database_ = p.database;
   return conn;
 }

@@ -56,12 +56,14 @@ void ConnectionPool::giveBack(std::unique_ptr<Connection> conn, uint64_t serial)
   cv_.notify_one();
 }
 
-void ConnectionPool::closed() {
+void ConnectionPool::closed(const Status& failure) {
   {
     std::lock_guard lock(mu_);
     --open_;
+    openFailure_ = failure;
+    openFailedAt_ = std::chrono::steady_clock::now();
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred) {
@@ -73,12 +75,13 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     cv_.wait(lock);
   }
   if (!idle_.empty()) {
-    // The one this borrower had last, else one already on its database, else the one idle longest.
+    // The one this borrower had last, else one already on its database, else the one given back
+    // last (the others may rest long enough for the server to close them: MySQL's wait_timeout).
     auto pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.serial == preferred; });
     if (pick == idle_.end()) {
       pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.conn->database() == database; });
     }
-    if (pick == idle_.end()) pick = idle_.begin();
+    if (pick == idle_.end()) pick = idle_.end() - 1;
     Idle taken = std::move(*pick);
     idle_.erase(pick);
     lock.unlock();
@@ -89,6 +92,10 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     }
     return loan;
   }
+  // A connect that just failed is not tried again by each waiter in turn (with a 5 s connect
+  // timeout and a server gone, a few hundred relays would take minutes to hear it): for a second
+  // the borrowers get its failure at once.
+  if (openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld) return openFailure_;
   ++open_;
   const uint64_t serial = nextSerial_++;
   lock.unlock();
@@ -97,15 +104,19 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
   params.database = database;
   auto opened = Connection::open(params);
   if (!opened.isOk()) {
-    closed();
+    closed(opened.status());
     return opened.status();
   }
   std::unique_ptr<Connection> conn = std::move(opened).value();
   if (setup_) {
     if (Status s = setup_(*conn); !s.isOk()) {
-      closed();
+      closed(s);
       return s;
     }
+  }
+  {
+    std::lock_guard relock(mu_);
+    openFailedAt_.reset();
   }
   return Loan(this, std::move(conn), serial);
 }
@@ -142,6 +153,17 @@ ConnectionPool& ConnectionPools::forServer(const ConnectParams& params) {
   auto& pool = pools_[serverKey(params)];
   if (!pool) pool = std::make_unique<ConnectionPool>(params, capacity_, setup_);
   return *pool;
+}
+
+ConnectionPools::Usage ConnectionPools::usage() const {
+  std::lock_guard lock(mu_);
+  Usage u;
+  for (const auto& [key, pool] : pools_) {
+    u.open += pool->openConnections();
+    u.limit += pool->capacity();
+    u.waits += pool->waits();
+  }
+  return u;
 }
 
 size_t ConnectionPools::openConnections() const {

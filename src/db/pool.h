@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,7 +62,7 @@ class ConnectionPool {
   // A connection whose default database is `database`: an idle one (the one numbered `preferred`
   // if it is idle, then one already on that database), else a new one while fewer than the
   // capacity are open, else the first given back. Fails when a new connection cannot be opened or
-  // set up.
+  // set up, and for a second after one could not be, with that failure.
   Result<Loan> borrow(const std::string& database, uint64_t preferred = 0);
 
   size_t capacity() const { return capacity_; }
@@ -74,7 +76,9 @@ class ConnectionPool {
     uint64_t serial;
   };
   void giveBack(std::unique_ptr<Connection> conn, uint64_t serial);
-  void closed();
+  // A connection being opened failed with `failure`: its place frees.
+  void closed(const Status& failure);
+  static constexpr std::chrono::seconds kOpenFailureHeld{1};
 
   const ConnectParams params_;
   const size_t capacity_;
@@ -85,6 +89,9 @@ class ConnectionPool {
   size_t open_ = 0;         // GUARDED_BY(mu_): lent, idle, or being opened
   uint64_t nextSerial_ = 1;  // GUARDED_BY(mu_)
   uint64_t waits_ = 0;       // GUARDED_BY(mu_)
+  // The last failed open, and when: the borrowers that come within kOpenFailureHeld get it too.
+  Status openFailure_;                                            // GUARDED_BY(mu_)
+  std::optional<std::chrono::steady_clock::time_point> openFailedAt_;  // GUARDED_BY(mu_)
 };
 
 // The pools of a process for one purpose, one per server and account (host, port, socket, user,
@@ -97,6 +104,13 @@ class ConnectionPools {
   ConnectionPool& forServer(const ConnectParams& params);
   size_t capacity() const { return capacity_; }
   size_t openConnections() const;
+  // Over all its pools: connections open now, the most they may open, borrowers that had to wait.
+  struct Usage {
+    size_t open = 0;
+    size_t limit = 0;
+    uint64_t waits = 0;
+  };
+  Usage usage() const;
 
  private:
   const size_t capacity_;

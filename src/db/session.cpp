@@ -1,5 +1,7 @@
 #include "db/session.h"
 
+#include <spdlog/spdlog.h>
+
 namespace outbox::db {
 
 Session::Session(ConnectParams params, Setup setup) : params_(std::move(params)), setup_(std::move(setup)) {}
@@ -24,10 +26,12 @@ Result<Connection*> Session::connection() {
       }
     }
     prepared_ = true;
-    // Outside a Hold or run() the loan goes back at once: the pointer is only good for a check.
-    Connection* conn = &*loan_;
-    if (holds_ == 0) giveBack();
-    return conn;
+    // Outside a Hold or run() the loan would go back at once, and the pointer with it.
+    if (holds_ == 0) {
+      giveBack();
+      return Status::fatal("Session::connection() on a pool's session outside a Hold");
+    }
+    return &*loan_;
   }
   if (conn_) return conn_.get();
   auto opened = Connection::open(params_);
@@ -53,7 +57,13 @@ void Session::dropIfBroken(const Status& s) {
   if (pool_ != nullptr) {
     // A shared connection after a failed call may hold what the next borrower must not inherit
     // (a transaction's characteristics set for a statement that never ran): it is not lent again.
-    if (!s.isOk()) drop();
+    // Nor one a call left inside a transaction: the pool would roll its writes back.
+    if (s.isOk() && loan_ && loan_->inTransaction()) {
+      spdlog::error("a call left a transaction open on a shared connection: closed, its writes rolled back");
+    } else if (s.isOk()) {
+      return;
+    }
+    drop();
     return;
   }
   if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();

@@ -208,7 +208,7 @@ void HttpServer::healthRoutes(std::vector<Route>& routes) {
   }});
 
   routes.push_back({"GET", std::regex("/metrics"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
-    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_()), "text/plain; version=0.0.4; charset=utf-8");
+    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_(), metricPools()), "text/plain; version=0.0.4; charset=utf-8");
   }});
 }
 

@@ -58,7 +58,11 @@ Status MysqlOutboxStore::setUpConnection(db::Connection& conn, const ServerKind&
   if (idleTransactionTimeout.count() > 0) {
     // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
     // long, in a transaction or not, is closed and its locks released; the next call reconnects).
-    (void)conn.exec(fmt::format("SET SESSION {} = {}", kind.mysql ? "wait_timeout" : "idle_transaction_timeout",
+    // Lock waits, of rows and of metadata (an ALTER queued behind a long transaction), end as
+    // soon: a call waits no longer than that with a connection other sources share.
+    (void)conn.exec(fmt::format("SET SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION "
+                                "lock_wait_timeout = {1}",
+                                kind.mysql ? "wait_timeout" : "idle_transaction_timeout",
                                 idleTransactionTimeout.count()));
   }
   return Status::ok();
@@ -73,6 +77,10 @@ constexpr const char* kClockRefused =
 db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds idleTransactionTimeout) {
   auto warned = std::make_shared<std::atomic<bool>>(false);
   return [idleTransactionTimeout, warned](db::Connection& conn) {
+    // What the scan needs of the server, on each connection: a grant revoked since another was
+    // checked applies only to the connections opened after (db::checkServer).
+    std::vector<std::string> notes;  // the stores log them when they prepare
+    OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
     return setUpConnection(conn, serverKind(conn), idleTransactionTimeout, [warned](const std::string& why) {
       if (!warned->exchange(true)) spdlog::warn(fmt::runtime(kClockRefused), why);
     });

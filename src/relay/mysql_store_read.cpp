@@ -123,13 +123,15 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // SELECT SLEEP(600) keeps no hole open. With each, how long it has held its oldest such lock,
   // and, read first, the age of a user lock a bridge connection holds: the server's clock to hold it against.
   if (writersVisible_) {
-    // The clock is the oldest such lock on the server, whichever connection reads it: the relays'
-    // connections are shared (docs/design.md, "Connections"), and one clock across them keeps a
-    // tagging comparable with the readings after it on any of them. Its connection gone, the next
-    // oldest one reads as another clock (a re-tagging, as after a reconnect).
+    // The clock is the such lock of the lowest connection id on the server, whichever connection
+    // reads it: the relays' connections are shared (docs/design.md, "Connections"), and one clock
+    // across them keeps a tagging comparable with the readings after it on any of them. (A lock
+    // taken again while held keeps its age; its connection gone, the next one reads as another
+    // clock: a re-tagging, as after a reconnect.)
     auto clock = queryRows(
         "SELECT THREAD_ID, LOCK_TIME_MS FROM information_schema.METADATA_LOCK_INFO WHERE LOCK_TYPE = 'User lock' "
-        "AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', THREAD_ID) ORDER BY THREAD_ID LIMIT 1");
+        "AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', THREAD_ID) AND LOCK_TIME_MS IS NOT NULL ORDER BY "
+        "THREAD_ID LIMIT 1");
     if (clock.isOk() && clock->next() && !clock->isNull(1)) {
       reading.clock = ConnectionReading::ServerClock{clock->u64(0), std::chrono::milliseconds(clock->u64(1))};
     } else if (!clock.isOk() && !refusedByServer(clock.status())) {
