@@ -72,6 +72,17 @@ BOOST_AUTO_TEST_CASE(two_hundred_sources_and_two_bridges_stay_within_thirty_conn
         database.name(), producerId, watcherId));
     return n.isOk() ? n->value_or(0) : 0;  // no assertion: the sampler thread calls it too
   };
+  auto allPublished = [&](uint64_t through, std::chrono::seconds within) {
+    for (const auto& s : sources) {
+      BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(s.name).publishedThrough == through; }, within),
+                            s.name << " did not reach " << through << "\nfirst:\n"
+                                   << first.log() << "\nsecond:\n"
+                                   << second.log());
+    }
+  };
+  // Both bridges up and every source led (the start's one check connection closed): from here on.
+  insertRound(*producer, sources, 0);
+  allPublished(2, 120s);
   std::atomic<uint64_t> most{connections()};
   std::atomic<bool> counting{true};
   // Sampled on the watcher's connection only here while the sampler runs.
@@ -84,15 +95,6 @@ BOOST_AUTO_TEST_CASE(two_hundred_sources_and_two_bridges_stay_within_thirty_conn
       std::this_thread::sleep_for(100ms);
     }
   });
-  auto allPublished = [&](uint64_t through, std::chrono::seconds within) {
-    for (const auto& s : sources) {
-      BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(s.name).publishedThrough == through; }, within),
-                            s.name << " did not reach " << through << "\nfirst:\n"
-                                   << first.log() << "\nsecond:\n"
-                                   << second.log());
-    }
-  };
-  insertRound(*producer, sources, 0);
   insertRound(*producer, sources, 1);
   allPublished(4, 120s);
   BOOST_TEST_MESSAGE("two bridges, " << kSources << " sources: at most " << most.load() << " connections");
