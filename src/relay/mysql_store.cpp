@@ -1,9 +1,12 @@
 #include "relay/mysql_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
+#include <memory>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/log.h"
 #include "db/preflight.h"
@@ -25,41 +28,98 @@ std::string epochStartColumns(const char* epoch) {
 }
 }  // namespace
 
+// Server facts a connection reads once: MySQL rather than MariaDB, and whether the server shows
+// metadata locks (MariaDB's metadata_lock_info plugin).
+MysqlOutboxStore::ServerKind MysqlOutboxStore::serverKind(db::Connection& conn) {
+  ServerKind kind;
+  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
+    kind.mysql = version->text(0).find("MariaDB") == std::string_view::npos;
+  }
+  if (!kind.mysql) {
+    auto plugin = conn.queryU64(
+        "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
+        "PLUGIN_STATUS = 'ACTIVE'");
+    kind.writersVisible = plugin.isOk() && plugin->value_or(0) > 0;
+  }
+  return kind;
+}
+
+// What each connection holds for its life: the idle-transaction bound, and where the server shows
+// metadata locks, the scan's clock on the server (ConnectionReading::clock).
+Status MysqlOutboxStore::setUpConnection(db::Connection& conn, const ServerKind& kind,
+                                         std::chrono::seconds idleTransactionTimeout,
+                                         const std::function<void(const std::string&)>& clockRefused) {
+  if (kind.writersVisible) {
+    auto clock = conn.queryU64("SELECT GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
+    if (!clock.isOk() || clock->value_or(0) != 1) {
+      clockRefused(clock.isOk() ? "someone else holds it" : clock.status().message());
+    }
+  }
+  if (idleTransactionTimeout.count() > 0) {
+    // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
+    // long, in a transaction or not, is closed and its locks released; the next call reconnects).
+    // Lock waits, of rows and of metadata (an ALTER queued behind a long transaction), end as
+    // soon: a call waits no longer than that with a connection other sources share.
+    (void)conn.exec(fmt::format("SET SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION "
+                                "lock_wait_timeout = {1}",
+                                kind.mysql ? "wait_timeout" : "idle_transaction_timeout",
+                                idleTransactionTimeout.count()));
+  }
+  return Status::ok();
+}
+
+namespace {
+constexpr const char* kClockRefused =
+    "could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only once the "
+    "connections that may hold them are seen between statements (slower, never a row lost)";
+}  // namespace
+
+db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds idleTransactionTimeout) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [idleTransactionTimeout, warned](db::Connection& conn) {
+    // What the scan needs of the server, on each connection: a grant revoked since another was
+    // checked applies only to the connections opened after (db::checkServer).
+    std::vector<std::string> notes;  // the stores log them when they prepare
+    OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
+    return setUpConnection(conn, serverKind(conn), idleTransactionTimeout, [warned](const std::string& why) {
+      if (!warned->exchange(true)) spdlog::warn(fmt::runtime(kClockRefused), why);
+    });
+  };
+}
+
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
                                    ServerCheck check)
+    : MysqlOutboxStore(source, check) {
+  session_ = std::make_unique<db::Session>(db::paramsFrom(source.dsn), [this, idleTransactionTimeout](db::Connection& conn) {
+    OUTBOX_RETURN_IF_ERROR(prepare(conn));
+    return setUpConnection(conn, ServerKind{mysql_, writersVisible_}, idleTransactionTimeout, [this](const std::string& why) {
+      if (!std::exchange(clockWarned_, true)) sourceLogger(source_.name)->warn(fmt::runtime(kClockRefused), why);
+    });
+  });
+}
+
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check)
+    : MysqlOutboxStore(source, check) {
+  session_ = std::make_unique<db::Session>(pool, source.dsn.database,
+                                           [this](db::Connection& conn) { return prepare(conn); });
+}
+
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, ServerCheck check)
     : source_(source),
-      idleTransactionTimeout_(idleTransactionTimeout),
       check_(check),
       table_("`" + source.outboxTable + "`"),
       versions_("`" + source.outboxTable + "_versions`"),
       // A source name is an SQL identifier (config), so it needs no escaping.
       sourceLiteral_("'" + source.name + "'"),
       // A table name is an SQL identifier too (config).
-      tableLiteral_("'" + source.outboxTable + "'"),
-      session_(db::paramsFrom(source.dsn), [this](db::Connection& conn) { return setUp(conn); }) {}
+      tableLiteral_("'" + source.outboxTable + "'") {}
 
-Status MysqlOutboxStore::setUp(db::Connection& conn) {
-  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
-    mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
-  }
-  writersVisible_ = false;
-  if (!mysql_) {
-    auto plugin = conn.queryU64(
-        "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
-        "PLUGIN_STATUS = 'ACTIVE'");
-    writersVisible_ = plugin.isOk() && plugin->value_or(0) > 0;
-    // The scan's clock on the server (ConnectionReading::clock): held until the connection ends.
-    if (writersVisible_) {
-      auto clock = conn.queryU64("SELECT GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
-      if ((!clock.isOk() || clock->value_or(0) != 1) && !clockWarned_) {
-        clockWarned_ = true;
-        sourceLogger(source_.name)
-            ->warn("could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only "
-                   "once the connections that may hold them are seen between statements (slower, never a row lost)",
-                   clock.isOk() ? "someone else holds it" : clock.status().message());
-      }
-    }
-  }
+MysqlOutboxStore::~MysqlOutboxStore() = default;
+
+Status MysqlOutboxStore::prepare(db::Connection& conn) {
+  const ServerKind kind = serverKind(conn);
+  mysql_ = kind.mysql;
+  writersVisible_ = kind.writersVisible;
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;
     OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
@@ -68,18 +128,11 @@ Status MysqlOutboxStore::setUp(db::Connection& conn) {
     }
     notesLogged_ = true;
   }
-  if (idleTransactionTimeout_.count() > 0) {
-    // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
-    // long, in a transaction or not, is closed and its locks released; the next call reconnects).
-    (void)conn.exec(fmt::format("SET SESSION {} = {}", mysql_ ? "wait_timeout" : "idle_transaction_timeout",
-                                idleTransactionTimeout_.count()));
-  }
   return conn.exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
 }
 
 Status MysqlOutboxStore::connect() {
-  auto conn = session_.connection();
-  return conn.isOk() ? Status::ok() : conn.status();
+  return session_->run([](db::Connection&) { return Status::ok(); });
 }
 
 std::string MysqlOutboxStore::guardedStateUpdate(db::Connection& conn, const std::string& assignments,
@@ -134,13 +187,13 @@ Result<SourceState> MysqlOutboxStore::loadState() {
 }
 
 Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char* isolation) {
-  auto rows = session_.run([&](db::Connection& conn) -> Result<db::Rows> {
+  auto rows = session_->run([&](db::Connection& conn) -> Result<db::Rows> {
     if (isolation != nullptr) OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
     return conn.query(sql);
   });
   // A statement that failed before it began a transaction leaves the isolation level set for the
   // next one, which may be the scan's consistent read: start from a fresh connection instead.
-  if (isolation != nullptr && !rows.isOk()) session_.drop();
+  if (isolation != nullptr && !rows.isOk()) session_->drop();
   if (!rows.isOk() && rows.status().cause() == Cause::kMissingTable) {
     return Status::permanent(fmt::format("{}; the schema is older than this bridge: run `outbox-bridge migrate` (the "
                                          "source resumes by itself)",
@@ -152,7 +205,7 @@ Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char*
 
 Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,
                                            const char* what) {
-  return session_.run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
+  return session_->run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
 }
 
 Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
@@ -162,7 +215,7 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
 Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
   const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor);
   if (mark.pin.empty() && mark.unpin.empty()) return guardedStateWrite(assignments, "", "recording the scan");
-  return session_.transaction([&](db::Connection& conn) -> Status {
+  return session_->transaction([&](db::Connection& conn) -> Status {
     OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
     return recordPins(conn, mark);
   });
@@ -220,7 +273,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
       folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                            versions_, pairs, quarantined)
              : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+  Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
                     mark.cursor, mark.floor),
@@ -254,7 +307,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
 }
 
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
-  return session_.run([&](db::Connection& conn) {
+  return session_->run([&](db::Connection& conn) {
     return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
                                         fmt::format("s.published_through < {}", version)));
   });
@@ -268,7 +321,7 @@ Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
 Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
   if (guard_.epoch == 0) return Status::permanent("adoptStaleTail needs the epoch in the write guard");
   uint64_t restored = 0;
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+  Status s = session_->transaction([&](db::Connection& conn) -> Status {
     OUTBOX_RETURN_IF_ERROR(lockState(conn, "adopting the old epoch's last messages"));
     // Still as reconcile found it: the epoch has published nothing and begins at tail.afterSeq.
     auto rows = conn.query(fmt::format(
@@ -326,7 +379,7 @@ Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const
 
 Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
   auto orNull = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("NULL"); };
-  return session_.run([&](db::Connection& conn) {
+  return session_->run([&](db::Connection& conn) {
     return guardedStateWrite(conn,
                              fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}",
                                          conn.quote(reason.substr(0, 1000)), orNull(row ? std::optional(row->id) : std::nullopt),
@@ -338,7 +391,7 @@ Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow
 Status MysqlOutboxStore::clearHalt() { return guardedStateWrite(kHaltCleared, "", "clearing the halt"); }
 
 Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
-  return session_.transaction([&](db::Connection& conn) -> Status {
+  return session_->transaction([&](db::Connection& conn) -> Status {
     // The state row first, as the assign does: one of the two waits for the other (and the
     // relay's own quarantine of a poison row is checked against its lease and epoch).
     OUTBOX_RETURN_IF_ERROR(lockState(conn, "quarantining a row"));
@@ -365,7 +418,7 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
 
 Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
   SourceState result;
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+  Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto rows = conn.query(fmt::format(
         "SELECT epoch, assigned_through, published_through, published_stream_seq, bump_from_epoch "
         "FROM outbox_source_state WHERE source = {} FOR UPDATE",
@@ -394,7 +447,7 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
 }
 
 Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
-  return session_.transaction([&](db::Connection& conn) -> Status {
+  return session_->transaction([&](db::Connection& conn) -> Status {
     // The lease and this session's epoch hold, and the row is ours until commit.
     OUTBOX_RETURN_IF_ERROR(lockState(conn, "finishing the epoch bump"));
     auto rows = conn.query(fmt::format(
