@@ -1,5 +1,6 @@
 #include "http/metrics_page.h"
 
+#include "metrics/doorbell_metrics.h"
 #include "metrics/prometheus.h"
 #include "metrics/source_metrics.h"
 #include "outbox_version.h"
@@ -36,6 +37,7 @@ std::string renderMetricsPage(const std::vector<HttpSource>& sources,
       page.sample("outbox_oldest_pending_seconds", {{"source", name}}, probe.oldestPendingSeconds);
     }
   }
+  addDoorbellMetrics(page);
   snapshots.addTo(page);
   return page.render();
 }
