@@ -67,11 +67,13 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   std::unique_ptr<BinlogReader> reader(new BinlogReader(std::move(conn).value()));
   Connection& c = *reader->conn_;
 
-  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER(), @@server_id, @@hostname");
+  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER(), @@server_id, @@hostname, "
+                          "@@global.binlog_checksum");
   if (!settings.isOk()) return settings.status();
   if (!settings->next()) return Status::transient("the server did not say whether it keeps a binary log");
   const std::string account = accountOf(settings->text(2));
   reader->identity_ = fmt::format("server_id {}, hostname {}", settings->u64(3), settings->text(4));
+  reader->checksum_ = settings->text(5) != "NONE";
   if (settings->u64(0) == 0) {
     return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON (in any "
                              "binlog_format)");
@@ -133,7 +135,10 @@ Result<BinlogCommit> BinlogReader::next() {
     if (event_ == nullptr) {
       // Whatever ended the dump (the connection killed, the server restarted, a log purged under
       // it, an event too large to read), a new dump from the end of the log is the way on.
-      tooLarge_ = mysql_errno(mysql) == CR_NET_PACKET_TOO_LARGE;
+      // Connector/C reports a packet over max_allowed_packet as 2013 (lost connection) from the
+      // dump; its NET says which: error 1 when it would not grow the buffer, 2 when the socket
+      // failed.
+      tooLarge_ = mysql_errno(mysql) == CR_NET_PACKET_TOO_LARGE || mysql->net.error == 1;
       if (tooLarge_) {
         return Status::transient(fmt::format("an event of the binary log after {}:{} is larger than the {} MiB the "
                                              "doorbell reads (a large row or statement)",
@@ -144,7 +149,17 @@ Result<BinlogCommit> BinlogReader::next() {
     }
     // The rotate a dump starts with (and one at each new file) says where it reads.
     if (event_->event_type == ROTATE_EVENT) {
-      file_.assign(event_->event.rotate.filename.str, event_->event.rotate.filename.length);
+      // Read from the event itself: Connector/C 3.3 cuts the name it parses (the first 8
+      // characters, and a checksum's worth more of an artificial rotate). After the header (19
+      // bytes) come the position (8) and the name, then the checksum when the log has one.
+      constexpr size_t kHeader = 19, kPosition = 8;
+      const size_t trailer = checksum_ ? 4 : 0;
+      const size_t at = event_->raw_data_ofs + kHeader + kPosition;
+      if (event_->event_length > kHeader + kPosition + trailer &&
+          at + (event_->event_length - kHeader - kPosition - trailer) <= event_->raw_data_size) {
+        file_.assign(reinterpret_cast<const char*>(event_->raw_data) + at,
+                     event_->event_length - kHeader - kPosition - trailer);
+      }
       position_ = event_->event.rotate.position;
     } else if (event_->next_event_pos != 0 && event_->event_type != HEARTBEAT_LOG_EVENT) {
       position_ = event_->next_event_pos;

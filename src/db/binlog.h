@@ -103,6 +103,7 @@ class BinlogReader {
   uint64_t position_ = 0;
   uint32_t eventTime_ = 0;
   bool tooLarge_ = false;
+  bool checksum_ = true;  // the log's events end in a CRC32 (binlog_checksum, which the dump asks for)
 };
 
 }  // namespace outbox::db
