@@ -169,3 +169,27 @@ BOOST_AUTO_TEST_CASE(a_doorbell_far_behind_jumps_to_the_end_and_holds_no_log_bac
   w.requireRungAtOnce("after the jump");
   requireDenseOnce(w.source, w.inserted);
 }
+
+// One transaction of 200,000 INSERTs (ROW: a TABLE_MAP and a row event each): the doorbell kept
+// every TABLE_MAP of the transaction in a list until its commit, and the list's memory after. Its
+// table map is keyed by table id now: one entry, however long the transaction.
+BOOST_AUTO_TEST_CASE(a_transaction_of_200000_statements_costs_the_doorbell_no_memory) {
+  Watched w("wake_long");
+  auto& sql = w.database.sql();
+  BOOST_REQUIRE(sql.exec("CREATE TABLE other (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT)").isOk());
+  BOOST_REQUIRE(sql.exec("CREATE PROCEDURE fill(n INT) BEGIN DECLARE i INT DEFAULT 0; START TRANSACTION; "
+                         "WHILE i < n DO INSERT INTO other (v) VALUES (i); SET i = i + 1; END WHILE; COMMIT; END")
+                    .isOk());
+  w.start();
+  w.requireRungAtOnce("before");
+  const uint64_t rssBefore = residentBytes(w.bridge.pid());
+  BOOST_REQUIRE(w.producer->exec("SET SESSION binlog_format = 'ROW'").isOk());
+  BOOST_REQUIRE(w.producer->exec("CALL fill(200000)").isOk());
+  // A row after it rings only once the doorbell has read the whole transaction.
+  w.requireRungAtOnce("after the long transaction");
+  const uint64_t rssAfter = residentBytes(w.bridge.pid());
+  BOOST_TEST_MESSAGE("bridge RSS " << rssBefore / 1024 << " KiB before a 200,000-statement transaction, "
+                                   << rssAfter / 1024 << " KiB after");
+  BOOST_TEST(rssAfter < rssBefore + (6ull << 20), "RSS grew from " << rssBefore << " to " << rssAfter);
+  requireDenseOnce(w.source, w.inserted);
+}
