@@ -200,13 +200,11 @@ Result<BinlogCommit> BinlogReader::next() {
         }
         break;
       }
-      case XID_EVENT: {  // a transactional group committed
+      case XID_EVENT:  // a transactional group committed (reported even when it names nothing,
+                       // so that the caller measures its lag and sees stop between commits)
         inGroup_ = false;
         mapped_.clear();
-        BinlogCommit done = std::exchange(group_, {});
-        if (!done.empty()) return done;
-        break;
-      }
+        return std::exchange(group_, {});
       case XA_PREPARE_LOG_EVENT:  // prepared, not committed: its XA COMMIT comes later, alone
         inGroup_ = false;
         group_ = {};
@@ -229,9 +227,7 @@ Result<BinlogCommit> BinlogReader::next() {
         }
         if (startsWith(head, "COMMIT")) {
           inGroup_ = false;
-          BinlogCommit done = std::exchange(group_, {});
-          if (!done.empty()) return done;
-          break;
+          return std::exchange(group_, {});
         }
         // An XA COMMIT, logged alone: what its transaction wrote came with its PREPARE.
         if (startsWith(head, "XA COMMIT")) {

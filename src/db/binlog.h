@@ -58,8 +58,8 @@ class BinlogReader {
   static Result<std::unique_ptr<BinlogReader>> open(const ConnectParams& params, uint32_t serverId,
                                                     std::chrono::milliseconds heartbeat);
 
-  // Waits for the next committed transaction (or heartbeat: then an empty commit with `unknown`
-  // false). A transient failure ends the dump (a connection lost, the server restarted or its
+  // Waits for the next committed transaction (one that wrote nothing to look for, such as
+  // prune's deletes, or a heartbeat: an empty commit). A transient failure ends the dump (a connection lost, the server restarted or its
   // logs purged): open another.
   Result<BinlogCommit> next();
 

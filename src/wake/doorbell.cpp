@@ -42,7 +42,7 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, const Dsn& ds
   metrics_ = registerDoorbellMetrics(server);
   if (const char* delay = std::getenv("OUTBOX_TEST_DOORBELL_READ_DELAY_MS"); delay != nullptr) {
     readDelay_ = std::chrono::milliseconds(std::strtoll(delay, nullptr, 10));
-    spdlog::warn("{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each event (for tests only)", where_,
+    spdlog::warn("{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each transaction it reads (for tests only)", where_,
                  readDelay_.count());
   }
 }
@@ -173,10 +173,12 @@ void BinlogDoorbell::run() {
     metrics_->lagMillis = 0;
     metrics_->lagBytes = 0;
   };
+  bool jump = false;  // the last dump was given up to start again at the end (same server)
   while (!stop_.stopped()) {
     auto reader = db::BinlogReader::open(params, serverId_, kHeartbeat);
-    std::string other = reader.isOk() ? otherServer(**reader) : "";
+    std::string other = reader.isOk() && !jump ? otherServer(**reader) : "";
     if (!reader.isOk() || !other.empty()) {
+      jump = false;
       stopWatching();
       // A setting, a grant or the wrong server takes an operator: look again less often.
       const Status s = reader.isOk() ? Status::permanent(other) : reader.status();
@@ -192,7 +194,6 @@ void BinlogDoorbell::run() {
     watching = true;
     metrics_->watching = true;
     auto since = std::chrono::steady_clock::now();
-    bool jump = false;
     Status ended = read(**reader, jump);
     if (stop_.stopped()) break;
     // Fell behind or met an event too large: the sources stay watched, and the next dump, from

@@ -71,7 +71,7 @@ class BinlogDoorbell {
   bool insists_ = false;  // a source says wake = "binlog": a doorbell that cannot work is an error
   std::string unloggedReported_;  // the sources last warned of whose database the log leaves out
   std::shared_ptr<DoorbellMetrics> metrics_;
-  // For tests only: OUTBOX_TEST_DOORBELL_READ_DELAY_MS, a pause after each event read, so that a
+  // For tests only: OUTBOX_TEST_DOORBELL_READ_DELAY_MS, a pause after each transaction read, so that a
   // test can make the doorbell fall behind (DEVELOPERS.md). Unset: none.
   std::chrono::milliseconds readDelay_{0};
   std::thread thread_;

@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(a_large_row_elsewhere_costs_bounded_memory_and_one_look) {
   requireDenseOnce(w.source, w.inserted);
 }
 
-// The doorbell's reading slowed (a test-only knob: 20 ms after each event) under a writer of 65 kB
+// The doorbell's reading slowed (a test-only knob: 20 ms after each transaction) under a writer of 65 kB
 // rows on another table, the binary log rotated as it goes: it falls behind, says so, starts again
 // at the end, and the files it had not read are purged at once.
 BOOST_AUTO_TEST_CASE(a_doorbell_far_behind_jumps_to_the_end_and_holds_no_log_back) {
