@@ -191,7 +191,10 @@ Command addRun(CLI::App& app) {
     }
 
     std::vector<std::unique_ptr<BinlogDoorbell>> doorbells;
-    for (auto& group : doorbellGroups(watched)) doorbells.push_back(std::make_unique<BinlogDoorbell>(group, stop));
+    for (auto& group : doorbellGroups(watched)) {
+      const Dsn& dsn = config.doorbellDsn(*group.front().config);
+      doorbells.push_back(std::make_unique<BinlogDoorbell>(group, dsn, stop));
+    }
     std::vector<std::unique_ptr<IdleCheck>> idleChecks;
     for (auto& group : idleCheckGroups(watched)) idleChecks.push_back(std::make_unique<IdleCheck>(group, stop));
     std::vector<std::thread> threads;

@@ -48,8 +48,10 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   std::set<std::string> consulted{kConfigEnvironmentVariable};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
-    if (key != "nats" && key != "http" && key != "lease" && key != "database" && key != "log" && key != "source") {
-      throw ConfigError(key, "unknown key (expected [nats], [http], [lease], [database], [log] or [[source]])");
+    if (key != "nats" && key != "http" && key != "lease" && key != "database" && key != "log" && key != "source" &&
+        key != "doorbell") {
+      throw ConfigError(key,
+                        "unknown key (expected [nats], [http], [lease], [database], [log], [[source]] or [[doorbell]])");
     }
   }
 
@@ -206,6 +208,8 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   }
   checkSourcesApart(config.sources);
   if (config.sources.empty()) throw ConfigError("source", "at least one [[source]] is required");
+  config.doorbells = parseDoorbells(root.get("doorbell"), env, consulted);
+  checkDoorbells(config);
   for (const auto& [name, value] : env) {
     if (name.rfind("OUTBOX_BRIDGE_", 0) == 0 && !consulted.count(name)) {
       throw ConfigError(name, "unknown environment variable (no config key of that name; a typo?)");

@@ -64,7 +64,9 @@ struct Dsn {
   std::string sslCert;  // a client certificate, with sslKey
   std::string sslKey;
 
-  static Dsn parse(const std::string& key, const std::string& text);
+  // `databaseRequired` false: "/" may end the path (an account that reads the binary log needs no
+  // database, and one it may not use refuses the login).
+  static Dsn parse(const std::string& key, const std::string& text, bool databaseRequired = true);
   // The DSN with the password replaced by "****" (or absent when there is none).
   std::string masked() const;
 };
@@ -162,10 +164,24 @@ struct LeaseConfig {
 // The connections a bridge's relays share (docs/design.md, "Connections").
 struct DatabaseConfig {
   // Per database server and account, at most: what the sources' scans, assigns and marks borrow.
-  // The leases (2), the HTTP probes (2), the idle check (one a database) and the doorbell (one a
-  // server) have their own, as few.
+  // The leases (3), the HTTP probes (2), the idle check (one a database) and the doorbell (one a
+  // server, two while it reads its lag) have their own, as few.
   int maxConnections = 8;
 };
+
+// The account a server's binlog doorbell reads the binary log as (README, "The doorbell's
+// account"): REPLICATION SLAVE shows every row change on the server, so it belongs to an account of
+// its own rather than to the sources', whose grants stop at their tables. Matched to the sources
+// by the server's address (host, port, socket).
+struct DoorbellConfig {
+  std::string name;
+  Dsn dsn;  // its database may be empty
+};
+
+// Whether two DSNs reach one server address (the host compared without case).
+bool sameServer(const Dsn& a, const Dsn& b);
+// Whether two DSNs ask for the same TLS (ssl-mode and its files).
+bool sameTls(const Dsn& a, const Dsn& b);
 
 struct Config {
   NatsConfig nats;
@@ -175,8 +191,13 @@ struct Config {
   std::string logLevel = "info";
   LogFormat logFormat = LogFormat::kText;
   std::vector<SourceConfig> sources;
+  std::vector<DoorbellConfig> doorbells;
 
   const SourceConfig* findSource(const std::string& name) const;
+  // The DSN the doorbell of `source`'s server reads the binary log with: its [[doorbell]], or
+  // without one the source's own (parseConfig saw to it that every source there that the doorbell
+  // watches asks for the same TLS).
+  const Dsn& doorbellDsn(const SourceConfig& source) const;
 };
 
 // The whole of the regular file `path`, at most `maxBytes`. A ConfigError naming `key` when it

@@ -59,6 +59,9 @@ std::string renderMasked(const Config& c) {
     out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
                        s.replicas, quoted(formatDuration(s.maxAge)));
   }
+  for (const auto& d : c.doorbells) {
+    out += fmt::format("\n[[doorbell]]\nname = {}\ndsn = {}\n", quoted(d.name), quoted(d.dsn.masked()));
+  }
   return out;
 }
 

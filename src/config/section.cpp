@@ -63,7 +63,12 @@ std::string unexpandedReference(const std::string& secret) {
 }
 
 void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames, const Environment& env) {
-  constexpr std::string_view kPrefix = "OUTBOX_BRIDGE_SOURCE_";
+  checkVariablesUnambiguous("source", sourceNames, env);
+}
+
+void checkVariablesUnambiguous(const std::string& kind, const std::vector<std::string>& sourceNames,
+                               const Environment& env) {
+  const std::string kPrefix = "OUTBOX_BRIDGE_" + upper(kind) + "_";
   std::map<std::string, std::string> byVariableName;  // upper-cased name -> the name
   for (const auto& name : sourceNames) byVariableName.emplace(upper(name), name);
   for (const auto& [variable, value] : env) {
@@ -74,12 +79,12 @@ void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames
       if (it == byVariableName.end() || end + 1 == variable.size()) continue;
       std::string key = variable.substr(end + 1);
       std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
-      readings.push_back("source." + it->second + "." + key);
+      readings.push_back(kind + "." + it->second + "." + key);
     }
     if (readings.size() > 1) {
-      throw ConfigError(variable, fmt::format("is ambiguous: it could set {} or {} (rename a source so that no name "
+      throw ConfigError(variable, fmt::format("is ambiguous: it could set {} or {} (rename a {} so that no name "
                                               "is another's followed by '_')",
-                                              readings[0], readings[1]));
+                                              readings[0], readings[1], kind));
     }
   }
 }

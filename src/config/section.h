@@ -162,6 +162,13 @@ void checkTomlShape(const std::string& text, const std::string& origin);
 // A ConfigError naming the variable when an OUTBOX_BRIDGE_SOURCE_* variable that is set could
 // belong to two sources (OUTBOX_BRIDGE_SOURCE_A_LATEST_STREAM: a's latest_stream, a_latest's stream).
 void checkSourceVariablesUnambiguous(const std::vector<std::string>& sourceNames, const Environment& env);
+// The same for the tables of `kind` ("doorbell": OUTBOX_BRIDGE_DOORBELL_<NAME>_<KEY>).
+void checkVariablesUnambiguous(const std::string& kind, const std::vector<std::string>& names, const Environment& env);
+// The [[doorbell]] tables (doorbell.cpp), and the rules between them and the sources: each reaches a
+// server of a source it watches, one a server; a server without one has sources of one TLS.
+std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environment& env,
+                                           std::set<std::string>& consulted);
+void checkDoorbells(const Config& config);
 // One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
                          std::set<std::string>& consulted);

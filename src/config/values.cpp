@@ -270,7 +270,7 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
 
 }  // namespace
 
-Dsn Dsn::parse(const std::string& key, const std::string& text) {
+Dsn Dsn::parse(const std::string& key, const std::string& text, bool databaseRequired) {
   const std::string scheme = "mysql://";
   if (text.rfind(scheme, 0) != 0) throw ConfigError(key, std::string("must start with mysql:// (") + kDsnForm + ")");
   std::string rest = text.substr(scheme.size());
@@ -307,7 +307,7 @@ Dsn Dsn::parse(const std::string& key, const std::string& text) {
   std::string pathquery = rest.substr(slash + 1);
   size_t q = pathquery.find('?');
   dsn.database = pathquery.substr(0, q);
-  if (!isSqlIdentifier(dsn.database)) {
+  if ((databaseRequired || !dsn.database.empty()) && !isSqlIdentifier(dsn.database)) {
     throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(dsn.database)));
   }
   if (q != std::string::npos) parseParameters(key, pathquery.substr(q + 1), dsn);

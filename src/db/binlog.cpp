@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <mariadb_rpl.h>
@@ -60,15 +61,19 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   // is gone.
   p.readTimeout = std::max(std::chrono::seconds(5),
                            std::chrono::duration_cast<std::chrono::seconds>(heartbeat * 4));
+  p.maxAllowedPacket = kMaxEventBytes;
   auto conn = Connection::open(p);
   if (!conn.isOk()) return conn.status();
   std::unique_ptr<BinlogReader> reader(new BinlogReader(std::move(conn).value()));
   Connection& c = *reader->conn_;
 
-  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER()");
+  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER(), @@server_id, @@hostname, "
+                          "@@global.binlog_checksum");
   if (!settings.isOk()) return settings.status();
   if (!settings->next()) return Status::transient("the server did not say whether it keeps a binary log");
   const std::string account = accountOf(settings->text(2));
+  reader->identity_ = fmt::format("server_id {}, hostname {}", settings->u64(3), settings->text(4));
+  reader->checksum_ = settings->text(5) != "NONE";
   if (settings->u64(0) == 0) {
     return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON (in any "
                              "binlog_format)");
@@ -88,6 +93,8 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   }
   const std::string file(status->text(0));
   const uint64_t position = status->u64(1);
+  reader->file_ = file;
+  reader->position_ = position;
   auto names = [&](unsigned column) {
     return status->columnCount() <= column ? std::string() : std::string(status->optText(column).value_or(""));
   };
@@ -127,25 +134,53 @@ Result<BinlogCommit> BinlogReader::next() {
     event_ = mariadb_rpl_fetch(rpl_, event_);  // frees the event it is given when it fails
     if (event_ == nullptr) {
       // Whatever ended the dump (the connection killed, the server restarted, a log purged under
-      // it), a new dump from the end of the log is the way on.
+      // it, an event too large to read), a new dump from the end of the log is the way on.
+      // Connector/C reports a packet over max_allowed_packet as 2013 (lost connection) from the
+      // dump; its NET says which: error 1 when it would not grow the buffer, 2 when the socket
+      // failed.
+      tooLarge_ = mysql_errno(mysql) == CR_NET_PACKET_TOO_LARGE || mysql->net.error == 1;
+      if (tooLarge_) {
+        return Status::transient(fmt::format("an event of the binary log after {}:{} is larger than the {} MiB the "
+                                             "doorbell reads (a large row or statement)",
+                                             file_, position_, kMaxEventBytes >> 20));
+      }
       Status s = fromMysql(mysql, "read the binary log");
       return Status::transient(s.message()).because(s.cause());
     }
+    // The rotate a dump starts with (and one at each new file) says where it reads.
+    if (event_->event_type == ROTATE_EVENT) {
+      // Read from the event itself: Connector/C 3.3 cuts the name it parses (the first 8
+      // characters, and a checksum's worth more of an artificial rotate). After the header (19
+      // bytes) come the position (8) and the name, then the checksum when the log has one.
+      constexpr size_t kHeader = 19, kPosition = 8;
+      const size_t trailer = checksum_ ? 4 : 0;
+      const size_t at = event_->raw_data_ofs + kHeader + kPosition;
+      if (event_->event_length > kHeader + kPosition + trailer &&
+          at + (event_->event_length - kHeader - kPosition - trailer) <= event_->raw_data_size) {
+        file_.assign(reinterpret_cast<const char*>(event_->raw_data) + at,
+                     event_->event_length - kHeader - kPosition - trailer);
+      }
+      position_ = event_->event.rotate.position;
+    } else if (event_->next_event_pos != 0 && event_->event_type != HEARTBEAT_LOG_EVENT) {
+      position_ = event_->next_event_pos;
+    }
+    // The format event a dump starts with carries its file's time, not an event's.
+    if (event_->timestamp != 0 && event_->event_type != FORMAT_DESCRIPTION_EVENT) eventTime_ = event_->timestamp;
     switch (event_->event_type) {
       case HEARTBEAT_LOG_EVENT:
+        eventTime_ = 0;
         return BinlogCommit{};
       case GTID_EVENT:  // MariaDB's: a group's start, BEGIN implied unless it stands alone (DDL)
         group_ = {};
         mapped_.clear();
+        insertId_ = false;
         inGroup_ = (event_->event.gtid.flags & FL_STANDALONE) == 0;
         break;
       case TABLE_MAP_EVENT:
-        mapped_.emplace_back(event_->event.table_map.table_id,
-                             fmt::format("{}.{}",
-                                         std::string_view(event_->event.table_map.database.str,
-                                                          event_->event.table_map.database.length),
-                                         std::string_view(event_->event.table_map.table.str,
-                                                          event_->event.table_map.table.length)));
+        mapped_[event_->event.table_map.table_id] =
+            fmt::format("{}.{}",
+                        std::string_view(event_->event.table_map.database.str, event_->event.table_map.database.length),
+                        std::string_view(event_->event.table_map.table.str, event_->event.table_map.table.length));
         break;
       case WRITE_ROWS_EVENT_V1:
       case WRITE_ROWS_EVENT:
@@ -157,22 +192,19 @@ Result<BinlogCommit> BinlogReader::next() {
       case UPDATE_ROWS_COMPRESSED_EVENT:
       case PARTIAL_UPDATE_ROWS_EVENT: {
         // Rows written or changed: a table's new rows. (Deleted rows — prune — need no look.)
-        const uint64_t id = event_->event.rows.table_id;
-        auto map = std::find_if(mapped_.rbegin(), mapped_.rend(), [&](const auto& m) { return m.first == id; });
-        if (map == mapped_.rend()) {
+        auto map = mapped_.find(event_->event.rows.table_id);
+        if (map == mapped_.end()) {
           group_.unknown = true;
         } else {
           addOnce(group_.tables, map->second);
         }
         break;
       }
-      case XID_EVENT: {  // a transactional group committed
+      case XID_EVENT:  // a transactional group committed (reported even when it names nothing,
+                       // so that the caller measures its lag and sees stop between commits)
         inGroup_ = false;
         mapped_.clear();
-        BinlogCommit done = std::exchange(group_, {});
-        if (!done.empty()) return done;
-        break;
-      }
+        return std::exchange(group_, {});
       case XA_PREPARE_LOG_EVENT:  // prepared, not committed: its XA COMMIT comes later, alone
         inGroup_ = false;
         group_ = {};
@@ -195,9 +227,7 @@ Result<BinlogCommit> BinlogReader::next() {
         }
         if (startsWith(head, "COMMIT")) {
           inGroup_ = false;
-          BinlogCommit done = std::exchange(group_, {});
-          if (!done.empty()) return done;
-          break;
+          return std::exchange(group_, {});
         }
         // An XA COMMIT, logged alone: what its transaction wrote came with its PREPARE.
         if (startsWith(head, "XA COMMIT")) {
@@ -212,6 +242,10 @@ Result<BinlogCommit> BinlogReader::next() {
         if (!inGroup_ && !group_.empty()) return std::exchange(group_, {});
         break;
       }
+      case INTVAR_EVENT:  // before a statement logged as text: the values its auto-increments took
+        // 2: INSERT_ID (1 is LAST_INSERT_ID, which a statement may read without inserting).
+        if (event_->event.intvar.type == 2) insertId_ = true;
+        break;
       case EXECUTE_LOAD_QUERY_EVENT:  // LOAD DATA logged as a statement, its file sent before it
         noteStatement(std::string_view(event_->event.execute_load_query.statement.str,
                                        event_->event.execute_load_query.statement.length),
@@ -230,19 +264,22 @@ Result<BinlogCommit> BinlogReader::next() {
 }
 
 void BinlogReader::noteStatement(std::string_view statement, std::string_view database) {
-  const LoggedStatement read = readLoggedStatement(statement, database);
+  const LoggedStatement read = readLoggedStatement(statement, database, std::exchange(insertId_, false));
   switch (read.kind) {
     case LoggedStatement::Kind::kNewRows:
       addOnce(group_.tables, read.table);
       break;
     case LoggedStatement::Kind::kNoNewRows:
       break;
-    case LoggedStatement::Kind::kUnreadable:
+    case LoggedStatement::Kind::kSchema:
       if (database.empty()) {
         group_.unknown = true;
       } else {
         addOnce(group_.databases, std::string(database));
       }
+      break;
+    case LoggedStatement::Kind::kUnreadable:  // it may have added rows to any database's tables
+      group_.unknown = true;
       break;
   }
 }

@@ -197,9 +197,15 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   mysql_options(mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
   unsigned protocol = p.socket.empty() ? MYSQL_PROTOCOL_TCP : MYSQL_PROTOCOL_SOCKET;
   mysql_options(mysql, MYSQL_OPT_PROTOCOL, &protocol);
+  if (p.maxAllowedPacket != 0) {
+    unsigned long packet = p.maxAllowedPacket;
+    mysql_optionsv(mysql, MYSQL_OPT_MAX_ALLOWED_PACKET, &packet);
+  }
   setTls(mysql, p);
   setAuthPolicy(mysql, p.sslMode);
-  if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), p.database.c_str(), p.port,
+  // No database: an account that may only read the binary log (a doorbell's) could use none.
+  const char* database = p.database.empty() ? nullptr : p.database.c_str();
+  if (mysql_real_connect(mysql, p.host.c_str(), p.user.c_str(), p.password.c_str(), database, p.port,
                          p.socket.empty() ? nullptr : p.socket.c_str(), CLIENT_FOUND_ROWS) == nullptr) {
     const std::string what = fmt::format("connect to {}:{}/{}{}", p.host, p.port, p.database, tlsSettings(p));
     Status s = fromMysql(mysql, what);

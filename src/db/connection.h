@@ -38,6 +38,9 @@ struct ConnectParams {
   std::string sslKey;
   std::chrono::seconds connectTimeout{5};
   std::chrono::seconds readTimeout{30};
+  // The largest packet the connection reads (an event of the binary log is one); a larger one ends
+  // the read with CR_NET_PACKET_TOO_LARGE. 0: the library's default (1 GiB).
+  unsigned long maxAllowedPacket = 0;
 };
 
 // Converts the state of a MySQL handle after a failed call into a Status with its Cause: lost

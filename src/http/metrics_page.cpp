@@ -1,5 +1,6 @@
 #include "http/metrics_page.h"
 
+#include "metrics/doorbell_metrics.h"
 #include "metrics/prometheus.h"
 #include "metrics/source_metrics.h"
 #include "outbox_version.h"
@@ -50,6 +51,7 @@ std::string renderMetricsPage(const std::vector<HttpSource>& sources,
     page.sample("outbox_db_connections_limit", {{"purpose", purpose}}, static_cast<uint64_t>(u.limit));
     page.sample("outbox_db_connection_waits_total", {{"purpose", purpose}}, u.waits);
   }
+  addDoorbellMetrics(page);
   snapshots.addTo(page);
   return page.render();
 }

@@ -8,6 +8,7 @@
 
 #include "common/stop_token.h"
 #include "db/binlog.h"
+#include "metrics/doorbell_metrics.h"
 #include "wake/watched.h"
 
 namespace outbox {
@@ -22,7 +23,8 @@ namespace outbox {
 // Wakeup::doorbell is set; on every (re)connect and every loss it rings them all, so what
 // committed while it did not watch is looked for. Without log_bin or the grants it needs, or
 // while its connection is broken, it says once what is missing and tries again with backoff (the
-// sources poll meanwhile). The credentials are the first source's.
+// sources poll meanwhile). It reads as the server's [[doorbell]] account, or without one as a
+// source's (the config checked that every source it watches asks for the same TLS).
 class BinlogDoorbell {
  public:
   // How often a quiet server sends a heartbeat: the longest the thread takes to see stop.
@@ -30,9 +32,9 @@ class BinlogDoorbell {
   // How often a doorbell that lacks a setting or a grant tries again: an operator may fix it.
   static constexpr std::chrono::milliseconds kRetryMissing{10'000};
 
-  // `sources` share the server; they and `stop` outlive the doorbell. The thread sees a stop
-  // within kHeartbeat.
-  BinlogDoorbell(std::vector<WatchedSource> sources, StopSignal& stop);
+  // `sources` share the server, which `dsn` reaches; they, `dsn` and `stop` outlive the doorbell.
+  // The thread sees a stop within kHeartbeat.
+  BinlogDoorbell(std::vector<WatchedSource> sources, const Dsn& dsn, StopSignal& stop);
   ~BinlogDoorbell();
 
   void start();
@@ -41,6 +43,13 @@ class BinlogDoorbell {
 
  private:
   void run();
+  // Reads `reader` until the dump ends or stop; returns why it ended and whether the next dump
+  // should start at once (`jump`: it fell behind, or an event was too large: the sources stay
+  // watched, and the next connect rings each once).
+  Status read(db::BinlogReader& reader, bool& jump);
+  // "" when the dump comes from the server the sources' connections reach (asked only when the
+  // doorbell has a DSN of its own); else what differs.
+  std::string otherServer(const db::BinlogReader& reader);
   // Sets every source's Wakeup::doorbell to `on` (only those whose database `reader`'s log
   // carries) and rings them all.
   void setWatching(bool on, const db::BinlogReader* reader = nullptr);
@@ -52,6 +61,7 @@ class BinlogDoorbell {
   void ring(const db::BinlogCommit& commit);
 
   std::vector<WatchedSource> sources_;
+  const Dsn& dsn_;
   std::vector<std::string> tables_;     // parallel to sources_: "db.table", lower-case
   std::vector<std::string> histories_;  // parallel to sources_: "db.outbox_epoch_history", lower-case
   std::vector<std::string> databases_;  // parallel to sources_: "db", lower-case
@@ -60,6 +70,10 @@ class BinlogDoorbell {
   uint32_t serverId_;  // as a replica of the server: random, 1,073,741,824 and up
   bool insists_ = false;  // a source says wake = "binlog": a doorbell that cannot work is an error
   std::string unloggedReported_;  // the sources last warned of whose database the log leaves out
+  std::shared_ptr<DoorbellMetrics> metrics_;
+  // For tests only: OUTBOX_TEST_DOORBELL_READ_DELAY_MS, a pause after each transaction read, so that a
+  // test can make the doorbell fall behind (DEVELOPERS.md). Unset: none.
+  std::chrono::milliseconds readDelay_{0};
   std::thread thread_;
 };
 

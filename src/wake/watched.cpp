@@ -1,5 +1,7 @@
 #include "wake/watched.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <tuple>
 
@@ -25,7 +27,14 @@ std::vector<std::vector<WatchedSource>> groupBy(const std::vector<WatchedSource>
 std::vector<std::vector<WatchedSource>> doorbellGroups(const std::vector<WatchedSource>& sources) {
   if (sources.empty()) return {};
   return groupBy(
-      sources, [](const SourceConfig& c) { return std::make_tuple(c.dsn.host, c.dsn.port, c.dsn.socket); }, true);
+      sources,
+      [](const SourceConfig& c) {
+        // One server address as the config matches a [[doorbell]] to it: the host without case.
+        std::string host = c.dsn.host;
+        std::transform(host.begin(), host.end(), host.begin(), [](unsigned char ch) { return std::tolower(ch); });
+        return std::make_tuple(host, c.dsn.port, c.dsn.socket);
+      },
+      true);
 }
 
 std::vector<std::vector<WatchedSource>> idleCheckGroups(const std::vector<WatchedSource>& sources) {

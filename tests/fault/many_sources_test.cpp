@@ -23,8 +23,9 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int kSources = 200;
-// Two bridges: relays 8 + leases 3 + probes 2 + the idle check 1 + the doorbell 1 each, at most
-// (docs/design.md, "Connections"; the issue asks for 40 in all).
+// Two bridges: relays 8 + leases 3 + probes 2 + the idle check 1 each, at most, on the database
+// (docs/design.md, "Connections"; the doorbell's connections, one or two a bridge, name none and
+// are not counted here; the issue asks for 40 in all).
 constexpr uint64_t kTwoBridgesBound = 30;
 
 // One transaction of two rows ('a' then 'b', payloads n and n + 1) into each source's table, and

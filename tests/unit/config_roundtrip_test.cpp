@@ -59,6 +59,10 @@ max_age = "7d"
 [[source]]
 name = "stock"
 dsn = "mysql://u@[::1]/shop"
+
+[[doorbell]]
+name = "db_internal"
+dsn = "mysql://watcher:w4tch@DB.internal:3307/?ssl-mode=VERIFY_IDENTITY"
 )";
   Config c = parseConfig(text, {{"OUTBOX_BRIDGE_SOURCE_STOCK_SNAPSHOT_KEY", "k\x01\x7f\"\\"}}, "test.toml");
   const std::string printed = renderMasked(c);
@@ -95,4 +99,13 @@ dsn = "mysql://u@[::1]/shop"
                 b.wake == a.wake && b.duplicateWindow == a.duplicateWindow && b.replicas == a.replicas && b.maxAge == a.maxAge));
   }
   BOOST_TEST(c.sources[1].snapshotKey == "k\x01\x7f\"\\");
+  // The doorbell's account (issue 33): its password masked, the rest as given; the source on its
+  // server reads through it, the other through its own.
+  BOOST_REQUIRE_EQUAL(back.doorbells.size(), 1u);
+  BOOST_TEST(back.doorbells[0].name == "db_internal");
+  BOOST_TEST(back.doorbells[0].dsn.masked() == "mysql://watcher:****@DB.internal:3307/?ssl-mode=VERIFY_IDENTITY");
+  BOOST_TEST(back.doorbells[0].dsn.password == "****");
+  BOOST_TEST(printed.find("w4tch") == std::string::npos);
+  BOOST_TEST(&c.doorbellDsn(c.sources[0]) == &c.doorbells[0].dsn);
+  BOOST_TEST(&c.doorbellDsn(c.sources[1]) == &c.sources[1].dsn);
 }
