@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@
 namespace outbox {
 
 // The heartbeats of the sources of one database that this process leads, in one round of two
-// statements instead of two each (docs/design.md, "Several instances: the lease"): a steady
+// statements instead of two each (docs/design.md, "The heartbeats of a database in one round"): a steady
 // leader's renewal — nobody lighter, the lease still ours at the epoch we hold — joins the others
 // that fall due within a short gathering window (the leases' heartbeats are aligned, so they fall
 // due together). One reads the candidates of every source of the round, one UPDATE renews exactly
@@ -46,9 +47,12 @@ class JointRenewal {
     bool done = false;
     Result<bool> result = false;
   };
-  // One round for `batch` (same holder and ttl as its first; others are not vouched for).
-  void runRound(std::vector<Member*>& batch);
-  Status roundStatements(db::Connection& conn, std::vector<Member*>& batch);
+  // One round for `batch` (same holder and ttl as its first; others are not vouched for); `sweep`
+  // gets the sources whose dead candidacies are due to be swept after it.
+  void runRound(std::vector<Member*>& batch, std::string& sweep);
+  Status roundStatements(db::Connection& conn, std::vector<Member*>& batch, std::string& sweep);
+  // How long the joint stays off after the candidate table could not be used.
+  static constexpr std::chrono::minutes kOffFor{10};
 
   std::mutex sessionMu_;  // one round at a time on the session
   db::Session session_;   // GUARDED_BY(sessionMu_)
@@ -60,6 +64,7 @@ class JointRenewal {
   bool gatherOpen_ = false;         // GUARDED_BY(mu_)
   uint64_t rounds_ = 0;             // GUARDED_BY(mu_)
   uint64_t renewed_ = 0;            // GUARDED_BY(mu_)
+  std::optional<std::chrono::steady_clock::time_point> offUntil_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace outbox
