@@ -1,5 +1,6 @@
 #include <atomic>
 #include <csignal>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "db/pool.h"
 #include "db/preflight.h"
 #include "http/server.h"
+#include "lease/joint_renewal.h"
 #include "lease/lease.h"
 #include "lease/mysql_lease_store.h"
 #include "metrics/source_metrics.h"
@@ -157,6 +159,8 @@ Command addRun(CLI::App& app) {
       watched.push_back({&source, wakeups.back().get()});
     }
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
+    // The steady leaders' heartbeats of a database, one round for all (before the leases that use them).
+    std::map<std::pair<const db::ConnectionPool*, std::string>, std::unique_ptr<JointRenewal>> jointRenewals;
     std::vector<SourceRuntime> runtimes;
     std::set<const db::ConnectionPool*> checked;
     for (size_t i = 0; i < config.sources.size(); ++i) {
@@ -168,12 +172,17 @@ Command addRun(CLI::App& app) {
       // The scan's reads of PROCESSLIST: without PROCESS it would see only its own threads, and
       // no error. So it checks each time it prepares too (a grant revoked meanwhile).
       rt.assignStore = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck);
-      rt.leaseStore = std::make_unique<MysqlLeaseStore>(
-          source, leasePools.forServer(MysqlLeaseStore::connectParams(source)), config.lease);
+      db::ConnectionPool& leasePool = leasePools.forServer(MysqlLeaseStore::connectParams(source));
+      auto& joint = jointRenewals[{&leasePool, source.dsn.database}];
+      if (!joint) {
+        joint = std::make_unique<JointRenewal>(leasePool, source.dsn.database, MysqlLeaseStore::freshFor(config.lease));
+      }
+      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, leasePool, config.lease, joint.get());
       // An instance whose NATS connection is down stands for no source (sources are not handed to it).
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
                                                clock, [nc = natsConnection.get()] { return nc->isConnected(); },
                                                &handOverGate);
+      rt.lease->alignHeartbeats();
       rt.publisher = std::make_unique<JetStreamPublisher>(source, config.nats, *natsConnection);
       // A stream with foreign subjects is an operator's mistake: refuse to start at all.
       if (Status s = rt.publisher->prepare(); s.isPermanent()) {

@@ -65,6 +65,10 @@ Status LeaderLease::refreshIfDue() {
 Status LeaderLease::refreshNow() {
   auto sent = clock_.now();
   nextRefresh_ = sent + heartbeat_;
+  if (aligned_) {
+    const auto since = nextRefresh_.time_since_epoch();
+    nextRefresh_ -= since % std::chrono::duration_cast<Clock::TimePoint::duration>(heartbeat_);
+  }
   const bool standing = !canPublish_ || canPublish_();
   auto grant = store_.tryAcquire(holder_, ttl_, standing);
   lastFailed_ = !grant.isOk();

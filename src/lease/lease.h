@@ -90,6 +90,10 @@ class LeaderLease {
               std::chrono::milliseconds heartbeat, const Clock& clock, std::function<bool()> canPublish = {},
               HandOverGate* gate = nullptr);
 
+  // Heartbeats at whole multiples of the heartbeat on the clock (each at most a heartbeat after
+  // the last), so the process's leases fall due together and a JointRenewal renews them in one
+  // round.
+  void alignHeartbeats() { aligned_ = true; }
   // Renews (or tries to take) the lease when a heartbeat is due; a failed round trip leaves
   // leadership to run out by the clock.
   Status refreshIfDue();
@@ -122,6 +126,7 @@ class LeaderLease {
   std::function<bool()> canPublish_;
   HandOverGate* gate_;
   bool holdsGate_ = false;
+  bool aligned_ = false;
   bool leader_ = false;
   uint64_t leaseEpoch_ = 0;
   std::string currentHolder_;

@@ -14,15 +14,15 @@ namespace {
 
 constexpr uint64_t kSweepEvery = 64;  // lease round trips between sweeps of dead candidates
 
-std::chrono::milliseconds freshFor(const LeaseConfig& lease) {
+}  // namespace
+
+std::chrono::milliseconds MysqlLeaseStore::freshFor(const LeaseConfig& lease) {
   // A live instance renews each candidacy at least every heartbeat; one silent for two is taken
   // for dead. Shorter than TTL - heartbeat, so it counts as dead before its leases can be taken
   // (never under a second).
   return std::max(std::chrono::milliseconds(1000),
                   std::min(2 * lease.heartbeat + std::chrono::milliseconds(1000), lease.ttl - lease.heartbeat));
 }
-
-}  // namespace
 
 db::ConnectParams MysqlLeaseStore::connectParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
@@ -40,8 +40,9 @@ MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::second
                                  const LeaseConfig& lease)
     : source_(source), session_(connectParams(source), connectionSetup(lockWait)), fresh_(freshFor(lease)) {}
 
-MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease)
-    : source_(source), session_(pool, source.dsn.database), fresh_(freshFor(lease)) {}
+MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease,
+                                 JointRenewal* joint)
+    : source_(source), session_(pool, source.dsn.database), joint_(joint), fresh_(freshFor(lease)) {}
 
 std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(const Status& failed) {
   const Cause cause = failed.cause();
@@ -155,6 +156,20 @@ Result<bool> MysqlLeaseStore::handingOver(db::Connection& conn, const std::strin
 }
 
 Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) {
+  if (joint_ != nullptr && standing && held_ && held_->holder == holder) {
+    // A steady leader's heartbeat, with the database's others in one round; what the round cannot
+    // vouch for takes the full round trip below.
+    auto joined = joint_->renew(source_.name, holder, held_->leaseEpoch, ttl);
+    if (joined.isOk() && *joined) {
+      ++jointRenewals_;
+      LeaseGrant grant;
+      grant.leader = true;
+      grant.holder = holder;
+      grant.leaseEpoch = held_->leaseEpoch;
+      grant.expiresIn = ttl;
+      return grant;
+    }
+  }
   return session_.run([&](db::Connection& conn) -> Result<LeaseGrant> {
     std::string source = conn.quote(source_.name);
     std::string me = conn.quote(holder);

@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "db/session.h"
+#include "lease/joint_renewal.h"
 #include "lease/lease.h"
 
 namespace outbox {
@@ -18,8 +19,12 @@ class MysqlLeaseStore final : public LeaseStore {
  public:
   // A lease round trip waits at most `lockWait` for a row lock (a frozen holder's transaction).
   MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait, const LeaseConfig& lease);
-  // Over `pool`, opened with connectParams() of a source of the server and connectionSetup().
-  MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease);
+  // Over `pool`, opened with connectParams() of a source of the server and connectionSetup();
+  // a steady leader's heartbeat joins `joint` (the database's; may be null), made with freshFor().
+  MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease,
+                  JointRenewal* joint = nullptr);
+  // A candidate renewed longer ago than this is taken for dead.
+  static std::chrono::milliseconds freshFor(const LeaseConfig& lease);
   static db::ConnectParams connectParams(const SourceConfig& source);
   static db::ConnectionPool::Setup connectionSetup(std::chrono::seconds lockWait);
 
@@ -52,6 +57,7 @@ class MysqlLeaseStore final : public LeaseStore {
 
   const SourceConfig& source_;
   db::Session session_;
+  JointRenewal* joint_ = nullptr;
   std::chrono::milliseconds fresh_;  // a candidate renewed longer ago than this is taken for dead
   bool warnedUnbalanced_ = false;
   uint64_t roundTrips_ = 0;

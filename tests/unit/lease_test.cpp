@@ -227,3 +227,25 @@ BOOST_FIXTURE_TEST_CASE(the_standby_a_source_should_go_to_asks_every_second, Two
   BOOST_TEST(b.refreshNow().isOk());
   BOOST_TEST(b.standbyWait() == 1s);
 }
+
+// Issue 33 (docs/design.md, "The heartbeats of a database in one round"): aligned, a lease's next
+// heartbeat is the next whole multiple of the heartbeat after its last renewal, never later than
+// a heartbeat after it, so the leases of a process fall due together.
+BOOST_FIXTURE_TEST_CASE(aligned_heartbeats_fall_on_whole_multiples_of_the_heartbeat, TwoHolders) {
+  using D = Clock::TimePoint::duration;
+  // The whole multiple of 10 s at or below `t` (the manual clock starts anywhere).
+  auto floorTo10s = [](Clock::TimePoint t) { return t - t.time_since_epoch() % std::chrono::duration_cast<D>(10s); };
+  a.alignHeartbeats();
+  const Clock::TimePoint grid = floorTo10s(clock.now()) + 10s;  // the first mark after now
+  clock.advance(std::chrono::duration_cast<std::chrono::milliseconds>(grid - clock.now()) + 3s);  // 3 s past it
+  BOOST_TEST(a.refreshNow().isOk());
+  BOOST_TEST(a.isLeader());
+  BOOST_TEST((a.nextRefresh() == grid + 10s));  // 7 s on, not 10
+  clock.advance(6999ms);
+  BOOST_TEST(a.refreshIfDue().isOk());
+  BOOST_TEST((a.nextRefresh() == grid + 10s));  // not due yet
+  clock.advance(1ms);  // due: the next a heartbeat on
+  BOOST_TEST(a.refreshIfDue().isOk());
+  BOOST_TEST((a.nextRefresh() == grid + 20s));
+  BOOST_TEST(a.isLeader());
+}
