@@ -83,10 +83,7 @@ BOOST_AUTO_TEST_CASE(one_sources_missing_table_does_not_fail_the_idle_check_of_t
   t.start();
   t.requireAQuietAndChecked();
   BOOST_REQUIRE(t.database.sql().exec("DROP TABLE " + t.b.outboxTable()).isOk());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return t.bridge.log().find("idle check of source " + t.b.name + ":") !=
-                                               std::string::npos; }, 20s),
-                        t.bridge.log());
-  t.requireAQuietAndChecked();
+  t.requireAQuietAndChecked();  // the check has met the missing table by now, a poll_interval on
   for (int i = 0; i < 2; ++i) {
     const auto took = t.insertIntoA();
     BOOST_TEST_MESSAGE("row " << i << " took " << took.count() << " ms");
@@ -96,6 +93,7 @@ BOOST_AUTO_TEST_CASE(one_sources_missing_table_does_not_fail_the_idle_check_of_t
   const std::string log = t.bridge.log();
   // Said once, naming b; the check of the sources as a whole never failed.
   const std::string warning = "idle check of source " + t.b.name + ":";
+  BOOST_TEST(log.find(warning) != std::string::npos, log);
   BOOST_TEST(log.find(warning) == log.rfind(warning), log);
   BOOST_TEST(log.find("the sources poll on their own meanwhile") == std::string::npos, log);
 }
