@@ -1,6 +1,6 @@
 # tools/stack.d/mariadb.sh — the private MariaDBs (primary, replica, at its defaults), sourced by
 # tools/stack (which defines dir, the ports, log, die, pid_alive and stop_pidfile).
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154
 
 # mariadb-install-db gives the OS user who ran it a same-named account with socket authentication
 # (root@localhost for root, dev@localhost for a normal user "dev"): connect as that one.
@@ -112,7 +112,6 @@ start_mariadb() {
 # MIXED, max_connections 151, no metadata_lock_info, no TLS, the default buffer pool and character
 # set. The same application accounts as mariadb; no replica account.
 defaults_dir() { echo "$dir/mariadb-defaults"; }
-mysql_defaults() { mysql_sock "$(defaults_dir)/mysqld.sock" "$@"; }
 
 write_defaults_mycnf() {
   local d=$1
@@ -136,7 +135,7 @@ start_mariadb_defaults() {
   if pid_alive "$d/mariadbd.pid"; then return 0; fi
   write_defaults_mycnf "$d"
   init_and_start_mariadbd "$d"
-  outbox_accounts_sql | mysql_defaults
+  outbox_accounts_sql | mysql_sock "$d/mysqld.sock"
   log "MariaDB at its defaults up on 127.0.0.1:$MYSQL_DEFAULTS_PORT"
 }
 

@@ -1,6 +1,6 @@
 # tools/stack.d/nats.sh — the single nats-server and the three-node cluster, sourced by tools/stack
 # (which defines dir, NATS_NODES, the ports, log, die, pid_alive and stop_pidfile).
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154
 
 # nats_port N client|monitor|route
 nats_port() {
