@@ -27,16 +27,22 @@ make_tls() {
     || { cat "$t/openssl.log" >&2; die "openssl failed"; }
 }
 
+# Every server's temporary files in a tmpdir of its own: a MariaDB that starts deletes every
+# "#sql*" file in its tmpdir, left over from its last run as it thinks — with /tmp shared, the
+# live temporary tables of every other server on the machine (a read of PROCESSLIST makes one),
+# whose statements then fail ("Error on delete of '/tmp/#sql-temptable-...MAI'").
+#
 # write_mycnf DIR PORT BUFFER_POOL LOG_FILE_SIZE [EXTRA_LINE...]: DIR/my.cnf, the settings the
 # primary and the replica share (binary log with ROW events, TLS), then EXTRA_LINEs.
 write_mycnf() {
   local d=$1 port=$2 pool=$3 logsize=$4
   shift 4
-  mkdir -p "$d/binlog"
+  mkdir -p "$d/binlog" "$d/tmp"
   {
     cat <<CNF
 [mariadbd]
 datadir=$d/data
+tmpdir=$d/tmp
 socket=$d/mysqld.sock
 pid-file=$d/mariadbd.pid
 port=$port
@@ -107,18 +113,19 @@ start_mariadb() {
   log "MariaDB up on 127.0.0.1:$MYSQL_PORT"
 }
 
-# mariadb-defaults: a MariaDB as a new user's server is, started with what a private instance needs
-# (its files, a port on 127.0.0.1) plus log_bin and a server_id, and nothing else: binlog_format
-# MIXED, max_connections 151, no metadata_lock_info, no TLS, the default buffer pool and character
-# set. The same application accounts as mariadb; no replica account.
+# mariadb-defaults: a MariaDB as a new user's server is, started with what a private instance
+# needs (its files and tmpdir, a port on 127.0.0.1) plus log_bin and a server_id, and nothing
+# else: binlog_format MIXED, max_connections 151, no metadata_lock_info, no TLS, the default
+# buffer pool and character set. The same application accounts as mariadb; no replica account.
 defaults_dir() { echo "$dir/mariadb-defaults"; }
 
 write_defaults_mycnf() {
   local d=$1
-  mkdir -p "$d/binlog"
+  mkdir -p "$d/binlog" "$d/tmp"
   cat > "$d/my.cnf" <<CNF
 [mariadbd]
 datadir=$d/data
+tmpdir=$d/tmp
 socket=$d/mysqld.sock
 pid-file=$d/mariadbd.pid
 port=$MYSQL_DEFAULTS_PORT
