@@ -1,8 +1,8 @@
 // outbox-bench: the project's benchmark (ARCHITECTURE.md section 11). In one run, on the same
 // MariaDB and nats-server: (a) the raw JetStream async-publish rate, (b) the bridge draining a
 // backlog of the same messages, (c) commit-to-ack latency at a steady rate, (d) the bridge idle,
-// (h) (c) again with one-id holes and a long statement elsewhere, (i) a trickle over 1 and 50
-// sources, with the binlog doorbell and polling only (statements, CPU, latency). It prints each
+// (h) (c) again with one-id holes and a long statement elsewhere, (i) a trickle over 1, 50 and 200
+// sources, with the binlog doorbell and polling only, ROW and MIXED (statements, CPU, latency, connections). It prints each
 // figure beside the raw rate, since shared machines are noisy.
 
 #include <unistd.h>
@@ -45,6 +45,8 @@ struct Options {
   int snapshotRecords = 1'000'000;
   int pruneRows = 500'000;
   int trickleSeconds = 20;  // (i): each trickle run; 0: skip (i)
+  std::vector<int> trickleSources{1, 50, 200};   // (i): the doorbell over these many sources
+  std::vector<std::string> binlogFormats{"ROW", "MIXED"};  // (i): each run under each (SET GLOBAL)
   std::string nodePoller;  // the directory of tools/node-poller; empty: skip the comparison
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
@@ -306,8 +308,8 @@ double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std
 // its Questions counter less the producer's and the measurement's own; latency is from the
 // producer's commit to the time nats-server stored the message.
 void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection& nc, const std::string& runId,
-             int sources, const std::string& wake, double producerCpu) {
-  const std::string id = fmt::format("t{}{}{}", runId, sources, wake.front());
+             int sources, const std::string& wake, const std::string& binlogFormat, double producerCpu) {
+  const std::string id = fmt::format("t{}{}{}{}", runId, sources, wake.front(), binlogFormat.front());
   dsn.database = "bench_" + id;
   check(admin.exec("CREATE DATABASE " + dsn.database), "create database");
   std::vector<std::string> names, tables, streams;
@@ -353,7 +355,7 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
   while (count(logText(), "in step with stream") < sources ||
          (wake == "auto" && logText().find("watching the binary log") == std::string::npos)) {
     if (!bridge.running()) fail("the bridge exited; see " + log);
-    if (Clock::now() - begin > std::chrono::seconds(60)) fail("the sources did not start; see " + log);
+    if (Clock::now() - begin > std::chrono::seconds(180)) fail("the sources did not start; see " + log);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // Past the first polls of each session, which follow the flow.
@@ -405,13 +407,23 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
       latencies.push_back(static_cast<double>(m.timestampNanos / 1000 - committedAt.at(std::stoul(key->second))) / 1000.0);
     }
   }
+  // The bridge's connections to the server now, all of them on the bench's database but the
+  // producer's (and the doorbell's dump, which names none).
+  const uint64_t connections =
+      check(conn->queryU64(fmt::format("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = '{}' AND ID "
+                                       "<> CONNECTION_ID()",
+                                       dsn.database)),
+            "connections")
+          .value_or(0);
   bridge.terminate(std::chrono::seconds(10));
-  std::printf("(i)  %2d source%s, %-8s at rest: bridge %5.2f%%, MariaDB %5.2f%%, %6.1f statements/s | 10 rows/s: bridge "
-              "%5.2f%%, MariaDB %5.2f%% (%+.2f%% on the producer alone), %6.1f statements/s (%.1f a row), p50 %.1f ms, "
-              "p99 %.1f ms (%zu rows)\n",
-              sources, sources == 1 ? " " : "s", wake == "auto" ? "doorbell" : "polling", rest.bridgeCpu, rest.mysqlCpu,
-              rest.statements, flow.bridgeCpu, flow.mysqlCpu, flow.mysqlCpu - producerCpu, bridgeStatements,
-              bridgeStatements / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size());
+  std::printf("(i)  %-5s %3d source%s, %-8s at rest: bridge %5.2f%%, MariaDB %5.2f%%, %6.1f statements/s | 10 rows/s: "
+              "bridge %5.2f%%, MariaDB %5.2f%% (%+.2f%% on the producer alone, %.2fx its own), %6.1f statements/s "
+              "(%.1f a row), p50 %.1f ms, p99 %.1f ms (%zu rows) | %llu connections\n",
+              binlogFormat.c_str(), sources, sources == 1 ? " " : "s", wake == "auto" ? "doorbell" : "polling",
+              rest.bridgeCpu, rest.mysqlCpu, rest.statements, flow.bridgeCpu, flow.mysqlCpu, flow.mysqlCpu - producerCpu,
+              producerCpu > 0 ? (flow.mysqlCpu - producerCpu) / producerCpu : 0.0, bridgeStatements,
+              bridgeStatements / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size(),
+              static_cast<unsigned long long>(connections));
   std::fflush(stdout);
   for (const auto& stream : streams) (void)js->deleteStream(stream);
   (void)admin.exec("DROP DATABASE " + dsn.database);
@@ -542,7 +554,10 @@ int main(int argc, char** argv) {
   app.add_option("--idle-seconds", o.idleSeconds, "length of the idle sample (default 5)");
   app.add_option("--snapshot-records", o.snapshotRecords, "records in the snapshot run (default 1000000; 0: skip)");
   app.add_option("--trickle-seconds", o.trickleSeconds,
-                 "length of each trickle run of (i), 10 rows/s over 1 and 50 sources (default 20; 0: skip)");
+                 "length of each trickle run of (i), 10 rows/s over 1, 50 and 200 sources (default 20; 0: skip)");
+  app.add_option("--trickle-sources", o.trickleSources, "the source counts of (i)'s doorbell runs (default 1 50 200)");
+  app.add_option("--binlog-formats", o.binlogFormats, "the binary log formats (i) runs under (default ROW MIXED)")
+      ->check(CLI::IsMember({"ROW", "MIXED", "STATEMENT"}));
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
@@ -675,21 +690,33 @@ int main(int argc, char** argv) {
 
   bridge.terminate(std::chrono::seconds(10));
 
-  // (i) The trickle, while no other bridge runs: the doorbell over 1 and 50 sources, then polling only.
+  // (i) The trickle, while no other bridge runs: the doorbell over 1, 50 and 200 sources, then
+  // polling only, under each binary log format (SET GLOBAL, set back after: the sessions that
+  // start meanwhile, the producer's and the bridge's, take it).
   if (o.trickleSeconds > 0) {
-    std::printf("(i)  a trickle [targets, doorbell: 50 sources at rest MariaDB <= 1%%, <= 20 statements/s, bridge <= 1%%; "
-                "10 rows/s over 50: p99 <= 15 ms, MariaDB <= 3%%, <= 6 statements a row; 1 source at 10 rows/s: "
-                "MariaDB <= 1.5%%, p99 <= 10 ms; polling only, 50 at rest: MariaDB <= 2%%]\n");
+    std::printf("(i)  a trickle [targets, ROW and MIXED alike: 1 source at 10 rows/s, the bridge adds <= 1.2x the "
+                "producer's own MariaDB CPU, <= 5 statements a row; 50 sources at rest: MariaDB <= 0.5%%, <= 2 "
+                "statements/s; 50 or 200 sources at 10 rows/s: <= 1.5x the producer's own, p99 <= 15 ms; 200 sources "
+                "<= 20 connections]\n");
     Dsn server = Dsn::parse("--dsn", o.dsn);
     server.password = o.password;
-    const double producerCpu = producerAlone(o, server, *admin, runId);
-    std::printf("(i)  the producer alone, 10 one-row INSERTs a second, no bridge: MariaDB %.2f%% (every MariaDB figure "
-                "below includes it)\n",
-                producerCpu);
-    std::fflush(stdout);
-    for (auto [n, wake] : {std::pair{1, "auto"}, std::pair{50, "auto"}, std::pair{1, "poll"}, std::pair{50, "poll"}}) {
-      trickle(o, server, *admin, *single.nc, runId, n, wake, producerCpu);
+    auto before = check(admin->query("SELECT @@global.binlog_format"), "binlog_format");
+    before.next();
+    const std::string formatBefore(before.text(0));
+    for (const auto& format : o.binlogFormats) {
+      check(admin->exec(fmt::format("SET GLOBAL binlog_format = '{}'", format)), "SET GLOBAL binlog_format");
+      const double producerCpu = producerAlone(o, server, *admin, runId + format.substr(0, 1));
+      std::printf("(i)  %-5s the producer alone, 10 one-row INSERTs a second, no bridge: MariaDB %.2f%% (every MariaDB "
+                  "figure below includes it)\n",
+                  format.c_str(), producerCpu);
+      std::fflush(stdout);
+      std::vector<std::pair<int, const char*>> runs;
+      for (int n : o.trickleSources) runs.emplace_back(n, "auto");
+      runs.emplace_back(1, "poll");
+      runs.emplace_back(50, "poll");
+      for (auto [n, wake] : runs) trickle(o, server, *admin, *single.nc, runId, n, wake, format, producerCpu);
     }
+    (void)admin->exec(fmt::format("SET GLOBAL binlog_format = '{}'", formatBefore));
   }
 
   // (g) The same backlog through a batched Node.js poller (mysql2 + nats.js), same servers.

@@ -1,6 +1,7 @@
 #include <atomic>
 #include <csignal>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/signal_watcher.h"
 #include "common/stop_token.h"
 #include "db/connection.h"
+#include "db/pool.h"
 #include "db/preflight.h"
 #include "http/server.h"
 #include "lease/lease.h"
@@ -29,6 +31,10 @@
 namespace outbox::cli {
 
 namespace {
+
+// Connections the leases of a server's sources share (a round trip each heartbeat, and each
+// standby's ask).
+constexpr size_t kLeaseConnections = 3;
 
 std::unique_ptr<nats::Connection> connectNats(const NatsConfig& config, StopSignal& stop) {
   Backoff backoff(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
@@ -103,10 +109,20 @@ Command addRun(CLI::App& app) {
       metrics.push_back(std::make_unique<SourceMetrics>());
       httpSources.push_back({&source, metrics.back().get()});
     }
+    // Short enough that a frozen leader's open transaction is gone well before its lease.
+    const auto lockBound =
+        std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
+    // The sources of a server share a few connections (docs/design.md, "Connections"): declared
+    // before the server that shows them and the stores that borrow from them. None opens yet.
+    db::ConnectionPools relayPools(static_cast<size_t>(config.database.maxConnections),
+                                   MysqlOutboxStore::connectionSetup(lockBound));
+    db::ConnectionPools leasePools(kLeaseConnections, MysqlLeaseStore::connectionSetup(lockBound));
     // Declared before the server, so it outlives the server's handlers on every way out.
     std::unique_ptr<nats::Connection> natsConnection;
     std::atomic<nats::Connection*> natsNow{nullptr};
-    HttpServer http(httpOptionsOf(config), httpSources, [&natsNow] {
+    HttpServer::Options httpOptions = httpOptionsOf(config);
+    httpOptions.pools = {{"relay", &relayPools}, {"lease", &leasePools}};
+    HttpServer http(std::move(httpOptions), httpSources, [&natsNow] {
       const nats::Connection* nc = natsNow.load();
       if (nc == nullptr) return NatsLink{false, 0, "nats-server is not connected yet (connecting at start)"};
       return NatsLink{nc->isConnected(), nats::Connection::reconnects(), nc->problem()};
@@ -142,18 +158,18 @@ Command addRun(CLI::App& app) {
     }
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
     std::vector<SourceRuntime> runtimes;
+    std::set<const db::ConnectionPool*> checked;
     for (size_t i = 0; i < config.sources.size(); ++i) {
       const SourceConfig& source = config.sources[i];
       SourceRuntime rt;
-      // Short enough that a frozen leader's open transaction is gone well before its lease.
-      auto lockBound = std::max(std::chrono::seconds(1),
-                                std::chrono::duration_cast<std::chrono::seconds>(config.lease.ttl / 3));
-      rt.store = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheckAndWarn);
-      checkServerAtStart(source);
-      // The scan's connection reads PROCESSLIST: without PROCESS it would see only its own
-      // threads, and no error. So each of its connects checks too (a grant revoked meanwhile).
-      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, lockBound, MysqlOutboxStore::ServerCheck::kCheck);
-      rt.leaseStore = std::make_unique<MysqlLeaseStore>(source, lockBound, config.lease);
+      db::ConnectionPool& pool = relayPools.forServer(db::paramsFrom(source.dsn));
+      rt.store = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheckAndWarn);
+      if (checked.insert(&pool).second) checkServerAtStart(source);  // once per server and account
+      // The scan's reads of PROCESSLIST: without PROCESS it would see only its own threads, and
+      // no error. So it checks each time it prepares too (a grant revoked meanwhile).
+      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck);
+      rt.leaseStore = std::make_unique<MysqlLeaseStore>(
+          source, leasePools.forServer(MysqlLeaseStore::connectParams(source)), config.lease);
       // An instance whose NATS connection is down stands for no source (sources are not handed to it).
       rt.lease = std::make_unique<LeaderLease>(*rt.leaseStore, makeHolderId(), config.lease.ttl, config.lease.heartbeat,
                                                clock, [nc = natsConnection.get()] { return nc->isConnected(); },

@@ -48,8 +48,8 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
   std::set<std::string> consulted{kConfigEnvironmentVariable};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
-    if (key != "nats" && key != "http" && key != "lease" && key != "log" && key != "source") {
-      throw ConfigError(key, "unknown key (expected [nats], [http], [lease], [log] or [[source]])");
+    if (key != "nats" && key != "http" && key != "lease" && key != "database" && key != "log" && key != "source") {
+      throw ConfigError(key, "unknown key (expected [nats], [http], [lease], [database], [log] or [[source]])");
     }
   }
 
@@ -164,6 +164,14 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
                                                formatDuration(config.lease.heartbeat)));
   }
   lease.finish();
+
+  Section database(subTable(root, "database"), "database.", "OUTBOX_BRIDGE_DATABASE_", env, consulted);
+  if (auto v = database.integer("max_connections")) {
+    // Two: a source's mark and its next batch's reads overlap.
+    config.database.maxConnections = positiveInt("database.max_connections", *v, 10'000);
+    if (config.database.maxConnections < 2) throw ConfigError("database.max_connections", "must be at least 2");
+  }
+  database.finish();
 
   Section log(subTable(root, "log"), "log.", "OUTBOX_BRIDGE_LOG_", env, consulted);
   if (auto v = log.str("level")) config.logLevel = *v;

@@ -159,10 +159,19 @@ struct LeaseConfig {
   Duration heartbeat{10'000};
 };
 
+// The connections a bridge's relays share (docs/design.md, "Connections").
+struct DatabaseConfig {
+  // Per database server and account, at most: what the sources' scans, assigns and marks borrow.
+  // The leases (2), the HTTP probes (2), the idle check (one a database) and the doorbell (one a
+  // server) have their own, as few.
+  int maxConnections = 8;
+};
+
 struct Config {
   NatsConfig nats;
   HttpConfig http;
   LeaseConfig lease;
+  DatabaseConfig database;
   std::string logLevel = "info";
   LogFormat logFormat = LogFormat::kText;
   std::vector<SourceConfig> sources;

@@ -43,8 +43,9 @@ std::string renderMasked(const Config& c) {
   out += fmt::format("metrics_listen = {}\nadmin_token = {}\nmax_snapshot_streams = {}\nstuck_after = {}\n\n",
                      quoted(c.http.metricsListen), mask(c.http.adminToken), c.http.maxSnapshotStreams,
                      quoted(formatDuration(c.http.stuckAfter)));
-  out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n", quoted(formatDuration(c.lease.ttl)),
+  out += fmt::format("[lease]\nttl = {}\nheartbeat = {}\n\n", quoted(formatDuration(c.lease.ttl)),
                      quoted(formatDuration(c.lease.heartbeat)));
+  out += fmt::format("[database]\nmax_connections = {}\n", c.database.maxConnections);
   for (const auto& s : c.sources) {
     out += fmt::format("\n[[source]]\nname = {}\ndsn = {}\noutbox_table = {}\nsnapshot_query = {}\n", quoted(s.name),
                        quoted(s.dsn.masked()), quoted(s.outboxTable), quoted(s.snapshotQuery));

@@ -229,7 +229,24 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   // late commits"): a global READ-UNCOMMITTED must not let a scan or a snapshot see a row that is then rolled back.
   // Statements that need another level set it for their own transaction.
   OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"));
+  // And autocommit on, whatever the server's default: a statement outside START TRANSACTION is
+  // its own transaction (a global autocommit = 0 would leave every such write uncommitted).
+  OUTBOX_RETURN_IF_ERROR(conn->exec("SET SESSION autocommit = 1"));
+  conn->database_ = p.database;
   return conn;
+}
+
+Status Connection::useDatabase(const std::string& database) {
+  if (database == database_) return Status::ok();
+  if (mysql_select_db(mysql_.get(), database.c_str()) != 0) return fromMysql(mysql_.get(), "use database " + database);
+  database_ = database;
+  return Status::ok();
+}
+
+bool Connection::inTransaction() const {
+  unsigned status = 0;
+  if (mariadb_get_infov(mysql_.get(), MARIADB_CONNECTION_SERVER_STATUS, &status) != 0) return true;
+  return (status & SERVER_STATUS_IN_TRANS) != 0;
 }
 
 Status Connection::lastError(std::string_view what) { return fromMysql(mysql_.get(), what); }

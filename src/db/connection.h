@@ -120,10 +120,18 @@ class Connection {
   // its transaction, when it next writes. Nothing can run on the connection afterwards.
   void abandon();
 
+  // The default database (what unqualified table names mean), and a change of it (no statement:
+  // the protocol's own command, and nothing when it is already that one).
+  const std::string& database() const { return database_; }
+  Status useDatabase(const std::string& database);
+  // Whether the server said the last call left a transaction open.
+  bool inTransaction() const;
+
  private:
   friend class BinlogReader;  // starts a binlog dump on its own connection
   explicit Connection(MYSQL* mysql) : mysql_(mysql) {}
   MysqlHandle<MYSQL> mysql_;
+  std::string database_;
 };
 
 ConnectParams paramsFrom(const Dsn& dsn);

@@ -1,10 +1,38 @@
 #include "db/session.h"
 
+#include <spdlog/spdlog.h>
+
 namespace outbox::db {
 
 Session::Session(ConnectParams params, Setup setup) : params_(std::move(params)), setup_(std::move(setup)) {}
 
+Session::Session(ConnectionPool& pool, std::string database, Setup prepare)
+    : setup_(std::move(prepare)), pool_(&pool), database_(std::move(database)) {}
+
+Session::~Session() = default;
+
 Result<Connection*> Session::connection() {
+  if (pool_ != nullptr) {
+    if (!loan_) {
+      auto borrowed = pool_->borrow(database_, lastSerial_);
+      if (!borrowed.isOk()) return borrowed.status();
+      loan_ = std::move(borrowed).value();
+      lastSerial_ = loan_.serial();
+    }
+    if (!prepared_ && setup_) {
+      if (Status s = setup_(*loan_); !s.isOk()) {
+        drop();
+        return s;
+      }
+    }
+    prepared_ = true;
+    // Outside a Hold or run() the loan would go back at once, and the pointer with it.
+    if (holds_ == 0) {
+      giveBack();
+      return Status::fatal("Session::connection() on a pool's session outside a Hold");
+    }
+    return &*loan_;
+  }
   if (conn_) return conn_.get();
   auto opened = Connection::open(params_);
   if (!opened.isOk()) return opened.status();
@@ -14,11 +42,35 @@ Result<Connection*> Session::connection() {
   return conn_.get();
 }
 
+void Session::drop() {
+  conn_.reset();
+  if (loan_) loan_.discard();
+  loan_ = ConnectionPool::Loan();
+  prepared_ = false;
+}
+
+void Session::giveBack() {
+  if (loan_) loan_ = ConnectionPool::Loan();
+}
+
 void Session::dropIfBroken(const Status& s) {
+  if (pool_ != nullptr) {
+    // A shared connection after a failed call may hold what the next borrower must not inherit
+    // (a transaction's characteristics set for a statement that never ran): it is not lent again.
+    // Nor one a call left inside a transaction: the pool would roll its writes back.
+    if (s.isOk() && loan_ && loan_->inTransaction()) {
+      spdlog::error("a call left a transaction open on a shared connection: closed, its writes rolled back");
+    } else if (s.isOk()) {
+      return;
+    }
+    drop();
+    return;
+  }
   if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();
 }
 
 Status Session::transaction(const std::function<Status(Connection&)>& fn) {
+  Hold hold(*this);
   for (int attempt = 1;; ++attempt) {
     auto conn = connection();
     if (!conn.isOk()) return conn.status();
@@ -29,7 +81,7 @@ Status Session::transaction(const std::function<Status(Connection&)>& fn) {
     if (s.isOk()) return s;
     c.rollback();
     if (s.cause() == Cause::kRolledBack && attempt < kRolledBackTries) continue;
-    if (s.isTransient()) conn_.reset();
+    if (pool_ != nullptr || s.isTransient()) drop();
     return s;
   }
 }

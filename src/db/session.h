@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "db/connection.h"
+#include "db/pool.h"
 
 namespace outbox::db {
 
@@ -26,18 +27,45 @@ class Session {
   using Setup = std::function<Status(Connection&)>;
 
   explicit Session(ConnectParams params, Setup setup = {});
+  // A session over `pool` (docs/design.md, "Connections"): each call borrows a connection on
+  // `database` and gives it back when done, unless a Hold keeps one for a while. `prepare` runs
+  // on the first call, and again on the call after one that dropped the connection (on whichever
+  // connection the call has): what the session needs of the server once, not of each connection.
+  // The pool must outlive the session.
+  Session(ConnectionPool& pool, std::string database, Setup prepare = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   static constexpr int kRolledBackTries = 3;
 
-  // The connection, opened (and set up) first when there is none.
+  // The connection, opened (and set up) first when there is none. On a pool's session, one
+  // borrowed until the call or Hold that uses it ends.
   Result<Connection*> connection();
-  bool connected() const { return conn_ != nullptr; }
-  void drop() { conn_.reset(); }
+  bool connected() const { return conn_ != nullptr || loan_; }
+  // Drops the connection (a pool's closes, not given back) and prepares again on the next call.
+  void drop();
+
+  // Keeps one connection for the calls made while it lives (a pool's session: borrowed on the
+  // first of them, given back at the end), for reads that must share one.
+  class Hold {
+   public:
+    explicit Hold(Session& session) : session_(session) { ++session_.holds_; }
+    ~Hold() {
+      if (--session_.holds_ == 0) session_.giveBack();
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    Session& session_;
+  };
 
   // fn(Connection&) -> Status or Result<T>, on the connection; its failure drops the connection as
   // above.
   template <typename Fn>
   std::invoke_result_t<Fn&, Connection&> run(Fn&& fn) {
+    Hold hold(*this);
     for (int attempt = 1;; ++attempt) {
       auto conn = connection();
       if (!conn.isOk()) return conn.status();
@@ -61,10 +89,21 @@ class Session {
     return r.status();
   }
   void dropIfBroken(const Status& s);
+  // A pool's session gives its connection back (none held any more).
+  void giveBack();
 
   ConnectParams params_;
   Setup setup_;
   std::unique_ptr<Connection> conn_;
+  // A pool's session: the pool, its database, the loan while a call or Hold runs, which
+  // connection it had last (asked for again: a server clock read on it stays comparable), and
+  // whether `setup_` (the prepare) has run since the last drop.
+  ConnectionPool* pool_ = nullptr;
+  std::string database_;
+  ConnectionPool::Loan loan_;
+  uint64_t lastSerial_ = 0;
+  bool prepared_ = false;
+  int holds_ = 0;
 };
 
 }  // namespace outbox::db

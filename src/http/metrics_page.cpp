@@ -8,7 +8,8 @@ namespace outbox {
 
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
                               const std::vector<std::unique_ptr<SourceProbe>>& probes,
-                              const SnapshotMetrics& snapshots, const NatsLink& nats) {
+                              const SnapshotMetrics& snapshots, const NatsLink& nats,
+                              const std::vector<std::pair<std::string, const db::ConnectionPools*>>& pools) {
   using Type = PrometheusPage::Type;
   PrometheusPage page;
   page.family("outbox_build_info", Type::kGauge, "Always 1; the version of the running outbox-bridge.");
@@ -35,6 +36,19 @@ std::string renderMetricsPage(const std::vector<HttpSource>& sources,
       page.sample("outbox_pending_rows", {{"source", name}}, probe.pendingRows);
       page.sample("outbox_oldest_pending_seconds", {{"source", name}}, probe.oldestPendingSeconds);
     }
+  }
+  page.family("outbox_db_connections", Type::kGauge,
+              "Connections open to the databases' servers, by what they serve (relay: the sources' scans, assigns "
+              "and marks; lease; probe: /readyz, /metrics, /sources).");
+  page.family("outbox_db_connections_limit", Type::kGauge,
+              "The most connections of that purpose the bridge may open, over all servers.");
+  page.family("outbox_db_connection_waits_total", Type::kCounter,
+              "Borrowers that waited because every connection of the purpose's pool was lent.");
+  for (const auto& [purpose, set] : pools) {
+    const db::ConnectionPools::Usage u = set->usage();
+    page.sample("outbox_db_connections", {{"purpose", purpose}}, static_cast<uint64_t>(u.open));
+    page.sample("outbox_db_connections_limit", {{"purpose", purpose}}, static_cast<uint64_t>(u.limit));
+    page.sample("outbox_db_connection_waits_total", {{"purpose", purpose}}, u.waits);
   }
   snapshots.addTo(page);
   return page.render();

@@ -14,19 +14,20 @@ namespace {
 constexpr uint64_t kPendingScanRows = 1'000'000;
 }
 
-namespace {
-
-db::ConnectParams probeParams(const SourceConfig& source) {
+db::ConnectParams SourceProbe::connectParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
   params.connectTimeout = std::chrono::seconds(2);
   params.readTimeout = std::chrono::seconds(5);
   return params;
 }
 
-}  // namespace
-
 SourceProbe::SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge)
-    : source_(source), maxAge_(maxAge), session_(probeParams(source)) {}
+    : source_(source), maxAge_(maxAge), session_(connectParams(source)) {}
+
+SourceProbe::SourceProbe(const SourceConfig& source, db::ConnectionPools& pools, std::chrono::milliseconds maxAge)
+    : source_(source),
+      maxAge_(maxAge),
+      session_(pools.forServer(connectParams(source)), source.dsn.database) {}
 
 SourceProbeResult SourceProbe::get() {
   {
@@ -79,6 +80,7 @@ Result<std::vector<Candidate>> SourceProbe::candidates() {
 
 SourceProbeResult SourceProbe::query() {
   SourceProbeResult r;
+  db::Session::Hold hold(session_);  // one connection for the answer's reads
   auto conn = session_.connection();
   if (!conn.isOk()) {
     r.error = fmt::format("database of source {} is not reachable", source_.name);

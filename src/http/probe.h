@@ -36,13 +36,18 @@ struct SourceProbeResult {
   std::string heldBy;
 };
 
-// Asks a source's database, on a connection of its own, at most once per `maxAge`. While one
+// Asks a source's database, on a connection of its own or a pool's (docs/design.md,
+// "Connections"), at most once per `maxAge`. While one
 // thread asks, the others get the last answer rather than wait for the database (a health probe
 // must not queue behind a slow query), except after invalidate(). Thread-safe: HTTP worker
 // threads share it.
 class SourceProbe {
  public:
   explicit SourceProbe(const SourceConfig& source, std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000));
+  // Over connections of `pools` (which outlives the probe), opened with connectParams().
+  SourceProbe(const SourceConfig& source, db::ConnectionPools& pools,
+              std::chrono::milliseconds maxAge = std::chrono::milliseconds(1000));
+  static db::ConnectParams connectParams(const SourceConfig& source);
   SourceProbeResult get();
   // Drops the cached answer, so the next get() asks again (after an admin action).
   void invalidate();

@@ -42,7 +42,7 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
       sources_(std::move(sources)),
       nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
-  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config));
+  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config, probePools_));
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -208,7 +208,7 @@ void HttpServer::healthRoutes(std::vector<Route>& routes) {
   }});
 
   routes.push_back({"GET", std::regex("/metrics"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
-    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_()), "text/plain; version=0.0.4; charset=utf-8");
+    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_(), metricPools()), "text/plain; version=0.0.4; charset=utf-8");
   }});
 }
 

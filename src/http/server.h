@@ -58,9 +58,14 @@ class HttpServer {
     // Unauthenticated admin requests: one log line per this period, with the count of the others.
     std::chrono::milliseconds deniedLogPeriod{10'000};
     std::string adminToken;  // secret; empty: the admin API answers 403
+    // The process's other connection pools by purpose ("relay", "lease"), for /metrics; the
+    // probes' own ("probe") is added. They outlive the server.
+    std::vector<std::pair<std::string, const db::ConnectionPools*>> pools;
   };
   // `nats` says how the NATS connection is now (/readyz, /metrics).
   HttpServer(Options options, std::vector<HttpSource> sources, std::function<NatsLink()> nats);
+  // Connections the probes (/readyz, /metrics, /sources) open to one server, at most.
+  static constexpr size_t kProbeConnections = 2;
   ~HttpServer();
 
   // Binds and starts serving; fails when an address cannot be bound or the certificate not loaded.
@@ -97,6 +102,15 @@ class HttpServer {
 
   Options options_;
   std::vector<HttpSource> sources_;
+  // The probes' connections: a couple per server, however many sources (docs/design.md,
+  // "Connections"); before the probes, which borrow from them.
+  db::ConnectionPools probePools_{kProbeConnections};
+  // The pools /metrics shows: the options' and the probes'.
+  std::vector<std::pair<std::string, const db::ConnectionPools*>> metricPools() const {
+    auto all = options_.pools;
+    all.emplace_back("probe", &probePools_);
+    return all;
+  }
   std::vector<std::unique_ptr<SourceProbe>> probes_;
   std::function<NatsLink()> nats_;
   std::vector<Route> mainRoutes_;

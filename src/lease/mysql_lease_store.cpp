@@ -14,27 +14,34 @@ namespace {
 
 constexpr uint64_t kSweepEvery = 64;  // lease round trips between sweeps of dead candidates
 
-db::ConnectParams leaseParams(const SourceConfig& source) {
+std::chrono::milliseconds freshFor(const LeaseConfig& lease) {
+  // A live instance renews each candidacy at least every heartbeat; one silent for two is taken
+  // for dead. Shorter than TTL - heartbeat, so it counts as dead before its leases can be taken
+  // (never under a second).
+  return std::max(std::chrono::milliseconds(1000),
+                  std::min(2 * lease.heartbeat + std::chrono::milliseconds(1000), lease.ttl - lease.heartbeat));
+}
+
+}  // namespace
+
+db::ConnectParams MysqlLeaseStore::connectParams(const SourceConfig& source) {
   db::ConnectParams params = db::paramsFrom(source.dsn);
   params.readTimeout = std::chrono::seconds(5);  // a lease round trip must not outlast the lease
   return params;
 }
 
-}  // namespace
+db::ConnectionPool::Setup MysqlLeaseStore::connectionSetup(std::chrono::seconds lockWait) {
+  return [lockWait](db::Connection& conn) {
+    return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
+  };
+}
 
 MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait,
                                  const LeaseConfig& lease)
-    : source_(source),
-      session_(leaseParams(source),
-               [lockWait](db::Connection& conn) {
-                 return conn.exec(
-                     fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
-               }),
-      // A live instance renews each candidacy at least every heartbeat; one silent for two is
-      // taken for dead. Shorter than TTL - heartbeat, so it counts as dead before its leases can
-      // be taken (never under a second).
-      fresh_(std::max(std::chrono::milliseconds(1000),
-                      std::min(2 * lease.heartbeat + std::chrono::milliseconds(1000), lease.ttl - lease.heartbeat))) {}
+    : source_(source), session_(connectParams(source), connectionSetup(lockWait)), fresh_(freshFor(lease)) {}
+
+MysqlLeaseStore::MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease)
+    : source_(source), session_(pool, source.dsn.database), fresh_(freshFor(lease)) {}
 
 std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(const Status& failed) {
   const Cause cause = failed.cause();

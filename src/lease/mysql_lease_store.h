@@ -12,11 +12,16 @@
 
 namespace outbox {
 
-// LeaseStore over a connection of its own. Not thread-safe.
+// LeaseStore over a connection of its own, or over a pool's (docs/design.md, "Connections").
+// Not thread-safe.
 class MysqlLeaseStore final : public LeaseStore {
  public:
   // A lease round trip waits at most `lockWait` for a row lock (a frozen holder's transaction).
   MysqlLeaseStore(const SourceConfig& source, std::chrono::seconds lockWait, const LeaseConfig& lease);
+  // Over `pool`, opened with connectParams() of a source of the server and connectionSetup().
+  MysqlLeaseStore(const SourceConfig& source, db::ConnectionPool& pool, const LeaseConfig& lease);
+  static db::ConnectParams connectParams(const SourceConfig& source);
+  static db::ConnectionPool::Setup connectionSetup(std::chrono::seconds lockWait);
 
   Result<LeaseGrant> tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) override;
   Status release(const std::string& holder) override;

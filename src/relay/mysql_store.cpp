@@ -1,9 +1,12 @@
 #include "relay/mysql_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <iterator>
+#include <memory>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/log.h"
 #include "db/preflight.h"
@@ -11,55 +14,107 @@
 
 namespace outbox {
 
-namespace {
-// The assignments that clear a halt (outbox_source_state alias s).
-constexpr const char* kHaltCleared = "s.halted_reason = NULL, s.halted_row_id = NULL, s.halted_version = NULL";
-
 // Where an epoch began (outbox_epoch_history; 0, 0 in epoch 1): its versions start above the
 // first, its messages after the second. `epoch` is an SQL expression of outbox_source_state s.
-std::string epochStartColumns(const char* epoch) {
+std::string MysqlOutboxStore::epochStartColumns(const char* epoch) {
   return fmt::format(
       "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0), "
       "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0)",
       epoch);
 }
+
+// Server facts a connection reads once: MySQL rather than MariaDB, and whether the server shows
+// metadata locks (MariaDB's metadata_lock_info plugin).
+MysqlOutboxStore::ServerKind MysqlOutboxStore::serverKind(db::Connection& conn) {
+  ServerKind kind;
+  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
+    kind.mysql = version->text(0).find("MariaDB") == std::string_view::npos;
+  }
+  if (!kind.mysql) {
+    auto plugin = conn.queryU64(
+        "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
+        "PLUGIN_STATUS = 'ACTIVE'");
+    kind.writersVisible = plugin.isOk() && plugin->value_or(0) > 0;
+  }
+  return kind;
+}
+
+// What each connection holds for its life: the idle-transaction bound, and where the server shows
+// metadata locks, the scan's clock on the server (ConnectionReading::clock).
+Status MysqlOutboxStore::setUpConnection(db::Connection& conn, const ServerKind& kind,
+                                         std::chrono::seconds idleTransactionTimeout,
+                                         const std::function<void(const std::string&)>& clockRefused) {
+  if (kind.writersVisible) {
+    auto clock = conn.queryU64("SELECT GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
+    if (!clock.isOk() || clock->value_or(0) != 1) {
+      clockRefused(clock.isOk() ? "someone else holds it" : clock.status().message());
+    }
+  }
+  if (idleTransactionTimeout.count() > 0) {
+    // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
+    // long, in a transaction or not, is closed and its locks released; the next call reconnects).
+    // Lock waits, of rows and of metadata (an ALTER queued behind a long transaction), end as
+    // soon: a call waits no longer than that with a connection other sources share.
+    (void)conn.exec(fmt::format("SET SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION "
+                                "lock_wait_timeout = {1}",
+                                kind.mysql ? "wait_timeout" : "idle_transaction_timeout",
+                                idleTransactionTimeout.count()));
+  }
+  return Status::ok();
+}
+
+namespace {
+constexpr const char* kClockRefused =
+    "could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only once the "
+    "connections that may hold them are seen between statements (slower, never a row lost)";
 }  // namespace
+
+db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds idleTransactionTimeout) {
+  auto warned = std::make_shared<std::atomic<bool>>(false);
+  return [idleTransactionTimeout, warned](db::Connection& conn) {
+    // What the scan needs of the server, on each connection: a grant revoked since another was
+    // checked applies only to the connections opened after (db::checkServer).
+    std::vector<std::string> notes;  // the stores log them when they prepare
+    OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
+    return setUpConnection(conn, serverKind(conn), idleTransactionTimeout, [warned](const std::string& why) {
+      if (!warned->exchange(true)) spdlog::warn(fmt::runtime(kClockRefused), why);
+    });
+  };
+}
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
                                    ServerCheck check)
+    : MysqlOutboxStore(source, check) {
+  session_ = std::make_unique<db::Session>(db::paramsFrom(source.dsn), [this, idleTransactionTimeout](db::Connection& conn) {
+    OUTBOX_RETURN_IF_ERROR(prepare(conn));
+    return setUpConnection(conn, ServerKind{mysql_, writersVisible_}, idleTransactionTimeout, [this](const std::string& why) {
+      if (!std::exchange(clockWarned_, true)) sourceLogger(source_.name)->warn(fmt::runtime(kClockRefused), why);
+    });
+  });
+}
+
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check)
+    : MysqlOutboxStore(source, check) {
+  session_ = std::make_unique<db::Session>(pool, source.dsn.database,
+                                           [this](db::Connection& conn) { return prepare(conn); });
+}
+
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, ServerCheck check)
     : source_(source),
-      idleTransactionTimeout_(idleTransactionTimeout),
       check_(check),
       table_("`" + source.outboxTable + "`"),
       versions_("`" + source.outboxTable + "_versions`"),
       // A source name is an SQL identifier (config), so it needs no escaping.
       sourceLiteral_("'" + source.name + "'"),
       // A table name is an SQL identifier too (config).
-      tableLiteral_("'" + source.outboxTable + "'"),
-      session_(db::paramsFrom(source.dsn), [this](db::Connection& conn) { return setUp(conn); }) {}
+      tableLiteral_("'" + source.outboxTable + "'") {}
 
-Status MysqlOutboxStore::setUp(db::Connection& conn) {
-  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
-    mysql_ = version->text(0).find("MariaDB") == std::string_view::npos;
-  }
-  writersVisible_ = false;
-  if (!mysql_) {
-    auto plugin = conn.queryU64(
-        "SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
-        "PLUGIN_STATUS = 'ACTIVE'");
-    writersVisible_ = plugin.isOk() && plugin->value_or(0) > 0;
-    // The scan's clock on the server (ConnectionReading::clock): held until the connection ends.
-    if (writersVisible_) {
-      auto clock = conn.queryU64("SELECT GET_LOCK(CONCAT('outbox_bridge_clock_', CONNECTION_ID()), 0)");
-      if ((!clock.isOk() || clock->value_or(0) != 1) && !clockWarned_) {
-        clockWarned_ = true;
-        sourceLogger(source_.name)
-            ->warn("could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only "
-                   "once the connections that may hold them are seen between statements (slower, never a row lost)",
-                   clock.isOk() ? "someone else holds it" : clock.status().message());
-      }
-    }
-  }
+MysqlOutboxStore::~MysqlOutboxStore() = default;
+
+Status MysqlOutboxStore::prepare(db::Connection& conn) {
+  const ServerKind kind = serverKind(conn);
+  mysql_ = kind.mysql;
+  writersVisible_ = kind.writersVisible;
   if (check_ != ServerCheck::kNone) {
     std::vector<std::string> notes;
     OUTBOX_RETURN_IF_ERROR(db::checkServer(conn, notes));
@@ -68,18 +123,11 @@ Status MysqlOutboxStore::setUp(db::Connection& conn) {
     }
     notesLogged_ = true;
   }
-  if (idleTransactionTimeout_.count() > 0) {
-    // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
-    // long, in a transaction or not, is closed and its locks released; the next call reconnects).
-    (void)conn.exec(fmt::format("SET SESSION {} = {}", mysql_ ? "wait_timeout" : "idle_transaction_timeout",
-                                idleTransactionTimeout_.count()));
-  }
   return conn.exec(fmt::format("INSERT IGNORE INTO outbox_source_state (source) VALUES ({})", sourceLiteral_));
 }
 
 Status MysqlOutboxStore::connect() {
-  auto conn = session_.connection();
-  return conn.isOk() ? Status::ok() : conn.status();
+  return session_->run([](db::Connection&) { return Status::ok(); });
 }
 
 std::string MysqlOutboxStore::guardedStateUpdate(db::Connection& conn, const std::string& assignments,
@@ -134,13 +182,13 @@ Result<SourceState> MysqlOutboxStore::loadState() {
 }
 
 Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char* isolation) {
-  auto rows = session_.run([&](db::Connection& conn) -> Result<db::Rows> {
+  auto rows = session_->run([&](db::Connection& conn) -> Result<db::Rows> {
     if (isolation != nullptr) OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
     return conn.query(sql);
   });
   // A statement that failed before it began a transaction leaves the isolation level set for the
   // next one, which may be the scan's consistent read: start from a fresh connection instead.
-  if (isolation != nullptr && !rows.isOk()) session_.drop();
+  if (isolation != nullptr && !rows.isOk()) session_->drop();
   if (!rows.isOk() && rows.status().cause() == Cause::kMissingTable) {
     return Status::permanent(fmt::format("{}; the schema is older than this bridge: run `outbox-bridge migrate` (the "
                                          "source resumes by itself)",
@@ -152,7 +200,7 @@ Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char*
 
 Status MysqlOutboxStore::guardedStateWrite(const std::string& assignments, const std::string& condition,
                                            const char* what) {
-  return session_.run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
+  return session_->run([&](db::Connection& conn) { return guardedStateWrite(conn, assignments, condition, what); });
 }
 
 Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
@@ -162,7 +210,7 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
 Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
   const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor);
   if (mark.pin.empty() && mark.unpin.empty()) return guardedStateWrite(assignments, "", "recording the scan");
-  return session_.transaction([&](db::Connection& conn) -> Status {
+  return session_->transaction([&](db::Connection& conn) -> Status {
     OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
     return recordPins(conn, mark);
   });
@@ -220,7 +268,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
       folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                            versions_, pairs, quarantined)
              : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
+  Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
                     mark.cursor, mark.floor),
@@ -254,7 +302,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
 }
 
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
-  return session_.run([&](db::Connection& conn) {
+  return session_->run([&](db::Connection& conn) {
     return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
                                         fmt::format("s.published_through < {}", version)));
   });
@@ -263,199 +311,6 @@ Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
   return guardedStateWrite(fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "",
                            "setting the published marks");
-}
-
-Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
-  if (guard_.epoch == 0) return Status::permanent("adoptStaleTail needs the epoch in the write guard");
-  uint64_t restored = 0;
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
-    OUTBOX_RETURN_IF_ERROR(lockState(conn, "adopting the old epoch's last messages"));
-    // Still as reconcile found it: the epoch has published nothing and begins at tail.afterSeq.
-    auto rows = conn.query(fmt::format(
-        "SELECT published_through, published_stream_seq, {} FROM outbox_source_state s WHERE source = {}",
-        epochStartColumns("s.epoch"), sourceLiteral_));
-    if (!rows.isOk()) return rows.status();
-    if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
-    const uint64_t versionsAfter = rows->u64(2);
-    if (rows->u64(0) != versionsAfter || rows->u64(1) != tail.afterSeq || rows->u64(3) != tail.afterSeq) {
-      return Status::transient("the epoch's start or marks moved while reconciling; reconciling again");
-    }
-    // No message of this epoch is in the stream (none of an older one could follow it), so none of
-    // the versions it assigned is: they are dropped, and handed out again after the rows below
-    // have theirs back, densely and in id order, by the scan.
-    auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, versionsAfter));
-    if (!lowest.isOk()) return lowest.status();
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, versionsAfter)));
-    auto given = giveBackStaleTail(conn, tail);
-    if (!given.isOk()) return given.status();
-    restored = *given;
-    std::string floor;
-    if (lowest->has_value()) floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "UPDATE outbox_source_state SET assigned_through = {}, published_stream_seq = {}{} WHERE source = {}",
-        versionsAfter, tail.throughSeq, floor, sourceLiteral_)));
-    return conn.exec(fmt::format("UPDATE outbox_epoch_history SET stream_seq = {} WHERE source = {} AND epoch = {}",
-                                 tail.throughSeq, sourceLiteral_, guard_.epoch));
-  });
-  if (!s.isOk()) return s;
-  return restored;
-}
-
-Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const StaleTail& tail) {
-  const std::string which = fmt::format("source = {} AND version BETWEEN {} AND {}", sourceLiteral_, tail.firstVersion,
-                                        tail.lastVersion);
-  auto restored = conn.execCount(fmt::format(
-      "INSERT INTO {} (version, outbox_id) SELECT version, outbox_id FROM outbox_bump_removed WHERE {}", versions_, which));
-  if (!restored.isOk()) return restored.status();
-  // A row quarantined after the finish took its version (it had none then) is in the stream all
-  // the same: its quarantine holds nothing back any more, and would keep prune from it.
-  auto lifted = conn.execCount(fmt::format(
-      "DELETE q FROM outbox_quarantine q JOIN outbox_bump_removed r ON r.source = q.source AND r.outbox_id = "
-      "q.outbox_id WHERE r.source = {} AND r.version BETWEEN {} AND {}",
-      sourceLiteral_, tail.firstVersion, tail.lastVersion));
-  if (!lifted.isOk()) return lifted.status();
-  if (*lifted > 0) {
-    sourceLogger(source_.name)
-        ->warn("{} row(s) quarantined after the epoch bump took their versions are in the stream (the fenced "
-               "leader's messages, stored after the bump): their quarantine is lifted",
-               *lifted);
-  }
-  OUTBOX_RETURN_IF_ERROR(conn.exec("DELETE FROM outbox_bump_removed WHERE " + which));
-  return *restored;
-}
-
-Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
-  auto orNull = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("NULL"); };
-  return session_.run([&](db::Connection& conn) {
-    return guardedStateWrite(conn,
-                             fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}",
-                                         conn.quote(reason.substr(0, 1000)), orNull(row ? std::optional(row->id) : std::nullopt),
-                                         orNull(row ? row->version : std::nullopt)),
-                             "", "halting the source");
-  });
-}
-
-Status MysqlOutboxStore::clearHalt() { return guardedStateWrite(kHaltCleared, "", "clearing the halt"); }
-
-Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason) {
-  return session_.transaction([&](db::Connection& conn) -> Status {
-    // The state row first, as the assign does: one of the two waits for the other (and the
-    // relay's own quarantine of a poison row is checked against its lease and epoch).
-    OUTBOX_RETURN_IF_ERROR(lockState(conn, "quarantining a row"));
-    // Read after the lock: a row committed by now is seen.
-    auto exists = conn.queryU64(fmt::format("SELECT id FROM {} WHERE id = {}", table_, outboxId));
-    if (!exists.isOk()) return exists.status();
-    if (!exists->has_value()) {
-      return Status::rejected(fmt::format("{} has no committed row {} (not inserted yet, rolled back or pruned): only a "
-                                          "row that exists and has no version can be quarantined",
-                                          source_.outboxTable, outboxId));
-    }
-    auto version = conn.queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
-    if (!version.isOk()) return version.status();
-    if (version->has_value()) {
-      return Status::rejected(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
-                                           outboxId, **version));
-    }
-    return conn.exec(fmt::format(
-        "INSERT INTO outbox_quarantine (source, outbox_id, reason) VALUES ({}, {}, {}) "
-        "ON DUPLICATE KEY UPDATE reason = VALUES(reason)",
-        sourceLiteral_, outboxId, conn.quote(reason.substr(0, 1000))));
-  });
-}
-
-Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std::string& reason) {
-  SourceState result;
-  Status s = session_.transaction([&](db::Connection& conn) -> Status {
-    auto rows = conn.query(fmt::format(
-        "SELECT epoch, assigned_through, published_through, published_stream_seq, bump_from_epoch "
-        "FROM outbox_source_state WHERE source = {} FOR UPDATE",
-        sourceLiteral_));
-    if (!rows.isOk()) return rows.status();
-    if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
-    const uint64_t epoch = rows->u64(0);
-    // A bump still waiting for the leader keeps the epoch it moves on from.
-    const uint64_t from = rows->isNull(4) ? epoch : rows->u64(4);
-    result.epoch = std::max(epoch, tip.version ? tip.epoch : 0) + 1;
-    result.assignedThrough = rows->u64(1);
-    result.publishedThrough = rows->u64(2);
-    result.publishedStreamSeq = rows->u64(3);
-    result.bumpFromEpoch = from;
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "UPDATE outbox_source_state SET epoch = {}, bump_from_epoch = {}, {} WHERE source = {}", result.epoch, from,
-        "halted_reason = NULL, halted_row_id = NULL, halted_version = NULL", sourceLiteral_)));
-    // versions_after and stream_seq are the leader's to write when it finishes the bump; until
-    // then they say where the old epoch stood.
-    return conn.exec(fmt::format(
-        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
-        sourceLiteral_, result.epoch, conn.quote(reason.substr(0, 1000)), result.assignedThrough, tip.lastSeq));
-  });
-  if (!s.isOk()) return s;
-  return result;
-}
-
-Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
-  return session_.transaction([&](db::Connection& conn) -> Status {
-    // The lease and this session's epoch hold, and the row is ours until commit.
-    OUTBOX_RETURN_IF_ERROR(lockState(conn, "finishing the epoch bump"));
-    auto rows = conn.query(fmt::format(
-        "SELECT epoch, bump_from_epoch, assigned_through, published_through, published_stream_seq, {} "
-        "FROM outbox_source_state s WHERE source = {} FOR UPDATE",
-        epochStartColumns("s.bump_from_epoch"), sourceLiteral_));
-    if (!rows.isOk()) return rows.status();
-    if (!rows->next() || rows->isNull(1)) return Status::ok();  // none pending (finished already)
-    const uint64_t epoch = rows->u64(0);
-    if (tip.version && tip.epoch >= epoch) {
-      return Status::permanent(fmt::format("stream {} holds epoch {}, not below the new epoch {}: run 'outbox-bridge "
-                                           "epoch bump' again",
-                                           source_.stream, tip.epoch, epoch));
-    }
-    // The old epoch as it stood: the plan is the one a bump made at this moment would make.
-    SourceState old;
-    old.epoch = rows->u64(1);
-    old.assignedThrough = rows->u64(2);
-    old.publishedThrough = rows->u64(3);
-    old.publishedStreamSeq = rows->u64(4);
-    old.epochVersionsAfter = rows->u64(5);
-    old.epochStreamSeq = rows->u64(6);
-    auto maxInTable = conn.queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
-    if (!maxInTable.isOk()) return maxInTable.status();
-    const BumpPlan plan = planEpochBump(old, tip, maxInTable->value_or(0));
-    // Versions taken from rows by earlier finishes stay given back-able while an older epoch's
-    // chain may still land: only until the old epoch has a message of its own in the stream.
-    const bool oldEpochPublished = old.publishedThrough > old.epochVersionsAfter ||
-                                   (tip.version && tip.epoch == old.epoch && tip.seq > old.epochStreamSeq);
-    if (oldEpochPublished) {
-      OUTBOX_RETURN_IF_ERROR(conn.exec("DELETE FROM outbox_bump_removed WHERE source = " + sourceLiteral_));
-    }
-    // Assigned but not in the stream: published again under fresh versions, unless the leader this
-    // bump fences stores them after all (adoptStaleTail gives them back then). The scan's floor
-    // goes below those rows, so the next scan finds them again.
-    auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, plan.kept));
-    if (!lowest.isOk()) return lowest.status();
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "INSERT INTO outbox_bump_removed (source, version, outbox_id) SELECT {}, version, outbox_id FROM {} "
-        "WHERE version > {}",
-        sourceLiteral_, versions_, plan.kept)));
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, plan.kept)));
-    // A second bump before the first one's epoch published: an older epoch's last messages stored
-    // past where the old epoch began are given back as reconcile would (their versions are at or
-    // below plan.kept, which keeps them).
-    if (auto resume = findResumePoint(old, tip, source_.stream); resume.isOk() && resume->staleTail) {
-      auto given = giveBackStaleTail(conn, *resume->staleTail);
-      if (!given.isOk()) return given.status();
-    }
-    std::string floor;
-    if (lowest->has_value()) {
-      floor = fmt::format(", scan_floor = LEAST(COALESCE(scan_floor, {0}), {0})", **lowest - 1);
-    }
-    OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
-        "UPDATE outbox_source_state SET bump_from_epoch = NULL, assigned_through = {0}, published_through = {0}, "
-        "published_stream_seq = {1}{2} WHERE source = {3}",
-        plan.highest, tip.lastSeq, floor, sourceLiteral_)));
-    return conn.exec(fmt::format(
-        "UPDATE outbox_epoch_history SET versions_after = {}, stream_seq = {} WHERE source = {} AND epoch = {}",
-        plan.highest, tip.lastSeq, sourceLiteral_, epoch));
-  });
 }
 
 }  // namespace outbox

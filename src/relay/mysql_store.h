@@ -1,15 +1,19 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "config/config.h"
+#include "db/pool.h"
 #include "db/session.h"
 #include "relay/ports.h"
 
 namespace outbox {
 
-// OutboxStore over one MySQL/MariaDB connection. Not thread-safe.
+// OutboxStore over one MySQL/MariaDB connection of its own, or over connections borrowed from a
+// pool shared with other sources (docs/design.md, "Connections"). Not thread-safe.
 class MysqlOutboxStore final : public OutboxStore {
  public:
   // `idleTransactionTimeout` (MariaDB's idle_transaction_timeout; on MySQL, which lacks it,
@@ -25,9 +29,16 @@ class MysqlOutboxStore final : public OutboxStore {
   static constexpr size_t kFoldedCheckRows = 16;
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
                             ServerCheck check = ServerCheck::kNone);
+  // Over `pool` (on the source's database), whose connections ran connectionSetup(). The pool
+  // outlives the store.
+  MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check);
+  ~MysqlOutboxStore() override;
   // Its session's setup calls back into it: it stays where it was made.
   MysqlOutboxStore(const MysqlOutboxStore&) = delete;
   MysqlOutboxStore& operator=(const MysqlOutboxStore&) = delete;
+
+  // What every connection of a pool the stores share runs once (see the constructor above).
+  static db::ConnectionPool::Setup connectionSetup(std::chrono::seconds idleTransactionTimeout);
 
   void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
   Status connect() override;
@@ -63,9 +74,22 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<SourceState> epochBump(const StreamTip& tip, const std::string& reason);
 
  private:
-  // What every new connection does first (db::Session's setup): the server check, session
-  // variables, the state row.
-  Status setUp(db::Connection& conn);
+  MysqlOutboxStore(const SourceConfig& source, ServerCheck check);
+  struct ServerKind {
+    bool mysql = false;
+    bool writersVisible = false;
+  };
+  static ServerKind serverKind(db::Connection& conn);
+  // The columns where the epoch `epoch` began (outbox_source_state alias s): versions after, stream seq.
+  static std::string epochStartColumns(const char* epoch);
+  // A connection's own part: session variables, the scan's clock lock (`clockRefused` says why
+  // it could not be taken).
+  static Status setUpConnection(db::Connection& conn, const ServerKind& kind,
+                                std::chrono::seconds idleTransactionTimeout,
+                                const std::function<void(const std::string&)>& clockRefused);
+  // What the session does first, and after its connection was dropped (db::Session's setup): the
+  // server's kind, the server check, the state row.
+  Status prepare(db::Connection& conn);
   // A query outside a transaction, after SET TRANSACTION ISOLATION LEVEL `isolation` when given
   // (for that statement only).
   Result<db::Rows> queryRows(const std::string& sql, const char* isolation = nullptr);
@@ -97,7 +121,6 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<uint64_t> giveBackStaleTail(db::Connection& conn, const StaleTail& tail);
 
   const SourceConfig& source_;
-  std::chrono::seconds idleTransactionTimeout_;
   ServerCheck check_;
   bool notesLogged_ = false;
   bool applierWorkLeft_ = false;  // what applierWorkLeft() last said
@@ -111,7 +134,7 @@ class MysqlOutboxStore final : public OutboxStore {
   bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
-  db::Session session_;  // last: its setup uses the members above
+  std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above
 };
 
 }  // namespace outbox

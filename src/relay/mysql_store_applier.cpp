@@ -70,7 +70,7 @@ Result<std::optional<std::string>> relayLogBacklog(db::Rows& rows) {
 }  // namespace
 
 Result<bool> MysqlOutboxStore::applierWorkLeft() {
-  auto backlog = session_.run([&](db::Connection& conn) -> Result<std::optional<std::string>> {
+  auto backlog = session_->run([&](db::Connection& conn) -> Result<std::optional<std::string>> {
     auto status = conn.query(mysql_ ? "SHOW REPLICA STATUS" : "SHOW ALL SLAVES STATUS");
     // MySQL before 8.0.22 knows only the older words.
     if (mysql_ && !status.isOk() && status.status().cause() == Cause::kServer) status = conn.query("SHOW SLAVE STATUS");

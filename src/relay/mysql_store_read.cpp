@@ -88,6 +88,7 @@ std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
 }
 
 Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withConnections) {
+  db::Session::Hold hold(*session_);  // one connection for the poll's reads
   NewRows out;
   // One statement: a consistent read of its own.
   auto rows = queryRows(scannedRowsQuery(fmt::format("o.id > {}", cursor)) + fmt::format(" LIMIT {}", limit));
@@ -120,12 +121,17 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // is taken when the statement opens its tables). One without such a lock holds no id of the
   // table now, and any it takes later are above the scan cursor: a report, a dump or a
   // SELECT SLEEP(600) keeps no hole open. With each, how long it has held its oldest such lock,
-  // and, read first, the age of this connection's user lock: the server's clock to hold it against.
+  // and, read first, the age of a user lock a bridge connection holds: the server's clock to hold it against.
   if (writersVisible_) {
+    // The clock is the such lock of the lowest connection id on the server, whichever connection
+    // reads it: the relays' connections are shared (docs/design.md, "Connections"), and one clock
+    // across them keeps a tagging comparable with the readings after it on any of them. (A lock
+    // taken again while held keeps its age; its connection gone, the next one reads as another
+    // clock: a re-tagging, as after a reconnect.)
     auto clock = queryRows(
-        "SELECT CONNECTION_ID(), (SELECT MAX(LOCK_TIME_MS) FROM information_schema.METADATA_LOCK_INFO WHERE "
-        "THREAD_ID = CONNECTION_ID() AND LOCK_TYPE = 'User lock' AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', "
-        "CONNECTION_ID()))");
+        "SELECT THREAD_ID, LOCK_TIME_MS FROM information_schema.METADATA_LOCK_INFO WHERE LOCK_TYPE = 'User lock' "
+        "AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', THREAD_ID) AND LOCK_TIME_MS IS NOT NULL ORDER BY "
+        "THREAD_ID LIMIT 1");
     if (clock.isOk() && clock->next() && !clock->isNull(1)) {
       reading.clock = ConnectionReading::ServerClock{clock->u64(0), std::chrono::milliseconds(clock->u64(1))};
     } else if (!clock.isOk() && !refusedByServer(clock.status())) {
@@ -241,7 +247,7 @@ Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool down
 }
 
 Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
-  return session_.run([&](db::Connection& conn) -> Result<bool> {
+  return session_->run([&](db::Connection& conn) -> Result<bool> {
     OUTBOX_RETURN_IF_ERROR(conn.exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
     OUTBOX_RETURN_IF_ERROR(conn.begin());
     auto rows = conn.query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
@@ -282,7 +288,7 @@ Result<std::vector<IdRange>> MysqlOutboxStore::pinnedHoles() {
 }
 
 Result<std::string> MysqlOutboxStore::openTransactionsOlderThan(std::chrono::seconds olderThan) {
-  return session_.run([&](db::Connection& conn) -> Result<std::string> {
+  return session_->run([&](db::Connection& conn) -> Result<std::string> {
     auto open = db::openTransactions(conn, olderThan, 5);
     if (!open.isOk()) return open.status();
     return open->describe();
@@ -290,7 +296,7 @@ Result<std::string> MysqlOutboxStore::openTransactionsOlderThan(std::chrono::sec
 }
 
 Result<std::optional<uint64_t>> MysqlOutboxStore::nextAutoId() {
-  return session_.run([&](db::Connection& conn) -> Result<std::optional<uint64_t>> {
+  return session_->run([&](db::Connection& conn) -> Result<std::optional<uint64_t>> {
     // MySQL 8 serves information_schema.TABLES from a cache (a day old by default): ask afresh.
     if (mysql_) OUTBOX_RETURN_IF_ERROR(conn.exec("SET SESSION information_schema_stats_expiry = 0"));
     return conn.queryU64(fmt::format(

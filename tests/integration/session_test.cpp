@@ -1,6 +1,11 @@
 #define BOOST_TEST_MODULE session
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "db/session.h"
@@ -60,4 +65,96 @@ BOOST_AUTO_TEST_CASE(a_call_the_server_rolled_back_runs_again) {
   });
   BOOST_TEST(s.isPermanent());
   BOOST_TEST(tries == 1);
+}
+
+// db::ConnectionPool (docs/design.md, "Connections"): sessions over a pool of two share two
+// connections however many they are; a third borrower waits until one comes back; a connection
+// given back inside a transaction, or after a failed call, is never lent again with what it held;
+// a borrow on another database moves the connection there; a session asks for the connection it
+// had last.
+BOOST_AUTO_TEST_CASE(sessions_over_a_pool_share_its_connections_and_never_inherit_each_others_state) {
+  TestDatabase first("pool_a"), second("pool_b");
+  int setups = 0;
+  db::ConnectionPool pool(stackParams(first.name()), 2, [&](db::Connection& conn) {
+    ++setups;
+    return conn.exec("SET SESSION innodb_lock_wait_timeout = 7");
+  });
+  std::vector<std::unique_ptr<db::Session>> sessions;
+  int prepares = 0;
+  for (int i = 0; i < 10; ++i) {
+    sessions.push_back(std::make_unique<db::Session>(pool, i % 2 == 0 ? first.name() : second.name(),
+                                                     [&](db::Connection&) {
+                                                       ++prepares;
+                                                       return Status::ok();
+                                                     }));
+  }
+  auto connectionId = [](db::Session& s) {
+    return s.run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); }).value().value_or(0);
+  };
+  auto databaseOf = [](db::Session& s) {
+    return s.run([](db::Connection& c) -> Result<std::string> {
+      auto rows = c.query("SELECT DATABASE(), @@session.innodb_lock_wait_timeout");
+      if (!rows.isOk()) return rows.status();
+      rows->next();
+      return std::string(rows->text(0)) + "/" + std::string(rows->text(1));
+    });
+  };
+  std::set<uint64_t> ids;
+  for (auto& s : sessions) ids.insert(connectionId(*s));
+  BOOST_TEST(ids.size() == 1u, "one at a time: the same connection each time");
+  BOOST_TEST(prepares == 10);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    BOOST_TEST(databaseOf(*sessions[i]).value() == (i % 2 == 0 ? first.name() : second.name()) + "/7");
+  }
+  // Three at once over a pool of two: the third waits until a Hold ends.
+  {
+    db::Session::Hold a(*sessions[0]), b(*sessions[1]);
+    const uint64_t idA = connectionId(*sessions[0]), idB = connectionId(*sessions[1]);
+    BOOST_TEST(idA != idB);
+    BOOST_TEST(pool.openConnections() == 2u);
+    std::atomic<bool> done{false};
+    std::thread third([&] {
+      (void)connectionId(*sessions[2]);
+      done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    BOOST_TEST(!done.load(), "a third borrower waits while both are lent");
+    BOOST_TEST(pool.waits() >= 1u);
+    {
+      db::Session::Hold release(*sessions[3]);  // nothing: a Hold borrows only when a call runs
+    }
+    sessions[1]->drop();  // the second Hold's connection closes: its place frees
+    third.join();
+    BOOST_TEST(done.load());
+  }
+  BOOST_TEST(setups >= 2);
+  // A transaction left open is rolled back before the connection is lent again: the next borrower
+  // neither sees the row nor holds its lock.
+  BOOST_REQUIRE(first.sql().exec("CREATE TABLE pooled (id INT PRIMARY KEY)").isOk());
+  {
+    auto loan = pool.borrow(first.name());
+    BOOST_REQUIRE(loan.isOk());
+    BOOST_REQUIRE((*loan)->exec("START TRANSACTION").isOk());
+    BOOST_REQUIRE((*loan)->exec("INSERT INTO pooled VALUES (1)").isOk());
+    BOOST_TEST((*loan)->inTransaction());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto loan = pool.borrow(first.name());
+    BOOST_REQUIRE(loan.isOk());
+    BOOST_TEST(!(*loan)->inTransaction());
+    BOOST_TEST((*loan)->queryU64("SELECT COUNT(*) FROM pooled").value().value_or(9) == 0u);
+  }
+  BOOST_TEST(first.scalar("SELECT COUNT(*) FROM pooled") == 0u);
+  // A failed call closes its connection rather than lend it again.
+  const uint64_t before = connectionId(*sessions[0]);
+  Status failed = sessions[0]->run([](db::Connection& c) { return c.exec("SELECT * FROM no_such_table"); });
+  BOOST_TEST(!failed.isOk());
+  BOOST_TEST(waitUntil(
+      [&] {
+        return first.scalar(fmt::format("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {}", before)) ==
+               0u;
+      },
+      std::chrono::seconds(5)));
+  BOOST_TEST(connectionId(*sessions[0]) != before);
+  BOOST_TEST(pool.openConnections() <= 2u);
 }

@@ -29,6 +29,9 @@ stuck_after = "10m"
 ttl = "1h"
 heartbeat = "1m"
 
+[database]
+max_connections = 12
+
 [log]
 level = "debug"
 format = "json"
@@ -72,6 +75,7 @@ dsn = "mysql://u@[::1]/shop"
   BOOST_TEST(back.http.adminToken == std::string(16, '*'));
   BOOST_TEST((back.http.maxSnapshotStreams == c.http.maxSnapshotStreams && back.http.stuckAfter == c.http.stuckAfter));
   BOOST_TEST((back.lease.ttl == c.lease.ttl && back.lease.heartbeat == c.lease.heartbeat));
+  BOOST_TEST(back.database.maxConnections == 12);
   BOOST_TEST((back.logLevel == c.logLevel && back.logFormat == c.logFormat));
   BOOST_REQUIRE_EQUAL(back.sources.size(), c.sources.size());
   for (size_t i = 0; i < c.sources.size(); ++i) {

@@ -203,6 +203,11 @@ BOOST_AUTO_TEST_CASE(bad_values_name_their_key) {
   BOOST_TEST(errorKey(std::string(kMinimal) + "[nats]\nping_interval = \"2s\"\n").empty());
   BOOST_TEST(errorKey(std::string(kMinimal) + "[lease]\nttl = \"10s\"\nheartbeat = \"10s\"\n") == "lease.ttl");
   BOOST_TEST(errorKey(std::string(kMinimal) + "[log]\nlevel = \"loud\"\n") == "log.level");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[database]\nmax_connections = 1\n") == "database.max_connections");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[database]\nmax_connections = 10001\n") == "database.max_connections");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[database]\nmax_connections = \"8\"\n") == "database.max_connections");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[database]\nconnections = 8\n") == "database.connections");
+  BOOST_TEST(errorKey(std::string(kMinimal) + "[database]\nmax_connections = 2\n").empty());
   BOOST_TEST(errorKey(std::string(kMinimal) + "[extra]\n") == "extra");
   BOOST_TEST(errorKey("[[source]]\ndsn = \"mysql://u@h/db\"\n") == "source[0].name");
   BOOST_TEST(errorKey("[[source]]\nname = \"a b\"\ndsn = \"mysql://u@h/db\"\n") == "source[0].name");

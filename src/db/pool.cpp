@@ -1,0 +1,176 @@
+#include "db/pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace outbox::db {
+
+ConnectionPool::ConnectionPool(ConnectParams params, size_t capacity, Setup setup)
+    : params_(std::move(params)), capacity_(std::max<size_t>(1, capacity)), setup_(std::move(setup)) {}
+
+// Every loan is given back before its pool goes (the pools outlive the stores that borrow).
+ConnectionPool::~ConnectionPool() = default;
+
+ConnectionPool::Loan::Loan(Loan&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), conn_(std::move(other.conn_)), serial_(other.serial_) {}
+
+ConnectionPool::Loan& ConnectionPool::Loan::operator=(Loan&& other) noexcept {
+  if (this != &other) {
+    giveBack();
+    pool_ = std::exchange(other.pool_, nullptr);
+    conn_ = std::move(other.conn_);
+    serial_ = other.serial_;
+  }
+  return *this;
+}
+
+ConnectionPool::Loan::~Loan() { giveBack(); }
+
+void ConnectionPool::Loan::giveBack() {
+  if (pool_ == nullptr) return;
+  ConnectionPool* pool = std::exchange(pool_, nullptr);
+  pool->giveBack(std::move(conn_), serial_);
+}
+
+void ConnectionPool::Loan::discard() {
+  conn_.reset();
+  giveBack();
+}
+
+void ConnectionPool::giveBack(std::unique_ptr<Connection> conn, uint64_t serial) {
+  // A transaction left open would carry one borrower's locks and snapshot into the next's calls.
+  if (conn && (conn->failed() || conn->inTransaction())) {
+    conn->rollback();
+    if (conn->failed() || conn->inTransaction()) conn.reset();
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (conn) {
+      idle_.push_back(Idle{std::move(conn), serial});
+    } else {
+      --open_;
+    }
+  }
+  cv_.notify_one();
+}
+
+void ConnectionPool::closed(const Status& failure) {
+  {
+    std::lock_guard lock(mu_);
+    --open_;
+    openFailure_ = failure;
+    openFailedAt_ = std::chrono::steady_clock::now();
+  }
+  cv_.notify_all();
+}
+
+Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred) {
+  std::unique_lock lock(mu_);
+  bool counted = false;
+  while (idle_.empty() && open_ >= capacity_) {
+    if (!counted) ++waits_;
+    counted = true;
+    cv_.wait(lock);
+  }
+  if (!idle_.empty()) {
+    // The one this borrower had last, else one already on its database, else the one given back
+    // last (the others may rest long enough for the server to close them: MySQL's wait_timeout).
+    auto pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.serial == preferred; });
+    if (pick == idle_.end()) {
+      pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.conn->database() == database; });
+    }
+    if (pick == idle_.end()) pick = idle_.end() - 1;
+    Idle taken = std::move(*pick);
+    idle_.erase(pick);
+    lock.unlock();
+    Loan loan(this, std::move(taken.conn), taken.serial);
+    if (Status s = loan->useDatabase(database); !s.isOk()) {
+      loan.discard();
+      return s;
+    }
+    return loan;
+  }
+  // A connect that just failed is not tried again by each waiter in turn (with a 5 s connect
+  // timeout and a server gone, a few hundred relays would take minutes to hear it): for a second
+  // the borrowers get its failure at once.
+  if (openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld) return openFailure_;
+  ++open_;
+  const uint64_t serial = nextSerial_++;
+  lock.unlock();
+  // Opened outside the lock: a slow server must not hold up borrowers of idle connections.
+  ConnectParams params = params_;
+  params.database = database;
+  auto opened = Connection::open(params);
+  if (!opened.isOk()) {
+    closed(opened.status());
+    return opened.status();
+  }
+  std::unique_ptr<Connection> conn = std::move(opened).value();
+  if (setup_) {
+    if (Status s = setup_(*conn); !s.isOk()) {
+      closed(s);
+      return s;
+    }
+  }
+  {
+    std::lock_guard relock(mu_);
+    openFailedAt_.reset();
+  }
+  return Loan(this, std::move(conn), serial);
+}
+
+size_t ConnectionPool::openConnections() const {
+  std::lock_guard lock(mu_);
+  return open_;
+}
+
+uint64_t ConnectionPool::waits() const {
+  std::lock_guard lock(mu_);
+  return waits_;
+}
+
+namespace {
+
+// What tells two accounts on servers apart. The password is in it (two passwords of one user are
+// two accounts as far as the pool knows); the key never leaves this object.
+std::string serverKey(const ConnectParams& p) {
+  std::string key;
+  for (const std::string* part : {&p.host, &p.socket, &p.user, &p.password, &p.sslCa, &p.sslCert, &p.sslKey}) {
+    key += std::to_string(part->size());
+    key += ':';
+    key += *part;
+  }
+  return key + fmt::format("|{}|{}|{}|{}", p.port, static_cast<int>(p.sslMode), p.connectTimeout.count(),
+                           p.readTimeout.count());
+}
+
+}  // namespace
+
+ConnectionPool& ConnectionPools::forServer(const ConnectParams& params) {
+  std::lock_guard lock(mu_);
+  auto& pool = pools_[serverKey(params)];
+  if (!pool) pool = std::make_unique<ConnectionPool>(params, capacity_, setup_);
+  return *pool;
+}
+
+ConnectionPools::Usage ConnectionPools::usage() const {
+  std::lock_guard lock(mu_);
+  Usage u;
+  for (const auto& [key, pool] : pools_) {
+    u.open += pool->openConnections();
+    u.limit += pool->capacity();
+    u.waits += pool->waits();
+  }
+  return u;
+}
+
+size_t ConnectionPools::openConnections() const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [key, pool] : pools_) n += pool->openConnections();
+  return n;
+}
+
+}  // namespace outbox::db
