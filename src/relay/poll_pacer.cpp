@@ -37,9 +37,11 @@ void PollPacer::batchArrived(Clock::TimePoint now, bool pollAgain, size_t rowsRe
   }
   // Rows that come ring (the doorbell), or the idle check finds them: a poll of its own a
   // kQuietPoll, in case both go wrong. A doorbell without a working idle check (not run yet, or
-  // failing): this timer is the net the check would be, at its pace for watched sources.
+  // failing): this timer is the net the check would be, at its pace for watched sources, a
+  // kWatchedCheck whatever poll_interval is (a poll_interval of an hour left rows the binary log
+  // does not carry waiting an hour).
   next_ = started_ + (watch.idleCheck ? std::chrono::milliseconds(kQuietPoll)
-                                      : std::max<std::chrono::milliseconds>(longest_, Wakeup::kWatchedCheck));
+                                      : std::chrono::milliseconds(Wakeup::kWatchedCheck));
   cause_ = Cause::kIdle;
 }
 

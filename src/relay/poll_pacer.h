@@ -7,7 +7,7 @@
 
 namespace outbox {
 
-// When the relay polls next (ARCHITECTURE.md 3b): at once after a full batch, within milliseconds
+// When the relay polls next (docs/design.md, Waking up): at once after a full batch, within milliseconds
 // while rows come, and later as they stop coming, up to poll_interval. Waits count from when a
 // poll started, so the time a batch takes is not added to the wait of a row committed just after
 // its read. Every time is the caller's (the relay's clock). Not thread-safe; the relay thread

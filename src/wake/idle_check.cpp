@@ -51,48 +51,92 @@ std::vector<size_t> IdleCheck::due(bool all) const {
   return out;
 }
 
+namespace {
+
+// How long a check waits for a table's metadata lock before it gives up on that table for the
+// round: an ALTER queued behind a long transaction holds every new reader of the table, and
+// lock_wait_timeout is a day by default.
+constexpr int kLockWaitSeconds = 1;
+
+}  // namespace
+
+Status IdleCheck::check(db::Connection& conn, const std::vector<size_t>& which) {
+  std::string statement;
+  for (size_t i : which) statement += (statement.empty() ? "" : " UNION ALL ") + parts_[i];
+  auto rows = conn.query(statement);
+  if (!rows.isOk()) return rows.status();
+  setChecked(which, true);
+  while (rows->next()) {
+    const size_t i = rows->u64(0);
+    if (i >= sources_.size()) continue;
+    const bool newIds = !rows->isNull(1) && rows->u64(1) > sources_[i].wakeup->readThrough.load();
+    if (newIds || rows->u64(2) > 0) sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
+  }
+  return Status::ok();
+}
+
 void IdleCheck::run() {
   const db::ConnectParams params = db::paramsFrom(sources_.front().config->dsn);
   std::unique_ptr<db::Connection> conn;
-  std::string reported;  // the failure last logged ("": none since the last full round worked)
+  std::string reported;  // the failure of the connection last logged ("": none since it worked)
+  // Sources whose own part failed (a missing table or grant, a metadata lock waited for): each
+  // is checked alone, after the others, until its part works again, so it fails no one else's
+  // check; and the failure last logged for it.
+  std::vector<char> alone(sources_.size(), 0);
+  std::vector<std::string> failing(sources_.size());
   // The watched sources every kWatchedCheck, or every round when poll_interval is longer; the
   // first round checks them all at once (so the relays know early that the check works).
   const uint64_t watchedEvery = std::max<uint64_t>(1, Wakeup::kWatchedCheck / interval_);
   for (uint64_t round = 0; round == 0 || !stop_.waitFor(interval_); ++round) {
     const std::vector<size_t> which = due(round % watchedEvery == 0);
     if (which.empty()) continue;  // the doorbell watches them all, and their check is not due
-    std::string statement;
-    for (size_t i : which) statement += (statement.empty() ? "" : " UNION ALL ") + parts_[i];
     Status s;
     if (!conn) {
       auto opened = db::Connection::open(params);
       if (opened.isOk()) {
-        conn = std::move(opened).value();
+        s = (*opened)->exec(fmt::format("SET SESSION lock_wait_timeout = {}", kLockWaitSeconds));
+        if (s.isOk()) conn = std::move(opened).value();
       } else {
         s = opened.status();
       }
     }
-    if (conn) {
-      auto rows = conn->query(statement);
-      if (rows.isOk()) {
-        setChecked(which, true);
-        // A round that left watched sources out says nothing of a failure a full one met.
-        if (!reported.empty() && which.size() == sources_.size()) {
-          spdlog::info("{}: working again", where_);
-          reported.clear();
-        }
-        while (rows->next()) {
-          const size_t i = rows->u64(0);
-          if (i >= sources_.size()) continue;
-          const bool newIds = !rows->isNull(1) && rows->u64(1) > sources_[i].wakeup->readThrough.load();
-          if (newIds || rows->u64(2) > 0) sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
-        }
+    std::vector<size_t> together, single;
+    for (size_t i : which) (alone[i] ? single : together).push_back(i);
+    if (conn && !together.empty()) {
+      s = check(*conn, together);
+      // One table or grant of theirs, or one table's metadata lock: each is checked alone below.
+      if (!s.isOk() && s.cause() != Cause::kConnection) single.insert(single.end(), together.begin(), together.end());
+    }
+    for (size_t n = 0; conn && (s.isOk() || s.cause() != Cause::kConnection) && n < single.size(); ++n) {
+      const size_t i = single[n];
+      s = check(*conn, {i});
+      if (s.isOk()) {
+        if (!failing[i].empty()) spdlog::info("idle check of source {}: working again", sources_[i].config->name);
+        alone[i] = 0;
+        failing[i].clear();
         continue;
       }
-      s = rows.status();
-      conn.reset();
+      if (s.cause() == Cause::kConnection) break;
+      // Its relay polls on its own meanwhile (and reports the database's trouble too).
+      setChecked({i}, false);
+      alone[i] = 1;
+      if (s.message() != failing[i]) {
+        spdlog::warn("idle check of source {}: {}; it polls on its own meanwhile, the others' check goes on",
+                     sources_[i].config->name, s.message());
+        failing[i] = s.message();
+      }
+      s = Status::ok();
     }
-    // The sources poll on their own meanwhile (their relays report the database's trouble too).
+    if (conn && (s.isOk() || s.cause() != Cause::kConnection)) {
+      // A round that left watched sources out says nothing of a failure a full one met.
+      if (!reported.empty() && which.size() == sources_.size()) {
+        spdlog::info("{}: working again", where_);
+        reported.clear();
+      }
+      continue;
+    }
+    // The connection failed (or could not be made): the sources poll on their own meanwhile.
+    conn.reset();
     setChecked(which, false);
     if (s.message() != reported) {
       spdlog::warn("{}: {}; the sources poll on their own meanwhile", where_, s.message());

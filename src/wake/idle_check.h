@@ -6,12 +6,17 @@
 #include <thread>
 #include <vector>
 
+#include "common/status.h"
 #include "common/stop_token.h"
 #include "wake/watched.h"
 
+namespace outbox::db {
+class Connection;
+}
+
 namespace outbox {
 
-// One idle poll for the sources that share a database (and account; ARCHITECTURE.md 3b):
+// One idle poll for the sources that share a database (and account; docs/design.md, Waking up):
 // every poll_interval (the shortest of theirs), one statement reads each outbox table's highest
 // id, and a source whose table holds an id above what its scan has read (Wakeup::readThrough)
 // is rung, as is one whose `epoch bump` waits for its leader to finish it; the others stay
@@ -24,8 +29,11 @@ namespace outbox {
 // doorbell watches them all, the check costs a statement a kWatchedCheck. While its checks
 // succeed, each source's
 // Wakeup::idleChecked is set. The credentials are the first source's (source names are SQL
-// identifiers: safe to splice); a table it may not read makes the check fail, and the sources
-// poll on their own.
+// identifiers: safe to splice). A source whose part fails — its table missing or not granted, or
+// its table's metadata lock not given within a second (an ALTER queued behind a long
+// transaction) — is checked alone from then on, after the others, and polls on its own until its
+// part works again: one source's table never fails or holds up the check of the others. When
+// the connection fails, every source polls on its own until it is made again.
 class IdleCheck {
  public:
 
@@ -37,6 +45,9 @@ class IdleCheck {
 
  private:
   void run();
+  // One statement for the sources `which`: rings those with new ids (or an `epoch bump` waiting)
+  // and marks them checked; on failure, changes nothing.
+  Status check(db::Connection& conn, const std::vector<size_t>& which);
   // Sets Wakeup::idleChecked of the sources `which` (indexes into sources_); rings those it clears.
   void setChecked(const std::vector<size_t>& which, bool on);
   // The sources a round checks: those no doorbell watches or whose rings went unanswered, or

@@ -201,7 +201,7 @@ void stopWhileMariadbIsFrozen(const std::string& tag, const std::function<void(B
   bridge.start();
   BOOST_REQUIRE(waitUntil([&] { return database.state(source.name).publishedThrough > 2000; }, 30s));
   {
-    FrozenProcess frozenDatabase(readFile(stack().stackDir + "/mariadb/mariadbd.pid"));
+    FrozenProcess frozenDatabase(readFile(mysqlPidFile()));
     std::this_thread::sleep_for(200ms);
     signal(bridge);
   }

@@ -488,6 +488,9 @@ struct Running {
 // that hold one on the outbox table that a writer takes: a statement writing it (a trigger's
 // instructions included, whose QUERY_ID and TIME_MS start anew while the INSERT that fired them
 // holds its reserved ids) and a transaction that wrote it, until it ends. Read as the scan reads it.
+// Where the server does not show them (no metadata_lock_info: MariaDB's default, the
+// fault_late_commit_defaults run), every connection inside a statement stays a suspect: the scan
+// cannot tell, and a late row must not be lost.
 BOOST_AUTO_TEST_CASE(only_connections_that_may_write_the_outbox_table_are_suspects) {
   BridgedSource s("writers", "wr");
   s.slowTrigger();
@@ -512,8 +515,9 @@ BOOST_AUTO_TEST_CASE(only_connections_that_may_write_the_outbox_table_are_suspec
   auto suspect = [&](uint64_t id) { return std::find(busy.begin(), busy.end(), id) != busy.end(); };
   BOOST_TEST(suspect(triggered.id));
   BOOST_TEST(suspect(wroteThenSleeps.id));
-  BOOST_TEST(!suspect(sleeper.id));
-  BOOST_TEST(!suspect(reader.id));
+  const bool narrowed = metadataLocksVisible();
+  BOOST_TEST(suspect(sleeper.id) == !narrowed);
+  BOOST_TEST(suspect(reader.id) == !narrowed);
 }
 
 // The same end to end, as issue 19 tells it: auto_increment_increment = 3 makes every gap between

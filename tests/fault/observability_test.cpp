@@ -83,13 +83,13 @@ BOOST_AUTO_TEST_CASE(readiness_reports_an_unreachable_database) {
   bridge.start();
   int port = bridge.httpPort();
   BOOST_REQUIRE(waitUntil([&] { return httpRequest(port, "GET", "/readyz").status == 200; }, 10s));
-  stackCommand("stop", "mariadb");
+  stackCommand("stop", stack().mysqlService);
   HttpReply ready;
   bool notReady = waitUntil([&] {
     ready = httpRequest(port, "GET", "/readyz");
     return ready.status == 503;
   }, 15s);
-  stackCommand("start", "mariadb");
+  stackCommand("start", stack().mysqlService);
   BOOST_REQUIRE(notReady);
   BOOST_TEST(ready.body.find(fmt::format("database of source {} is not reachable", source.name)) != std::string::npos,
              ready.body);

@@ -56,13 +56,13 @@ BOOST_AUTO_TEST_CASE(nats_server_killed_mid_drain) {
 }
 
 BOOST_AUTO_TEST_CASE(mariadb_restarted_mid_drain) {
-  drainThrough("dbrestart", 60000, [] { stackCommand("restart", "mariadb"); });
+  drainThrough("dbrestart", 60000, [] { stackCommand("restart", stack().mysqlService); });
 }
 
 BOOST_AUTO_TEST_CASE(mariadb_killed_mid_drain) {
   drainThrough("dbkill", 60000, [] {
-    stackCommand("kill", "mariadb");
+    stackCommand("kill", stack().mysqlService);
     std::this_thread::sleep_for(300ms);
-    stackCommand("start", "mariadb");
+    stackCommand("start", stack().mysqlService);
   });
 }

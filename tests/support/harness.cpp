@@ -61,7 +61,18 @@ const StackEnv& stack() {
   static const StackEnv env = [] {
     StackEnv e;
     e.mysqlHost = requireEnv("OUTBOX_TEST_MYSQL_HOST");
-    e.mysqlPort = static_cast<unsigned>(std::stoul(requireEnv("OUTBOX_TEST_MYSQL_PORT")));
+    const char* server = std::getenv("OUTBOX_TEST_MYSQL_SERVER");
+    const std::string which = server != nullptr ? server : "";
+    if (which.empty() || which == "tuned") {
+      e.mysqlPort = static_cast<unsigned>(std::stoul(requireEnv("OUTBOX_TEST_MYSQL_PORT")));
+      e.mysqlService = "mariadb";
+    } else if (which == "defaults") {
+      e.mysqlPort = static_cast<unsigned>(std::stoul(requireEnv("OUTBOX_TEST_MYSQL_DEFAULTS_PORT")));
+      e.mysqlService = "mariadb-defaults";
+      e.mysqlDefaults = true;
+    } else {
+      throw std::runtime_error("OUTBOX_TEST_MYSQL_SERVER is '" + which + "': it takes tuned (the default) or defaults");
+    }
     e.mysqlUser = requireEnv("OUTBOX_TEST_MYSQL_USER");
     e.mysqlPassword = requireEnv("OUTBOX_TEST_MYSQL_PASSWORD");
     e.natsUrl = requireEnv("OUTBOX_TEST_NATS_URL");
@@ -107,6 +118,24 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+std::string mysqlPidFile() { return stack().stackDir + "/" + stack().mysqlService + "/mariadbd.pid"; }
+
+namespace {
+std::string scalarText(const std::string& query) {
+  auto conn = connectAt(stack().mysqlPort);
+  auto q = conn->query(query);
+  if (!q.isOk() || !q->next()) throw std::runtime_error("failed: " + query);
+  return std::string(q->text(0));
+}
+}  // namespace
+
+std::string globalBinlogFormat() { return scalarText("SELECT @@global.binlog_format"); }
+
+bool metadataLocksVisible() {
+  return scalarText("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
+                    "PLUGIN_STATUS = 'ACTIVE'") != "0";
 }
 
 db::ConnectParams stackParams(const std::string& database, unsigned port) {

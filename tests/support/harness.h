@@ -26,7 +26,12 @@ namespace outbox::test {
 
 struct StackEnv {
   std::string mysqlHost;
+  // The MariaDB the tests run on: tools/stack's tuned `mariadb` (binlog_format ROW,
+  // metadata_lock_info, 400 connections), or with OUTBOX_TEST_MYSQL_SERVER=defaults its
+  // `mariadb-defaults` (only log_bin and a server_id set: MIXED, no plugin, 151 connections).
   unsigned mysqlPort = 0;
+  std::string mysqlService;  // its tools/stack service: "mariadb" or "mariadb-defaults"
+  bool mysqlDefaults = false;  // the one at its defaults
   std::string mysqlUser;
   std::string mysqlPassword;
   std::string natsUrl;
@@ -39,7 +44,8 @@ struct StackEnv {
   unsigned mysqlReplicaPort = 0;
 };
 
-// Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing.
+// Reads OUTBOX_TEST_* and OUTBOX_TEST_BRIDGE_BIN; throws naming what is missing (or an
+// OUTBOX_TEST_MYSQL_SERVER other than "tuned" or "defaults").
 const StackEnv& stack();
 
 // Notes a secret a test hands to the bridge (a password, a token, a key seed): the secrets suite
@@ -67,6 +73,7 @@ std::string readFile(const std::string& path);
 std::string tempDir();
 
 // Runs `tools/stack ACTION SERVICE` (restart, stop, start, kill); throws on failure.
+// stack().mysqlService names the MariaDB the tests run on.
 void stackCommand(const std::string& action, const std::string& service);
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
@@ -74,6 +81,12 @@ bool waitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 
 // A connection as the stack's MySQL user to the server at `port` (the primary's or a replica's).
 std::unique_ptr<db::Connection> connectAt(unsigned port, const std::string& database = "");
+// The pid file of the MariaDB the tests run on.
+std::string mysqlPidFile();
+// The server's global binlog_format ("ROW" on the tuned one, "MIXED" at its defaults).
+std::string globalBinlogFormat();
+// Whether the server shows metadata locks (the metadata_lock_info plugin is active).
+bool metadataLocksVisible();
 // How to reach the stack's MariaDB (at `port` when given), as its admin account.
 db::ConnectParams stackParams(const std::string& database = "", unsigned port = 0);
 

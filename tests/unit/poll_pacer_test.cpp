@@ -186,7 +186,8 @@ BOOST_AUTO_TEST_CASE(a_ring_whose_poll_read_nothing_is_retried_a_few_times_doubl
 }
 
 // A doorbell whose idle check does not work (not run yet, or failing): the source polls at the
-// pace the check would look at it (Wakeup::kWatchedCheck), not every poll_interval.
+// pace the check would look at it (Wakeup::kWatchedCheck), not every poll_interval, and never
+// less often (issue 33: with poll_interval = 1h it waited an hour).
 BOOST_AUTO_TEST_CASE(with_the_doorbell_and_no_working_idle_check_a_quiet_source_polls_at_the_checks_pace) {
   PollPacer p(250ms);
   p.begin(t0);
@@ -194,11 +195,17 @@ BOOST_AUTO_TEST_CASE(with_the_doorbell_and_no_working_idle_check_a_quiet_source_
   p.batchArrived(t0, false, true, false, kDoorbellOnly);
   BOOST_TEST((p.next() == t0 + std::chrono::milliseconds(Wakeup::kWatchedCheck)));
   BOOST_TEST((p.cause() == PollPacer::Cause::kIdle));
-  PollPacer slow(10s);  // poll_interval longer than that: poll_interval
-  slow.begin(t0);
-  slow.started(t0);
-  slow.batchArrived(t0, false, true, false, kDoorbellOnly);
-  BOOST_TEST((slow.next() == t0 + 10s));
+  for (auto interval : {std::chrono::milliseconds(10s), std::chrono::milliseconds(std::chrono::hours(1))}) {
+    PollPacer slow(interval);  // poll_interval longer than that: still the check's pace
+    slow.begin(t0);
+    slow.started(t0);
+    slow.batchArrived(t0, false, true, false, kDoorbellOnly);
+    BOOST_TEST((slow.next() == t0 + std::chrono::milliseconds(Wakeup::kWatchedCheck)), interval.count() << " ms");
+    // Quiet for a day: still a poll every kWatchedCheck.
+    slow.started(t0 + 24h);
+    slow.batchArrived(t0 + 24h, false, false, false, kDoorbellOnly);
+    BOOST_TEST((slow.next() == t0 + 24h + std::chrono::milliseconds(Wakeup::kWatchedCheck)), interval.count() << " ms");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(with_the_idle_check_only_polls_follow_the_flow_down_to_its_pace_then_stop) {
