@@ -40,6 +40,10 @@ std::string inRanges(const char* column, const std::vector<IdRange>& ranges) {
   return out + ")";
 }
 
+// What stands for a span's open ids, in a query that joins the versions (v) and the quarantine (q)
+// to the outbox (o): a row with neither.
+constexpr const char* kUnresolved = "v.outbox_id IS NULL AND q.outbox_id IS NULL";
+
 // The parts of `ranges` (ascending) without an id of `present` (ascending).
 std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vector<uint64_t>& present) {
   std::vector<IdRange> out;
@@ -161,15 +165,26 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
 
 Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<IdRange>& ranges, int limit) {
   if (ranges.empty() || limit <= 0) return std::vector<ScannedRow>{};
-  auto rows = queryRows(scannedRowsQuery(inRanges("o.id", ranges)) + fmt::format(" LIMIT {}", limit));
+  std::vector<IdRange> exact, spans;
+  for (const IdRange& r : ranges) (r.span ? spans : exact).push_back(r);
+  // A span's rows with a version are published ones: only the others are read (a range scan of
+  // its rows, each looked up in the versions' unique key).
+  std::string where;
+  if (!exact.empty()) where = inRanges("o.id", exact);
+  if (!spans.empty()) {
+    where += fmt::format("{}({} AND {})", where.empty() ? "" : " OR ", inRanges("o.id", spans), kUnresolved);
+  }
+  auto rows = queryRows(scannedRowsQuery("(" + where + ")") + fmt::format(" LIMIT {}", limit));
   if (!rows.isOk()) return rows.status();
   return scannedRows(*rows);
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
-  std::vector<IdRange> out;
+  std::vector<IdRange> out, exact, spans;
+  for (const IdRange& r : ranges) (r.span ? spans : exact).push_back(r);
   int budget = kLockProbeBudget;
-  for (const auto& chunk : statementChunks(ranges)) {
+  OUTBOX_RETURN_IF_ERROR(probeSpans(spans, budget, out));
+  for (const auto& chunk : statementChunks(exact)) {
     if (budget <= 0) break;
     // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
     // not: those stay open without a probe.
@@ -207,7 +222,7 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
     OUTBOX_RETURN_IF_ERROR(probeDead(down, /*downwards=*/true, budget, out));
     for (const IdRange& id : between) {
       if (budget-- <= 0) break;
-      auto nothing = lockFree({id}, /*downwards=*/false);
+      auto nothing = lockFree(rangesProbe({id}, /*downwards=*/false));
       if (!nothing.isOk()) return nothing.status();
       if (*nothing) out.push_back(id);
     }
@@ -224,7 +239,7 @@ Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool down
     std::function<Status(const std::vector<IdRange>&)> probe = [&](const std::vector<IdRange>& part) -> Status {
       if (budget <= 0) return Status::ok();
       --budget;
-      auto nothing = lockFree(part, downwards);
+      auto nothing = lockFree(rangesProbe(part, downwards));
       if (!nothing.isOk()) return nothing.status();
       if (*nothing) {
         dead.insert(dead.end(), part.begin(), part.end());
@@ -240,13 +255,48 @@ Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool down
   return Status::ok();
 }
 
-Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
+Status MysqlOutboxStore::probeSpans(const std::vector<IdRange>& spans, int& budget, std::vector<IdRange>& dead) {
+  // Section 3a's probe over a span: a locking read at READ COMMITTED of its rows with no version
+  // and no quarantine. It locks (and so meets the lock of) every row of the span it passes, held
+  // by an open transaction, deleted by one that may restore it, or committed; it returns the
+  // committed ones without a version (late rows: the span lives until they are versioned). No
+  // row and no lock error: none of its open ids can ever hold a row. Like a range probe it also
+  // locks the row just past the span in the direction it reads, so a span that meets a lock is
+  // read the other way, then halved while the budget lasts: an open transaction's row inside a
+  // span of a million published rows keeps a few ids around it open, not the span.
+  std::function<Status(IdRange)> probe = [&](IdRange span) -> Status {
+    for (bool downwards : {false, true}) {
+      if (budget <= 0) return Status::ok();
+      --budget;
+      auto nothing = lockFree(fmt::format(
+          "SELECT o.id FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id LEFT JOIN outbox_quarantine q ON q.source = {} "
+          "AND q.outbox_id = o.id WHERE o.id BETWEEN {} AND {} AND {} ORDER BY o.id {} LIMIT 1",
+          table_, versions_, sourceLiteral_, span.first, span.last, kUnresolved, downwards ? "DESC" : "ASC"));
+      if (!nothing.isOk()) return nothing.status();
+      if (*nothing) {
+        dead.push_back(span);
+        return Status::ok();
+      }
+    }
+    if (span.size() == 1) return Status::ok();
+    const uint64_t middle = span.first + (span.last - span.first) / 2;
+    OUTBOX_RETURN_IF_ERROR(probe(IdRange{span.first, middle, true}));
+    return probe(IdRange{middle + 1, span.last, true});
+  };
+  for (const IdRange& span : spans) OUTBOX_RETURN_IF_ERROR(probe(span));
+  return Status::ok();
+}
+
+std::string MysqlOutboxStore::rangesProbe(const std::vector<IdRange>& ranges, bool downwards) const {
+  return fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {}", table_, inRanges("id", ranges),
+                     downwards ? "DESC" : "ASC");
+}
+
+Result<bool> MysqlOutboxStore::lockFree(const std::string& select) {
   return session_.run([&](db::Connection& conn) -> Result<bool> {
     OUTBOX_RETURN_IF_ERROR(conn.exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
     OUTBOX_RETURN_IF_ERROR(conn.begin());
-    auto rows = conn.query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
-                                       downwards ? "DESC" : "ASC",
-                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
+    auto rows = conn.query(select + (mysql_ ? " FOR SHARE NOWAIT" : " LOCK IN SHARE MODE NOWAIT"));
     if (!rows.isOk()) {
       conn.rollback();
       // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
