@@ -55,10 +55,11 @@ class Scanner {
   static constexpr std::chrono::seconds kPinAfter{5};
   // Holes open longer than this are named in the log, once a kStuckAfter.
   static constexpr std::chrono::seconds kStuckAfter{60};
-  // A hole whose suspects still run this long after it was found is folded into a span with the
-  // holes beside it that are alike: a few readings retire the suspects of a busy server's short
-  // statements; what is left is a long statement that may still hold any of them.
-  static constexpr std::chrono::milliseconds kFoldAfter{200};
+  // A hole whose suspects still run this long after it was found (a reading after the one that
+  // tagged it) is folded into a span with the holes beside it that are alike: a statement of
+  // hundreds of one-id ranges costs the server about as much as a span of tens of thousands of
+  // rows (docs/design.md).
+  static constexpr std::chrono::milliseconds kFoldAfter{50};
   // Past this many entries, holes with suspects are folded whatever their age.
   static constexpr size_t kMostHoles = 512;
   // A span a locking probe found held is probed again after this share of its age (and at least

@@ -55,9 +55,12 @@ void Scanner::fold(Clock::TimePoint now) {
   // probed on its own, and a span keeps its holes' suspects (either's, joined()) until a later
   // reading retires them. The published rows between them join the span, resolved by their
   // versions; its late rows are read as before.
+  // Never the holes this poll found: the rows between them are this poll's new rows, not
+  // versioned yet, which a span's read would return again.
   const bool crowded = holes_.size() > kMostHoles;
   auto foldable = [&](const Hole& h) {
-    return h.holders && !h.holders->ids.empty() && (h.span || crowded || now - h.found >= kFoldAfter);
+    return h.holders && !h.holders->ids.empty() && h.found < now &&
+           (h.span || crowded || now - h.found >= kFoldAfter);
   };
   for (auto it = holes_.begin(); it != holes_.end();) {
     auto next = std::next(it);
