@@ -40,7 +40,7 @@ void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_leader", Type::kGauge, "1 while this process holds the source's leader lease.");
   page.family("outbox_open_holes", Type::kGauge,
               "Outbox ids the scan read past that were not visible: rows still being committed, rolled back or "
-              "never used, until resolved (ARCHITECTURE.md section 3a). Leader only.");
+              "never used, until resolved (docs/design.md, \"Contract v2\"). Leader only.");
   page.family("outbox_open_hole_ranges", Type::kGauge,
               "The entries the scan keeps for its open holes: ranges of ids, and spans that fold holes a long "
               "statement elsewhere may still hold with the published rows between them (docs/design.md, \"Holes "
