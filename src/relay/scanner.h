@@ -60,7 +60,10 @@ class Scanner {
   // hundreds of one-id ranges costs the server about as much as a span of tens of thousands of
   // rows (docs/design.md).
   static constexpr std::chrono::milliseconds kFoldAfter{50};
-  // Past this many entries, holes with suspects are folded whatever their age.
+  // Holes are folded together when at most this many ids lie between them (a span's read costs
+  // its rows, published ones included).
+  static constexpr uint64_t kFoldGap = 16;
+  // Past this many entries, holes with suspects are folded whatever their age and distance.
   static constexpr size_t kMostHoles = 512;
   // A span a locking probe found held is probed again after this share of its age (and at least
   // kHeldReprobe): its late rows are read every poll all the same; only its death waits.

@@ -62,14 +62,19 @@ void Scanner::fold(Clock::TimePoint now) {
     return h.holders && !h.holders->ids.empty() && h.found < now &&
            (h.span || crowded || now - h.found >= kFoldAfter);
   };
+  // Only holes a few rows apart (one-id holes beside each row): a span's read costs its rows, so
+  // two holes with many rows between them (the ends of two bulk INSERTs) stay two ranges, unless
+  // the entries are crowded.
+  auto near = [&](const Hole& before, uint64_t first) { return crowded || first - before.last - 1 <= kFoldGap; };
   for (auto it = holes_.begin(); it != holes_.end();) {
     auto next = std::next(it);
-    if (!foldable(it->second) || next == holes_.end() || !foldable(next->second)) {
+    if (!foldable(it->second) || next == holes_.end() || !foldable(next->second) ||
+        !near(it->second, next->first)) {
       it = next;
       continue;
     }
     Hole& into = it->second;
-    for (; next != holes_.end() && foldable(next->second); next = holes_.erase(next)) {
+    for (; next != holes_.end() && foldable(next->second) && near(into, next->first); next = holes_.erase(next)) {
       const Hole& hole = next->second;
       into.last = hole.last;
       into.found = std::min(into.found, hole.found);

@@ -512,8 +512,13 @@ BOOST_AUTO_TEST_CASE(only_connections_that_may_write_the_outbox_table_are_suspec
   auto suspect = [&](uint64_t id) { return std::find(busy.begin(), busy.end(), id) != busy.end(); };
   BOOST_TEST(suspect(triggered.id));
   BOOST_TEST(suspect(wroteThenSleeps.id));
-  BOOST_TEST(!suspect(sleeper.id));
-  BOOST_TEST(!suspect(reader.id));
+  // Where the server does not show metadata locks (MariaDB at its defaults), every connection
+  // inside a statement may be inserting an id: the sleeper and the reader too.
+  const bool locksShown = s.database.scalar("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = "
+                                           "'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'") > 0;
+  BOOST_TEST_MESSAGE("metadata locks " << (locksShown ? "shown" : "not shown"));
+  BOOST_TEST(suspect(sleeper.id) == !locksShown);
+  BOOST_TEST(suspect(reader.id) == !locksShown);
 }
 
 // The same end to end, as issues 19 and 33 tell it: auto_increment_increment = 3 makes every gap
