@@ -1,3 +1,4 @@
+#define BOOST_TEST_MODULE fault_wake_doorbell
 // The doorbell's own account (issue 33): REPLICATION SLAVE shows every row change on the server,
 // so the sources' account, whose grants stop at their tables, goes without it, and the doorbell
 // reads the log as a [[doorbell]] account that holds nothing but REPLICATION SLAVE and BINLOG
