@@ -13,7 +13,7 @@
 
 // Connections that do not grow with sources (docs/design.md, "Connections"; issue 33): the
 // sources of a server share a few connections, so 200 sources served by two bridges stay within
-// 30 connections to the server in all, while every row of every source is published once, in
+// 32 connections to the server in all, while every row of every source is published once, in
 // order, and a bridge SIGKILLed leaves its sources to the other. Real MariaDB and nats-server.
 
 using namespace outbox;
@@ -23,10 +23,10 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int kSources = 200;
-// Two bridges: relays 8 + leases 3 + probes 2 + the idle check 1 each, at most, on the database
-// (docs/design.md, "Connections"; the doorbell's connections, one or two a bridge, name none and
-// are not counted here; the issue asks for 40 in all).
-constexpr uint64_t kTwoBridgesBound = 30;
+// Two bridges: relays 8 + leases 3 + probes 2 + the idle check 1 + the doorbell 1, and 1 more
+// while it reads its lag, each, at most (docs/design.md, "Connections"; the issue asks for 40 in
+// all).
+constexpr uint64_t kTwoBridgesBound = 32;
 
 // One transaction of two rows ('a' then 'b', payloads n and n + 1) into each source's table, and
 // one rolled back (a hole the scan must close).
@@ -51,7 +51,7 @@ void insertRound(db::Connection& producer, const std::vector<SourceSpec>& source
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(two_hundred_sources_and_two_bridges_stay_within_thirty_connections_and_lose_nothing) {
+BOOST_AUTO_TEST_CASE(two_hundred_sources_and_two_bridges_stay_within_thirty_two_connections_and_lose_nothing) {
   TestDatabase database("many_sources");
   std::vector<SourceSpec> sources;
   for (int i = 0; i < kSources; ++i) sources.push_back({fmt::format("m{}_{}", i, uniqueName("s", database)), &database, {}});
