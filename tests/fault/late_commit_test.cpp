@@ -451,7 +451,9 @@ BOOST_AUTO_TEST_CASE(a_row_held_prepared_for_days_does_not_slow_a_restart) {
                                  atTwoHundredThousand.count(), atTwoMillion.count()));
   BOOST_TEST(atTwoHundredThousand.count() < 2000);
   BOOST_TEST(atTwoMillion.count() < 2000);
-  BOOST_TEST(atTwoMillion.count() <= atTwoHundredThousand.count() * 3 / 2,
+  // Ten times the rows: a restart that read them all would take about ten times as long. Within
+  // 3x (tools/test runs other lanes beside this one, on the same two cores).
+  BOOST_TEST(atTwoMillion.count() <= atTwoHundredThousand.count() * 3,
              atTwoMillion.count() << " ms at 2,000,000 rows, " << atTwoHundredThousand.count() << " ms at 200,000");
   BOOST_TEST(s.openHoles() == 1.0);  // the held row, all along
   // Committed at last: published once, after everything else.
