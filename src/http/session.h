@@ -1,7 +1,7 @@
 #pragma once
 
 // One HTTP connection on Boost.Beast: reading requests within HttpLimits and writing answers.
-// Included by transport.cpp only (with it, the only code that includes Beast).
+// Included by transport.cpp only (with it and listener.h, the only code that includes Beast).
 
 #include <fmt/format.h>
 
@@ -18,42 +18,10 @@
 #include <optional>
 #include <string>
 
-#include "http/admission.h"
 #include "http/json_response.h"
-#include "http/transport.h"
+#include "http/listener.h"
 
 namespace outbox::http_detail {
-
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
-using Clock = std::chrono::steady_clock;
-
-// The target's path and query into r.path and r.params, percent-decoded (request.cpp).
-void splitTarget(HttpRequest& r);
-
-// What a listener's connections share. Touched on the I/O thread only, but for `answered`,
-// which any thread may call.
-struct ListenerState {
-  HttpLimits limits;
-  HttpTransport::Dispatch dispatch;
-  HttpTransport::Answered answered;
-  HttpTransport::Reserved reserved;
-  std::optional<net::ssl::context> tls;
-};
-
-// A connection as its listener sees it, for admission and shutdown. I/O thread only.
-class Connection {
- public:
-  using Phase = ConnectionPhase;
-  virtual ~Connection() = default;
-  virtual void close() = 0;
-  virtual Phase phase() const = 0;
-  virtual Clock::time_point phaseSince() const = 0;
-  // Admitted past the limit: serves one request of a reserved path, then closes.
-  virtual bool reserved() const = 0;
-};
 
 template <class Stream>
 class Session : public Connection, public std::enable_shared_from_this<Session<Stream>> {

@@ -1,7 +1,8 @@
 // The HTTP transport on Boost.Beast: listeners, admission and shutdown here, a connection's
-// reading and writing in session.h (the only other file that includes Beast). cpp-httplib 0.11
-// (Debian's) parses in its shared library with no deadline for a request's headers, no limit on
-// their number and a thread per connection, so slow or flooding clients froze it (issue 24, 15-17).
+// reading and writing in session.h, what they share in listener.h (the only other files that
+// include Beast). cpp-httplib 0.11 (Debian's) parses in its shared library with no deadline for
+// a request's headers, no limit on their number and a thread per connection, so slow or flooding
+// clients froze it (issue 24, 15-17).
 #include "http/transport.h"
 
 #include <fmt/format.h>

@@ -55,7 +55,7 @@ struct LeaseGrant {
   bool handOverExpected = false;
 };
 
-// The lease row of a source (ARCHITECTURE.md section 8). Single-threaded.
+// The lease row of a source (docs/design.md, "Several instances: the lease"). Single-threaded.
 class LeaseStore {
  public:
   virtual ~LeaseStore() = default;

@@ -1,7 +1,8 @@
-// MysqlOutboxStore::applierWorkLeft (ARCHITECTURE.md section 3a, "Replica appliers"): whether a
-// replication applier on the server may still write outbox rows with ids another server handed
-// out. Read from the replication status when the account may (SLAVE MONITOR on MariaDB,
-// REPLICATION CLIENT on MySQL), else from the applier threads in PROCESSLIST.
+// MysqlOutboxStore::applierWorkLeft (docs/design.md, "Contract v2: finding late commits",
+// replica appliers): whether a replication applier on the server may still write outbox rows
+// with ids another server handed out. Read from the replication status when the account may
+// (SLAVE MONITOR on MariaDB, REPLICATION CLIENT on MySQL), else from the applier threads in
+// PROCESSLIST.
 #include <initializer_list>
 #include <optional>
 #include <string_view>

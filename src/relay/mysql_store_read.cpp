@@ -1,6 +1,7 @@
-// MysqlOutboxStore's reads of the outbox table (ARCHITECTURE.md section 3a): new rows, the open
-// holes' rows and probes, where a new scan starts, and the assigned tail. Its writes (the state
-// row, versions, halts, quarantine, the epoch bump) are in mysql_store.cpp.
+// MysqlOutboxStore's reads of the outbox table (docs/design.md, "Contract v2: finding late
+// commits"): new rows, the open holes' rows and probes, where a new scan starts, and the
+// assigned tail. Its writes (the state row, versions, halts, quarantine, the epoch bump) are in
+// mysql_store.cpp.
 #include <algorithm>
 #include <functional>
 

@@ -12,8 +12,9 @@
 #include "relay/mysql_store.h"
 #include "relay/scanner.h"
 
-// Contract v2 (ARCHITECTURE.md section 3a): rows that commit late, ids that never commit, and the
-// bridge never touching a producer's row — against the real MariaDB and nats-server.
+// Contract v2 (docs/design.md, "Contract v2: finding late commits"): rows that commit late, ids
+// that never commit, and the bridge never touching a producer's row — against the real MariaDB
+// and nats-server.
 
 using namespace outbox;
 using namespace outbox::test;

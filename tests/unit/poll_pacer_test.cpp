@@ -120,7 +120,8 @@ BOOST_AUTO_TEST_CASE(the_poll_after_a_drain_follows_the_flow) {
   BOOST_TEST((p.next() == t0 + 4s + 5ms));  // half the 10 ms since the last full batch
 }
 
-// Issue 20 (ARCHITECTURE.md 3b): what else watches the source decides how often it polls on its own.
+// Issue 20 (docs/design.md, "Waking up"): what else watches the source decides how often it
+// polls on its own.
 namespace {
 constexpr PollPacer::Watch kDoorbell{.doorbell = true, .idleCheck = true};
 constexpr PollPacer::Watch kIdleCheckOnly{.doorbell = false, .idleCheck = true};
