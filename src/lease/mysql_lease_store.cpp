@@ -155,6 +155,15 @@ Result<bool> MysqlLeaseStore::handingOver(db::Connection& conn, const std::strin
   return pending->value_or(0) > 0;
 }
 
+LeaseGrant MysqlLeaseStore::heldGrant(const std::string& holder, std::chrono::milliseconds ttl) const {
+  LeaseGrant grant;
+  grant.leader = true;
+  grant.holder = holder;
+  grant.leaseEpoch = held_->leaseEpoch;
+  grant.expiresIn = ttl;
+  return grant;
+}
+
 Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) {
   if (joint_ != nullptr && standing && held_ && held_->holder == holder) {
     // A steady leader's heartbeat, with the database's others in one round; what the round cannot
@@ -162,12 +171,7 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     auto joined = joint_->renew(source_.name, holder, held_->leaseEpoch, ttl);
     if (joined.isOk() && *joined) {
       ++jointRenewals_;
-      LeaseGrant grant;
-      grant.leader = true;
-      grant.holder = holder;
-      grant.leaseEpoch = held_->leaseEpoch;
-      grant.expiresIn = ttl;
-      return grant;
+      return heldGrant(holder, ttl);
     }
   }
   return session_.run([&](db::Connection& conn) -> Result<LeaseGrant> {
@@ -194,14 +198,7 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
       // Still ours, nobody lighter: renew exactly the lease we hold (same holder, same epoch).
       auto renewed = renewHeld(conn, holder, ttl);
       if (!renewed.isOk()) return renewed.status();
-      if (*renewed) {
-        LeaseGrant grant;
-        grant.leader = true;
-        grant.holder = holder;
-        grant.leaseEpoch = held_->leaseEpoch;
-        grant.expiresIn = ttl;
-        return grant;
-      }
+      if (*renewed) return heldGrant(holder, ttl);
       held_.reset();  // taken meanwhile (we were frozen past the TTL): the full round trip says by whom
     }
     auto current = [&]() -> Result<LeaseGrant> {

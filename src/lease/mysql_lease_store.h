@@ -52,6 +52,8 @@ class MysqlLeaseStore final : public LeaseStore {
   // Renews the lease held_ names (same holder and epoch) and our candidacy for a TTL; false when
   // the lease is not that one any more.
   Result<bool> renewHeld(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
+  // The answer for the lease held_ names, just renewed for `ttl`.
+  LeaseGrant heldGrant(const std::string& holder, std::chrono::milliseconds ttl) const;
   // Whether a lease we gave up less than a TTL ago has not been taken yet.
   Result<bool> handingOver(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl);
 
