@@ -13,8 +13,12 @@ JointMarks::JointMarks(db::ConnectionPool& pool, std::string database) : session
 void JointMarks::offer(const std::string& source, const WriteGuard& guard, PublishedMark mark) {
   if (mark.version == 0 || !guard.lease) return;
   std::lock_guard lock(mu_);
-  Offer& o = offers_[source];
-  if (mark.version >= o.mark.version) o = Offer{guard, mark};
+  auto [it, fresh] = offers_.try_emplace(source);
+  Offer& o = it->second;
+  if (!fresh && mark.version < o.mark.version) return;
+  auto written = written_.find(source);
+  const bool waiting = !fresh && (written == written_.end() || o.mark.version > written->second);
+  o = Offer{guard, mark, waiting ? o.since : std::chrono::steady_clock::now()};
 }
 
 void JointMarks::carried(const std::string& source, uint64_t version) {
@@ -24,16 +28,21 @@ void JointMarks::carried(const std::string& source, uint64_t version) {
 }
 
 void JointMarks::forget(const std::string& source) {
+  // After a write in progress: it may hold the offer, and the session that made it is over (its
+  // successor reconciles next, which may set the marks lower, to a stream that lost messages).
+  std::lock_guard writing(writeMu_);
   std::lock_guard lock(mu_);
   offers_.erase(source);
   written_.erase(source);
 }
 
-std::map<std::string, JointMarks::Offer> JointMarks::pending() const {
+std::map<std::string, JointMarks::Offer> JointMarks::pending(const std::string& source) const {
+  const auto ripe = std::chrono::steady_clock::now() - kRipe;
   std::map<std::string, Offer> out;
-  for (const auto& [source, o] : offers_) {
-    auto written = written_.find(source);
-    if (written == written_.end() || o.mark.version > written->second) out.emplace(source, o);
+  for (const auto& [name, o] : offers_) {
+    auto written = written_.find(name);
+    if (written != written_.end() && o.mark.version <= written->second) continue;
+    if (name == source || o.since <= ripe) out.emplace(name, o);
   }
   return out;
 }
@@ -53,7 +62,7 @@ Status JointMarks::write(const std::string& source) {
   std::map<std::string, Offer> offers;
   {
     std::lock_guard lock(mu_);
-    offers = pending();
+    offers = pending(source);
     if (!offers.count(source)) return Status::ok();  // written meanwhile, or carried
   }
   Status s = session_.run([&](db::Connection& conn) { return conn.exec(updateOf(conn, offers)); });
@@ -87,7 +96,7 @@ std::string JointMarks::updateOf(db::Connection& conn, const std::map<std::strin
                    o.guard.epoch != 0 ? fmt::format(" AND s.epoch = {}", o.guard.epoch) : "");
   }
   return fmt::format(
-      "UPDATE outbox_source_state s JOIN outbox_bridge_lease l ON l.source = s.source AND l.expires_at > NOW(6) "
+      "UPDATE outbox_source_state s FORCE INDEX (PRIMARY) JOIN outbox_bridge_lease l ON l.source = s.source AND l.expires_at > NOW(6) "
       "SET s.published_through = CASE s.source{} ELSE s.published_through END, "
       "s.published_stream_seq = CASE s.source{} ELSE s.published_stream_seq END "
       "WHERE s.source IN ({}) AND ({})",

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -25,15 +26,20 @@ class JointMarks {
   // `source`'s acks through `mark`, to be written under `guard` (which must hold a lease) by the
   // next write() on the database, whoever's. A later offer replaces an earlier one.
   void offer(const std::string& source, const WriteGuard& guard, PublishedMark mark);
-  // A batch of `source` wrote its marks through `version` itself: nothing of it to write up to there.
+  // `source` wrote its marks through `version` itself (a batch carried them, or a mark alone):
+  // nothing of it to write up to there.
   void carried(const std::string& source, uint64_t version);
-  // `source`'s session ended: its offer goes (a new session offers under its own guard).
+  // `source`'s session ended: its offer goes (a new session offers under its own guard), once no
+  // write that took it is still running.
   void forget(const std::string& source);
-  // Makes `source`'s offer durable: writes every offer of the database in one statement, or
-  // nothing when `source`'s has been written already (by another source's write, or carried). A
-  // guard that no longer holds moves nothing of its source, like a mark alone. On failure the
-  // offers stay for the next write.
+  // Makes `source`'s offer durable: writes it with every other offer of the database that has
+  // waited kRipe, in one statement, or nothing when `source`'s has been written already (by
+  // another source's write, or carried). A younger offer is left to its own source's next batch
+  // (a busy source's acks ride on its assigns; writing them here would only wait on its rows'
+  // locks). A guard that no longer holds moves nothing of its source, like a mark alone. On
+  // failure the offers stay for the next write.
   Status write(const std::string& source);
+  static constexpr std::chrono::milliseconds kRipe{100};
 
   // Statements written so far, and the marks they wrote.
   uint64_t statements() const;
@@ -43,9 +49,10 @@ class JointMarks {
   struct Offer {
     WriteGuard guard;
     PublishedMark mark;
+    std::chrono::steady_clock::time_point since;  // offered first above what is written
   };
-  // The offers not yet written, by source. GUARDED_BY(mu_)
-  std::map<std::string, Offer> pending() const;
+  // The offers not yet written that have waited kRipe, and `source`'s. GUARDED_BY(mu_)
+  std::map<std::string, Offer> pending(const std::string& source) const;
   static std::string updateOf(db::Connection& conn, const std::map<std::string, Offer>& offers);
 
   std::mutex writeMu_;   // one write at a time; a relay waiting here often finds its mark written

@@ -331,12 +331,15 @@ void MysqlOutboxStore::offerMark(const PublishedMark& mark) {
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
   if (marks_ != nullptr && guard_.lease) {
     marks_->offer(source_.name, guard_, PublishedMark{version, seq});
-    return marks_->write(source_.name);
+    if (marks_->write(source_.name).isOk()) return Status::ok();
+    // Another source's row may be what failed it (a lock held long): this source's mark alone.
   }
-  return session_->run([&](db::Connection& conn) {
+  Status s = session_->run([&](db::Connection& conn) {
     return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
                                         fmt::format("s.published_through < {}", version)));
   });
+  if (s.isOk() && marks_ != nullptr) marks_->carried(source_.name, version);
+  return s;
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {

@@ -83,9 +83,9 @@ void Relay::marked(const PublishedMark& mark) {
   state_.publishedThrough = mark.version;
   state_.publishedStreamSeq = mark.seq;
   metrics_.publishedVersion = mark.version;
-  // Acks taken since are still to mark: they wait from now.
-  unmarkedSince_.reset();
-  if (window_.contiguousVersion() > mark.version) unmarkedSince_ = clock_.now();
+  // Acks taken since the batch started are still to mark: they keep the time the first unmarked
+  // ack was taken (written a little early, never late).
+  if (window_.contiguousVersion() <= mark.version) unmarkedSince_.reset();
 }
 
 void Relay::settle(std::chrono::milliseconds limit) {
