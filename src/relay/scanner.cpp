@@ -33,11 +33,15 @@ Status Scanner::reset(const SourceState& state) {
     for (const IdRange& r : *ranges) open(r, now);
     // Recorded holes may hold ids resolved since: the next polls find those out (a visible row
     // with a version closes, a dead id dies) and the range is unpinned once none is left.
-    // Read as spans: of their ids, those with a version or quarantined are resolved.
+    // Read as spans: of their ids, those with a version or quarantined are resolved. Each was open
+    // kPinAfter at least when recorded: not a new hole (its span is probed as one that old, and
+    // the oldest hole's age says so). Its suspects are the connections busy at the first reading,
+    // as for any hole found since: who was busy before the restart is not known, and none would
+    // be unsafe (a statement that took its ids before may still run).
     for (const IdRange& r : *pinned) {
       if (r.first > cursor_) continue;
       pinned_[r.first] = std::min(r.last, cursor_);
-      open(IdRange{r.first, std::min(r.last, cursor_), true}, now);
+      open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
     }
     recorded_ = ScanMark{cursor_, floor};
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());

@@ -63,8 +63,12 @@ class Scanner {
   // Holes are folded together when at most this many ids lie between them (a span's read costs
   // its rows, published ones included).
   static constexpr uint64_t kFoldGap = 16;
-  // Past this many entries, holes with suspects are folded whatever their age and distance.
+  // Past this many entries, holes with suspects are folded whatever their age, the nearest first,
+  // until half as many are left: but never across more than kCrowdedFoldGap ids (a held row far
+  // below and the holes of today stay apart: a span across them would read every row between, each
+  // poll and at a restart).
   static constexpr size_t kMostHoles = 512;
+  static constexpr uint64_t kCrowdedFoldGap = 256;
   // A span a locking probe found held is probed again after this share of its age (and at least
   // kHeldReprobe): its late rows are read every poll all the same; only its death waits.
   static constexpr int kSpanReprobeShare = 8;
@@ -136,8 +140,8 @@ class Scanner {
   // Folds runs of holes whose suspects still run after kFoldAfter (any with suspects, past
   // kMostHoles entries) into spans.
   void fold(Clock::TimePoint now);
-  // Opens the ids of `ids` not open already (as spans when `ids.span`).
-  void open(IdRange ids, Clock::TimePoint now);
+  // Opens the ids of `ids` not open already (as spans when `ids.span`), found at `found`.
+  void open(IdRange ids, Clock::TimePoint found);
   // Closes the open ids of `ids` (a hole split in two keeps what it knew).
   void close(IdRange ids);
   // The row `id` is versioned or quarantined: closed, or one id fewer open in its span (probed

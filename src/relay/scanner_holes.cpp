@@ -63,9 +63,25 @@ void Scanner::fold(Clock::TimePoint now) {
            (h.span || crowded || now - h.found >= kFoldAfter);
   };
   // Only holes a few rows apart (one-id holes beside each row): a span's read costs its rows, so
-  // two holes with many rows between them (the ends of two bulk INSERTs) stay two ranges, unless
-  // the entries are crowded.
-  auto near = [&](const Hole& before, uint64_t first) { return crowded || first - before.last - 1 <= kFoldGap; };
+  // two holes with many rows between them (the ends of two bulk INSERTs) stay two ranges. Crowded,
+  // the nearest pairs are folded too, until half the bound is left, none more than kCrowdedFoldGap
+  // ids apart: a row held for days far below stays its own range, however many holes are open.
+  uint64_t crowdedGap = 0;
+  if (crowded) {
+    std::vector<uint64_t> gaps;
+    for (auto it = holes_.begin(), next = std::next(it); next != holes_.end(); it = next++) {
+      if (foldable(it->second) && foldable(next->second)) gaps.push_back(next->first - it->second.last - 1);
+    }
+    if (!gaps.empty()) {
+      const size_t k = std::min(holes_.size() - kMostHoles / 2, gaps.size()) - 1;
+      std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(k), gaps.end());
+      crowdedGap = std::min(gaps[k], kCrowdedFoldGap);
+    }
+  }
+  auto near = [&](const Hole& before, uint64_t first) {
+    const uint64_t gap = first - before.last - 1;
+    return gap <= kFoldGap || gap <= crowdedGap;
+  };
   for (auto it = holes_.begin(); it != holes_.end();) {
     auto next = std::next(it);
     if (!foldable(it->second) || next == holes_.end() || !foldable(next->second) ||
@@ -87,9 +103,9 @@ void Scanner::fold(Clock::TimePoint now) {
   }
 }
 
-void Scanner::open(IdRange ids, Clock::TimePoint now) {
+void Scanner::open(IdRange ids, Clock::TimePoint found) {
   auto add = [&](uint64_t first, uint64_t last) {
-    holes_.emplace(first, Hole{last, now, nullptr, {}, ids.span, last - first + 1});
+    holes_.emplace(first, Hole{last, found, nullptr, {}, ids.span, last - first + 1});
     openIds_ += last - first + 1;
   };
   // Only ids not open already (a late row cut from a batch is still inside its hole).

@@ -133,3 +133,66 @@ BOOST_AUTO_TEST_CASE(a_restart_reads_a_recorded_span_as_one) {
   BOOST_TEST_REQUIRE(batch->rows.size() == 1u);  // the late row, not the 4,000 published ones
   BOOST_TEST(batch->rows.front().id == 5u);
 }
+
+// Past kMostHoles entries the nearest holes are folded, never across more than kCrowdedFoldGap
+// ids: a row held for days far below stays its own range beside thousands of holes of today, so
+// neither a poll nor a restart reads the 50,000 published rows between them (review of issue 33:
+// "crowded folding ignores distance").
+BOOST_AUTO_TEST_CASE(crowded_holes_fold_the_nearest_first_and_never_across_a_far_gap) {
+  Fixture f;
+  f.store.busy = {kSleeper};
+  f.store.insert(1, kProducer, true);
+  f.store.insert(2, 7, false);  // held, between statements, its transaction open for days
+  for (uint64_t id = 3; id <= 50'002; ++id) f.store.insert(id, kProducer, true);
+  while (!f.poll(1000).empty()) {
+  }
+  // 1,200 one-id holes, 40 ids apart (more than kFoldGap: not folded unless crowded).
+  uint64_t last = 50'002;
+  for (int hole = 0; hole < 1200; ++hole) {
+    for (int i = 0; i < 39; ++i) f.store.insert(++last, kProducer, true);
+    ++last;  // never used
+  }
+  while (!f.poll(1000).empty()) {
+  }
+  for (int poll = 0; poll < 5; ++poll) f.poll(1000);
+  BOOST_TEST(f.scanner.holeRanges() <= Scanner::kMostHoles);       // crowded, then folded
+  BOOST_TEST(f.store.spanRowsRead < 50'000u);                      // not the rows below
+  BOOST_TEST(f.scanner.openHoles() == 1200u);  // every hole still open (1,199 and the held row)
+
+  SourceState state;
+  state.scanCursor = f.scanner.recorded().cursor;
+  state.scanFloor = f.scanner.recorded().floor;
+  Scanner restarted(f.store, f.clock);
+  BOOST_REQUIRE(restarted.reset(state).isOk());
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  BOOST_REQUIRE(restarted.next(1000).isOk());
+  BOOST_TEST(f.store.spanRowsRead < 50'000u);  // a restart reads the recorded ranges, not the rows between
+  BOOST_TEST(f.store.unresolvedSpan < 50'000u);
+}
+
+// A recorded hole comes back from a restart as one at least kPinAfter old (review of issue 33:
+// "reset gives restored holes fresh suspects"): the oldest hole's age does not start again from
+// zero, and it is not pinned again.
+BOOST_AUTO_TEST_CASE(a_recorded_hole_is_not_new_after_a_restart) {
+  Fixture f;
+  f.store.insert(1, kProducer, true);
+  f.store.insert(2, 7, false);  // held
+  f.store.insert(3, kProducer, true);
+  f.poll();
+  for (int poll = 0; poll < 7; ++poll) {
+    f.clock.advance(1s);
+    f.poll();
+  }
+  BOOST_TEST_REQUIRE(f.store.pinnedTable.size() == 1u);
+  SourceState state;
+  state.scanCursor = f.scanner.recorded().cursor;
+  state.scanFloor = f.scanner.recorded().floor;
+  Scanner restarted(f.store, f.clock);
+  BOOST_REQUIRE(restarted.reset(state).isOk());
+  f.clock.advance(Scanner::kBusyReadSpacing);
+  auto batch = restarted.next(100);
+  BOOST_REQUIRE(batch.isOk());
+  BOOST_TEST(batch->mark.pin.empty());
+  BOOST_TEST(restarted.oldestHoleAge() >= std::chrono::duration_cast<std::chrono::milliseconds>(Scanner::kPinAfter));
+  BOOST_TEST(restarted.openHoles() == 1u);
+}

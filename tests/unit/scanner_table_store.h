@@ -73,11 +73,14 @@ class TableStore final : public OutboxStore {
   }
   // Of a span, only its rows without a version and not quarantined (ports.h).
   bool resolved(uint64_t id, const Row& r) const { return r.committed && (r.version != 0 || quarantined.count(id)); }
+  uint64_t spanRowsRead = 0;  // the rows the last readRanges() went through in spans: the server's work
   Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override {
     ++rangeReads;
+    spanRowsRead = 0;
     std::vector<ScannedRow> out;
     for (const IdRange& r : ranges) {
       for (auto it = rows.lower_bound(r.first); it != rows.end() && it->first <= r.last; ++it) {
+        if (r.span) ++spanRowsRead;
         if (r.span && resolved(it->first, it->second)) continue;
         if (it->second.committed && static_cast<int>(out.size()) < limit) out.push_back(scanned(it->first, it->second));
       }
