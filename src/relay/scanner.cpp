@@ -44,6 +44,12 @@ Status Scanner::reset(const SourceState& state) {
       open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
     }
     recorded_ = ScanMark{cursor_, floor};
+    // What this start read: the versions of the ids between the floor and the cursor, and the
+    // recorded ranges — never the rows below the floor (a row held for days far below costs its
+    // recorded range).
+    log_->debug("scan: started again at cursor {}, floor {}: {} ids above the floor, {} recorded ranges; {} open hole "
+                "ids in {} entries",
+                cursor_, floor, cursor_ - floor, pinned->size(), openIds_, holes_.size());
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
   valid_ = true;
