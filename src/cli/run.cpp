@@ -161,17 +161,23 @@ Command addRun(CLI::App& app) {
     HandOverGate handOverGate;  // the relays hand sources to lighter instances one at a time
     // The steady leaders' heartbeats of a database, one round for all (before the leases that use them).
     std::map<std::pair<const db::ConnectionPool*, std::string>, std::unique_ptr<JointRenewal>> jointRenewals;
+    // ... and their published marks, written together (docs/design.md, "Marks").
+    std::map<std::pair<const db::ConnectionPool*, std::string>, std::unique_ptr<JointMarks>> jointMarks;
     std::vector<SourceRuntime> runtimes;
     std::set<const db::ConnectionPool*> checked;
     for (size_t i = 0; i < config.sources.size(); ++i) {
       const SourceConfig& source = config.sources[i];
       SourceRuntime rt;
       db::ConnectionPool& pool = relayPools.forServer(db::paramsFrom(source.dsn));
-      rt.store = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheckAndWarn);
+      auto& marks = jointMarks[{&pool, source.dsn.database}];
+      if (!marks) marks = std::make_unique<JointMarks>(pool, source.dsn.database);
+      rt.store = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheckAndWarn,
+                                                    marks.get());
       if (checked.insert(&pool).second) checkServerAtStart(source);  // once per server and account
       // The scan's reads of PROCESSLIST: without PROCESS it would see only its own threads, and
       // no error. So it checks each time it prepares too (a grant revoked meanwhile).
-      rt.assignStore = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck);
+      rt.assignStore =
+          std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck, marks.get());
       db::ConnectionPool& leasePool = leasePools.forServer(MysqlLeaseStore::connectParams(source));
       auto& joint = jointRenewals[{&leasePool, source.dsn.database}];
       if (!joint) {

@@ -14,6 +14,7 @@
 #include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -241,35 +242,46 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                      });
   }
 
-  // Writes `data` from a worker thread (the I/O thread does the writing); false when it failed.
-  bool writeFromWorker(const std::string& data) {
-    std::promise<bool> done;
-    auto written = done.get_future();
-    net::post(lowest().get_executor(), [this, &data, &done] {
+  // Starts writing `data` from a worker thread (the I/O thread does the writing). The future says
+  // whether it was written; the worker must wait for it before `data` or the session may go.
+  std::future<bool> startWriteFromWorker(const std::string& data) {
+    auto done = std::make_shared<std::promise<bool>>();
+    auto written = done->get_future();
+    net::post(lowest().get_executor(), [this, &data, done] {
       lowest().expires_after(limits_.writeTimeout);
-      net::async_write(stream_, net::buffer(data),
-                       [&done](beast::error_code ec, size_t) { done.set_value(!ec); });
+      net::async_write(stream_, net::buffer(data), [done](beast::error_code ec, size_t) { done->set_value(!ec); });
     });
-    return written.get();
+    return written;
   }
 
   // On a worker thread: the head, the body in chunks (to HTTP/1.0 as it is, then the close), the
-  // last chunk. The stream is released here when the answer is done or cut short.
+  // last chunk. The worker fills the next chunk while the I/O thread writes the one before (one
+  // write in flight at a time). The stream is released here when the answer is done or cut short.
   void writeStreamed(HttpResponse res, bool keepAlive, bool http10) {
     keepAlive = keepAlive && !http10;
     constexpr size_t kStreamChunk = 64 * 1024;  // pieces are gathered up to this before a write
-    bool ok = writeFromWorker(headOf(res, keepAlive, http10, /*streamed=*/true));
-    std::string chunk;
-    auto flush = [&] {
-      if (!ok || chunk.empty()) return ok;
-      ok = writeFromWorker(http10 ? chunk : fmt::format("{:x}\r\n", chunk.size()) + chunk + "\r\n");
+    std::string chunk, sending = headOf(res, keepAlive, http10, /*streamed=*/true);
+    std::future<bool> sent = startWriteFromWorker(sending);
+    bool ok = true;
+    // Waits for the write in flight, then starts writing `chunk` (framed) in its place.
+    auto send = [&](bool last) {
+      ok = ok && sent.get();
+      if (!ok) return false;
+      sending.clear();
+      if (!http10 && !chunk.empty()) fmt::format_to(std::back_inserter(sending), "{:x}\r\n", chunk.size());
+      sending += chunk;
+      if (!http10 && !chunk.empty()) sending += "\r\n";
+      if (!http10 && last) sending += "0\r\n\r\n";
       chunk.clear();
-      return ok;
+      sent = startWriteFromWorker(sending);
+      return true;
     };
-    const bool complete = ok && res.stream([&](std::string_view piece) {
+    const bool streamed = res.stream([&](std::string_view piece) {
       chunk.append(piece);
-      return chunk.size() < kStreamChunk || flush();
-    }) && flush() && (http10 || writeFromWorker("0\r\n\r\n"));
+      return chunk.size() < kStreamChunk || send(/*last=*/false);
+    });
+    const bool complete = streamed && send(/*last=*/true) && sent.get();
+    if (sent.valid()) sent.wait();  // the write in flight, when the answer was cut short
     res.stream = nullptr;
     net::post(lowest().get_executor(), [self = this->shared_from_this(), complete, keepAlive] {
       if (!complete) return self->lowest().close();

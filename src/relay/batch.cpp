@@ -5,7 +5,7 @@
 namespace outbox {
 
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
-                   uint64_t assignedThrough) {
+                   uint64_t assignedThrough, PublishedMark published) {
   Batch batch;
   auto t0 = std::chrono::steady_clock::now();
   auto scan = scanner.next(limit);
@@ -23,11 +23,15 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
     }
   }
   auto t1 = std::chrono::steady_clock::now();
+  scan->mark.published = published;
   if (!scan->rows.empty()) {
     batch.status = store.assign(scan->rows, assignedThrough, scan->mark);
+    batch.marked = published;
   } else if (scan->mark.differsFrom(scanner.recorded())) {
     batch.status = store.saveScan(scan->mark);
+    batch.marked = published;
   }
+  if (!batch.status.isOk()) batch.marked = {};
   if (batch.status.isOk()) {
     scanner.committed(*scan);
     batch.rows = std::move(scan->rows);

@@ -21,6 +21,7 @@ struct Batch {
   std::optional<std::pair<uint64_t, std::string>> poison;  // (row id, reason): the batch stops before it
   bool holesOpen = true;  // the scan keeps open holes (they need probes); true when unknown
   uint64_t cursor = 0;    // the highest outbox id the scan has read past (0 when unknown)
+  PublishedMark marked;   // the published marks its transaction wrote (version 0: none)
 };
 
 // One batch (ARCHITECTURE.md sections 3, 3a): scan for committed rows, stop before the first
@@ -28,8 +29,9 @@ struct Batch {
 // and floor. The rows are numbered from assignedThrough + 1; the store's write guard refuses
 // the assign if another writer or an epoch bump moved assigned_through. On failure the scanner
 // is invalidated (the database may differ from what it knows). `publisher` is asked only
-// poisonReason(), which is thread-safe: the relay runs this on its prefetch thread.
+// poisonReason(), which is thread-safe: the relay runs this on its prefetch thread. `published`
+// (version 0: none) rides on the batch's transaction, when it writes one.
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
-                   uint64_t assignedThrough);
+                   uint64_t assignedThrough, PublishedMark published = {});
 
 }  // namespace outbox

@@ -67,6 +67,17 @@ namespace {
 constexpr const char* kClockRefused =
     "could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only once the "
     "connections that may hold them are seen between statements (slower, never a row lost)";
+
+// The published marks a scan's write carries, each moved forward on its own: within an epoch
+// (which the write guard fixes) a later version always has a later stream sequence, so the two
+// maxima are one pair, whichever of two writes racing (a ride and a mark of the relay thread)
+// commits last. A multi-table UPDATE's assignments have no set order, so neither may read the other.
+std::string publishedAssignments(const PublishedMark& published) {
+  if (published.version == 0) return "";
+  return fmt::format(", s.published_through = GREATEST(s.published_through, {}), s.published_stream_seq = "
+                     "GREATEST(s.published_stream_seq, {})",
+                     published.version, published.seq);
+}
 }  // namespace
 
 db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds idleTransactionTimeout) {
@@ -93,8 +104,10 @@ MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seco
   });
 }
 
-MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check)
+MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check,
+                                   JointMarks* marks)
     : MysqlOutboxStore(source, check) {
+  marks_ = marks;
   session_ = std::make_unique<db::Session>(pool, source.dsn.database,
                                            [this](db::Connection& conn) { return prepare(conn); });
 }
@@ -207,13 +220,22 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
   return guardedStateWrite(conn, "s.source = s.source", "", what);
 }
 
+void MysqlOutboxStore::setWriteGuard(WriteGuard guard) {
+  guard_ = std::move(guard);
+  if (marks_ != nullptr) marks_->forget(source_.name);  // an earlier session's offer
+}
+
 Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
-  const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}", mark.cursor, mark.floor);
-  if (mark.pin.empty() && mark.unpin.empty()) return guardedStateWrite(assignments, "", "recording the scan");
-  return session_->transaction([&](db::Connection& conn) -> Status {
-    OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
-    return recordPins(conn, mark);
-  });
+  const std::string assignments =
+      fmt::format("s.scan_cursor = {}, s.scan_floor = {}{}", mark.cursor, mark.floor, publishedAssignments(mark.published));
+  Status s = mark.pin.empty() && mark.unpin.empty()
+                 ? guardedStateWrite(assignments, "", "recording the scan")
+                 : session_->transaction([&](db::Connection& conn) -> Status {
+                     OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
+                     return recordPins(conn, mark);
+                   });
+  if (s.isOk() && marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
+  return s;
 }
 
 Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) {
@@ -270,8 +292,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
              : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
   Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
-        fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}", rows.size(),
-                    mark.cursor, mark.floor),
+        fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
+                    rows.size(), mark.cursor, mark.floor, publishedAssignments(mark.published)),
         fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
@@ -296,16 +318,28 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     return recordPins(conn, mark);
   });
   if (!s.isOk()) return s;
+  if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
   v = expectedAssignedThrough;
   for (auto& r : rows) r.version = ++v;
   return Status::ok();
 }
 
+void MysqlOutboxStore::offerMark(const PublishedMark& mark) {
+  if (marks_ != nullptr) marks_->offer(source_.name, guard_, mark);
+}
+
 Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
-  return session_->run([&](db::Connection& conn) {
+  if (marks_ != nullptr && guard_.lease) {
+    marks_->offer(source_.name, guard_, PublishedMark{version, seq});
+    if (marks_->write(source_.name).isOk()) return Status::ok();
+    // Another source's row may be what failed it (a lock held long): this source's mark alone.
+  }
+  Status s = session_->run([&](db::Connection& conn) {
     return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
                                         fmt::format("s.published_through < {}", version)));
   });
+  if (s.isOk() && marks_ != nullptr) marks_->carried(source_.name, version);
+  return s;
 }
 
 Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {

@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "db/pool.h"
 #include "db/session.h"
+#include "relay/joint_marks.h"
 #include "relay/ports.h"
 
 namespace outbox {
@@ -30,8 +31,10 @@ class MysqlOutboxStore final : public OutboxStore {
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
                             ServerCheck check = ServerCheck::kNone);
   // Over `pool` (on the source's database), whose connections ran connectionSetup(). The pool
-  // outlives the store.
-  MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check);
+  // outlives the store. `marks` (null: each mark alone): the database's joint marks, which the
+  // store's marks and rides go through while a lease guards its writes; it outlives the store.
+  MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check,
+                   JointMarks* marks = nullptr);
   ~MysqlOutboxStore() override;
   // Its session's setup calls back into it: it stays where it was made.
   MysqlOutboxStore(const MysqlOutboxStore&) = delete;
@@ -40,7 +43,7 @@ class MysqlOutboxStore final : public OutboxStore {
   // What every connection of a pool the stores share runs once (see the constructor above).
   static db::ConnectionPool::Setup connectionSetup(std::chrono::seconds idleTransactionTimeout);
 
-  void setWriteGuard(WriteGuard guard) override { guard_ = std::move(guard); }
+  void setWriteGuard(WriteGuard guard) override;
   Status connect() override;
   Result<SourceState> loadState() override;
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override;
@@ -58,6 +61,7 @@ class MysqlOutboxStore final : public OutboxStore {
   Status saveScan(const ScanMark& mark) override;
   Result<std::vector<OutboxRow>> readAssigned(uint64_t fromVersion, uint64_t throughVersion, int limit) override;
   Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) override;
+  void offerMark(const PublishedMark& mark) override;
   Status markPublished(uint64_t version, uint64_t seq) override;
   Status setPublished(uint64_t version, uint64_t seq) override;
   Result<uint64_t> adoptStaleTail(const StaleTail& tail) override;
@@ -139,6 +143,7 @@ class MysqlOutboxStore final : public OutboxStore {
   bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
+  JointMarks* marks_ = nullptr;
   std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above
 };
 

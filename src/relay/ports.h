@@ -141,15 +141,25 @@ inline std::vector<std::vector<IdRange>> statementChunks(const std::vector<IdRan
   return out;
 }
 
+// What the stream has acknowledged, for published_through and published_stream_seq (version 0:
+// nothing to mark).
+struct PublishedMark {
+  uint64_t version = 0;
+  uint64_t seq = 0;
+};
+
 // What the assign transaction also records: where the scan stands once the batch is versioned.
 // Every id at or below `cursor` is resolved (versioned, quarantined, never used), above `floor`,
 // or inside a range of outbox_scan_holes (the holes kept for a while): `pin` adds ranges there,
-// `unpin` deletes them by first id (none of their ids is open any more).
+// `unpin` deletes them by first id (none of their ids is open any more). `published`, when set,
+// moves the published marks forward (never back) in the same statement: the acks of the batch
+// before ride on this one's commit instead of one of their own (docs/design.md, "Marks").
 struct ScanMark {
   uint64_t cursor = 0;
   uint64_t floor = 0;
   std::vector<IdRange> pin;
   std::vector<uint64_t> unpin;
+  PublishedMark published;
   // Whether recording this mark changes what `recorded` says.
   bool differsFrom(const ScanMark& recorded) const {
     return cursor != recorded.cursor || floor != recorded.floor || !pin.empty() || !unpin.empty();
@@ -259,6 +269,9 @@ class OutboxStore {
   // provided assigned_through is still `expectedAssignedThrough` and the source is not halted.
   // Sets each row's version on success.
   virtual Status assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) = 0;
+  // Acks that may wait for markPublished: a store that writes the marks of several sources
+  // together (JointMarks) may write these with another source's.
+  virtual void offerMark(const PublishedMark& mark) { (void)mark; }
   // Moves published_through/published_stream_seq forward (never back).
   virtual Status markPublished(uint64_t version, uint64_t seq) = 0;
   // Sets published_through/published_stream_seq to what the stream holds (reconcile).

@@ -168,8 +168,9 @@ Status Relay::beginSession() {
   OUTBOX_RETURN_IF_ERROR(reconcile());
   rescan_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
   metrics_.running = true;
-  lastMark_ = clock_.now();
-  pacer_.begin(lastMark_);
+  unmarkedSince_.reset();
+  offered_ = 0;
+  pacer_.begin(clock_.now());
   return Status::ok();
 }
 
@@ -206,7 +207,8 @@ void Relay::startBatch() {
   countWakeup();
   std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
   if (std::exchange(rescan_, false)) from = state_;
-  prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough] {
+  prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough,
+                      published = unmarked()] {
     if (from) {
       if (Status s = scanner_.reset(*from); !s.isOk()) {
         Batch failed;
@@ -214,14 +216,15 @@ void Relay::startBatch() {
         return failed;
       }
     }
-    return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through);
+    return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through, published);
   });
 }
 
 void Relay::waitForWork() {
   // A quiet source that a doorbell or idle check watches may wait long for its next poll: the
   // lease is renewed on time all the same.
-  const auto wakeAt = lease_ != nullptr ? std::min(pacer_.next(), lease_->nextRefresh()) : pacer_.next();
+  auto wakeAt = lease_ != nullptr ? std::min(pacer_.next(), lease_->nextRefresh()) : pacer_.next();
+  if (unmarkedSince_) wakeAt = std::min(wakeAt, *unmarkedSince_ + options_.markInterval);
   const auto untilPoll = std::chrono::ceil<std::chrono::milliseconds>(wakeAt - clock_.now());
   if (window_.inFlight() == 0) {
     const auto wait = std::max(untilPoll, std::chrono::milliseconds(0));
@@ -263,6 +266,7 @@ Status Relay::onBatch(Batch& batch) {
     return batch.status;
   }
   metrics_.scans++;
+  marked(batch.marked);
   state_.assignedThrough += batch.rows.size();
   metrics_.assignedVersion = state_.assignedThrough;
   auto now = clock_.now();

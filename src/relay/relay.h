@@ -37,7 +37,9 @@ class Relay {
   struct Options {
     int maxInFlight = 4096;                          // versions sent and not yet acked
     std::chrono::milliseconds ackTimeout{5000};      // a publish not acked within this: reconcile
-    std::chrono::milliseconds markInterval{100};     // longest delay before acks reach published_through
+    // The longest acks wait for published_through: until then they ride on the next batch's
+    // assign, a trickle's mark costing no commit of its own (docs/design.md, "Marks").
+    std::chrono::milliseconds markInterval{250};
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
     // Rung by the binlog doorbell and the shared idle check (ARCHITECTURE.md 3b); null: the relay
     // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
@@ -103,7 +105,13 @@ class Relay {
   Status checkAckDeadline();
   // Waits for acks or for the next poll, whichever is due first (at most 50 ms).
   void waitForWork();
+  // Writes the acks taken so far to published_through on its own, once they have waited
+  // markInterval for a batch to carry them (at once with `force`).
   Status mark(bool force);
+  // Acks not yet in published_through, for the next batch to carry (version 0: none).
+  PublishedMark unmarked() const;
+  // `mark` is in published_through now (by a mark or a batch that carried it).
+  void marked(const PublishedMark& mark);
   // After a failure: takes acks until every publish in flight is answered (bounded by `limit`),
   // then a last mark, and closes the window. Marks nothing unless this session's reconcile
   // opened the window.
@@ -135,7 +143,8 @@ class Relay {
   AckWindow window_;
   PollPacer pacer_;
   Wakeup::Rings seenRings_;  // the rings the last poll answered
-  Clock::TimePoint lastMark_;
+  std::optional<Clock::TimePoint> unmarkedSince_;  // when acks first passed published_through
+  uint64_t offered_ = 0;  // the acks last offered to the store (OutboxStore::offerMark)
   ProgressLog progress_;
   bool progressed_ = false;
 };

@@ -52,22 +52,40 @@ Status Relay::count(const AckWindow::Taken& taken) {
 }
 
 Status Relay::mark(bool force) {
-  uint64_t version = window_.contiguousVersion();
-  if (version <= state_.publishedThrough) return Status::ok();
-  auto now = clock_.now();
-  bool due = force || window_.inFlight() == 0 || now - lastMark_ >= options_.markInterval ||
-             version - state_.publishedThrough >= static_cast<uint64_t>(source_.batchSize);
-  if (!due) return Status::ok();
+  const uint64_t version = window_.contiguousVersion();
+  if (version <= state_.publishedThrough) {
+    unmarkedSince_.reset();
+    return Status::ok();
+  }
+  const auto now = clock_.now();
+  if (!unmarkedSince_) unmarkedSince_ = now;
+  if (!force && now - *unmarkedSince_ < options_.markInterval) {
+    if (version > offered_) store_.offerMark(PublishedMark{version, window_.contiguousSeq()});
+    offered_ = version;
+    return Status::ok();
+  }
   Status s = store_.markPublished(version, window_.contiguousSeq());
   if (!s.isOk()) {
     metrics_.errorsDatabase++;
     return s;
   }
-  state_.publishedThrough = version;
-  state_.publishedStreamSeq = window_.contiguousSeq();
-  metrics_.publishedVersion = version;
-  lastMark_ = now;
+  marked(PublishedMark{version, window_.contiguousSeq()});
   return Status::ok();
+}
+
+PublishedMark Relay::unmarked() const {
+  if (!window_.isOpen() || window_.contiguousVersion() <= state_.publishedThrough) return {};
+  return PublishedMark{window_.contiguousVersion(), window_.contiguousSeq()};
+}
+
+void Relay::marked(const PublishedMark& mark) {
+  if (mark.version <= state_.publishedThrough) return;
+  state_.publishedThrough = mark.version;
+  state_.publishedStreamSeq = mark.seq;
+  metrics_.publishedVersion = mark.version;
+  // Acks taken since the batch started are still to mark: they keep the time the first unmarked
+  // ack was taken (written a little early, never late).
+  if (window_.contiguousVersion() <= mark.version) unmarkedSince_.reset();
 }
 
 void Relay::settle(std::chrono::milliseconds limit) {

@@ -1,12 +1,28 @@
 #include "snapshot/checksum.h"
 
-#include <openssl/sha.h>
-
 #include <charconv>
+#include <new>
+#include <stdexcept>
 
 #include <fmt/format.h>
+#include <openssl/sha.h>
 
 namespace outbox {
+
+namespace {
+
+// SHA-256, fetched from OpenSSL's default provider once for the process (thread-safe: a static).
+const EVP_MD* sha256() {
+  static const CHandle<EVP_MD, &EVP_MD_free> md(EVP_MD_fetch(nullptr, "SHA256", nullptr));
+  if (!md) throw std::runtime_error("OpenSSL has no SHA-256");
+  return md.get();
+}
+
+}  // namespace
+
+RecordHasher::RecordHasher() : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_) throw std::bad_alloc();
+}
 
 void RecordHasher::addNull() { canonical_.push_back('\0'); }
 
@@ -20,7 +36,12 @@ void RecordHasher::addValue(std::string_view text) {
 
 uint64_t RecordHasher::finish() {
   unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(canonical_.data()), canonical_.size(), digest);
+  unsigned int length = 0;
+  if (EVP_DigestInit_ex2(ctx_.get(), sha256(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx_.get(), canonical_.data(), canonical_.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx_.get(), digest, &length) != 1) {
+    throw std::runtime_error("SHA-256 failed");
+  }
   canonical_.clear();
   uint64_t h = 0;
   for (int i = 0; i < 8; ++i) h = (h << 8) | digest[i];
@@ -28,7 +49,7 @@ uint64_t RecordHasher::finish() {
 }
 
 uint64_t recordHash(const std::vector<std::optional<std::string>>& values) {
-  RecordHasher hasher;
+  thread_local RecordHasher hasher;
   for (const auto& v : values) {
     if (v) {
       hasher.addValue(*v);

@@ -6,6 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include <openssl/evp.h>
+
+#include "common/c_deleter.h"
+
 namespace outbox {
 
 // The snapshot checksum of ARCHITECTURE.md section 5. Order-independent, so a consumer keeps it
@@ -16,6 +20,7 @@ namespace outbox {
 // checksum = "sha256-sum64:" + 16 lower-case hex digits of the sum of h, mod 2^64.
 class RecordHasher {
  public:
+  RecordHasher();
   void addNull();
   void addValue(std::string_view text);
   // h(record) of the values added since the last finish(); starts the next record.
@@ -23,6 +28,9 @@ class RecordHasher {
 
  private:
   std::string canonical_;
+  // One digest context for every record: OpenSSL 3's one-shot SHA256() looks the algorithm up and
+  // allocates a context on each call (0.6 us a record here, against 0.2 us reusing both).
+  CHandle<EVP_MD_CTX, &EVP_MD_CTX_free> ctx_;
 };
 
 uint64_t recordHash(const std::vector<std::optional<std::string>>& values);

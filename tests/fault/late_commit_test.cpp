@@ -429,14 +429,16 @@ BOOST_AUTO_TEST_CASE(a_row_held_prepared_for_days_does_not_slow_a_restart) {
     BOOST_REQUIRE_MESSAGE(
         waitUntil([&] { return s.database.state(s.source.name).publishedThrough == rows; }, 180s), s.bridge.log());
   };
-  // From the bridge's start to a row committed then being in the stream.
+  // From the bridge's start to a row committed then being in the stream (its mark, written a
+  // quarter second later or with the next row's versions, is not what a restart costs).
+  StreamReader reader;
   auto restart = [&] {
     BOOST_REQUIRE(s.bridge.stop() == 0);
     const auto t0 = std::chrono::steady_clock::now();
     s.start();
     insertRows(*s.producer, s.table, 1, 1);
     ++rows;
-    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return s.database.state(s.source.name).publishedThrough == rows; }, 60s),
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return reader.state(s.source.stream()).lastSeq == rows; }, 60s),
                           s.bridge.log());
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   };

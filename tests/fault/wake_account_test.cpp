@@ -5,13 +5,18 @@
 // MONITOR. Real MariaDB and nats-server.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "harness.h"
+#include "wake/doorbell.h"
 
 using namespace outbox;
 using namespace outbox::test;
@@ -96,4 +101,60 @@ BOOST_AUTO_TEST_CASE(the_doorbell_reads_as_its_own_account_and_the_sources_need_
   }
   BOOST_TEST(bridge.log().find("may not read the binary log") == std::string::npos, bridge.log());
   requireDenseOnce(source, 3);
+}
+
+// Issue 33: a [[doorbell]] whose dsn reaches another server than the sources' (a proxy that
+// routes the replication account to a replica, a load balancer's other backend: config sees the
+// same address) would ring for that server's commits. On connect the doorbell compares the
+// dump's server (@@server_id, @@hostname) with a source connection's: it refuses to watch, names
+// both, and leaves the sources to their polls. Config cannot make the two differ at one address,
+// so the doorbell is built here as run.cpp builds it, its dsn on the stack's MariaDB at its
+// defaults (server_id 3) and the source on the tuned one (server_id 1).
+BOOST_AUTO_TEST_CASE(a_doorbell_whose_dsn_reaches_another_server_refuses_to_watch) {
+  TestDatabase database("wake_other");
+  stackCommand("start", "mariadb-defaults");  // started only when asked
+  const char* otherPort = std::getenv("OUTBOX_TEST_MYSQL_DEFAULTS_PORT");
+  BOOST_REQUIRE_MESSAGE(otherPort != nullptr, "OUTBOX_TEST_MYSQL_DEFAULTS_PORT is not set (tools/stack env)");
+  BOOST_REQUIRE(std::to_string(stack().mysqlPort) != otherPort);
+  SourceSpec spec{uniqueName("wo", database), &database, {}};
+  const std::string path = writeConfig({spec});
+  migrate(path);
+  const Config config = loadConfig(path, processEnvironment());
+  Dsn elsewhere = config.sources[0].dsn;
+  elsewhere.port = static_cast<unsigned>(std::stoul(otherPort));
+  elsewhere.database.clear();  // a [[doorbell]] names none
+
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  spdlog::default_logger()->sinks().push_back(sink);
+  struct Unsink {
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    ~Unsink() {
+      auto& sinks = spdlog::default_logger()->sinks();
+      sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+    }
+  } unsink{sink};
+  Wakeup wakeup;
+  StopSignal stop;
+  {
+    BinlogDoorbell bell({WatchedSource{&config.sources[0], &wakeup}}, elsewhere, stop);
+    bell.start();
+    const std::string refusal = fmt::format("but source {}'s connection reaches server_id 1", spec.name);
+    BOOST_TEST(waitUntil([&] { return logged.str().find(refusal) != std::string::npos; }, 15s), logged.str());
+    BOOST_TEST(logged.str().find("its dsn reaches server_id 3") != std::string::npos, logged.str());
+    BOOST_TEST(logged.str().find("watching the binary log") == std::string::npos, logged.str());
+    BOOST_TEST(!wakeup.doorbell.load(), "the source is left to its polls");
+    stop.request();
+    bell.join();
+  }
+  // A doorbell on the sources' own server watches (the check passes).
+  logged.str("");
+  StopSignal stop2;
+  {
+    BinlogDoorbell bell({WatchedSource{&config.sources[0], &wakeup}}, config.sources[0].dsn, stop2);
+    bell.start();
+    BOOST_TEST(waitUntil([&] { return wakeup.doorbell.load(); }, 15s), logged.str());
+    stop2.request();
+    bell.join();
+  }
 }

@@ -127,9 +127,10 @@ class HealthProbe {
     size_t asked = 0;
     size_t answered = 0;
     double p50 = 0, p99 = 0, max = 0;
+    size_t over100 = 0;  // answered after more than 100 ms
     std::string text() const {
-      return fmt::format("{} of {} answered ({:.1f} %), p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms", answered, asked,
-                         asked ? 100.0 * answered / asked : 0.0, p50, p99, max);
+      return fmt::format("{} of {} answered ({:.1f} %), p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms, {} over 100 ms",
+                         answered, asked, asked ? 100.0 * answered / asked : 0.0, p50, p99, max, over100);
     }
   };
   // Stops probing; latencies are of the answered probes (a missed one counts as unanswered).
@@ -143,6 +144,7 @@ class HealthProbe {
     f.p50 = at(0.50);
     f.p99 = at(0.99);
     f.max = took_.empty() ? 0.0 : took_.back();
+    f.over100 = static_cast<size_t>(std::count_if(took_.begin(), took_.end(), [](double ms) { return ms > 100.0; }));
     return f;
   }
 
@@ -276,10 +278,10 @@ BOOST_AUTO_TEST_CASE(head_on_a_million_row_snapshot_and_gets_cut_short_stall_no_
   BOOST_TEST(headOk.load() == heads.load());
   BOOST_TEST(cut.load() == 4);
   BOOST_TEST(f.answered == f.asked, f.text());
-  // The stall this guards against held /healthz for up to a second. One probe in a run may wait
-  // on the two shared cores (118 ms once, beside four HEAD loops and MariaDB streaming a million
-  // rows); the rest are answered at once.
-  BOOST_TEST(f.p99 < 100.0, f.text());
+  // The stall this guards against held /healthz for up to a second, probe after probe. One probe
+  // in a run may wait on the two shared cores (118 ms and 103 ms once, beside four HEAD loops and
+  // MariaDB streaming a million rows); the rest are answered at once.
+  BOOST_TEST(f.over100 <= 1u, f.text());
   BOOST_TEST(f.max < 400.0, f.text());
   // The snapshot queries of the GETs cut short end: nothing of this database's is left running.
   const std::string running = fmt::format(

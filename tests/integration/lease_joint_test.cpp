@@ -10,6 +10,8 @@
 #include "lease/joint_renewal.h"
 #include "lease/lease.h"
 #include "lease/mysql_lease_store.h"
+#include "relay/joint_marks.h"
+#include "relay/mysql_store.h"
 
 using namespace outbox;
 using namespace outbox::test;
@@ -94,5 +96,91 @@ BOOST_AUTO_TEST_CASE(the_steady_leaders_of_a_database_renew_in_one_round_and_onl
   BOOST_TEST(spread.database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_bridge_lease WHERE source = '{}' AND "
                                                 "holder_id = 'instance-z'",
                                                 s1)) == 1u);
+  for (auto& lease : leases) lease->release();
+}
+
+// Issue 33 (cost per row): the published marks of a database's sources in one statement
+// (relay/joint_marks.h), each under its own source's write guard (the lease at its epoch, the
+// source's epoch), each moved forward only; a source whose mark another source's write took, or
+// that a batch carried, writes nothing.
+BOOST_AUTO_TEST_CASE(the_marks_of_a_database_are_written_in_one_statement_each_under_its_guard) {
+  Spread spread;
+  const LeaseConfig leaseConfig{30s, 10s};
+  const std::string database = spread.config.sources[0].dsn.database;
+  db::ConnectionPool leasePool(MysqlLeaseStore::connectParams(spread.config.sources[0]), 2,
+                               MysqlLeaseStore::connectionSetup(10s));
+  db::ConnectionPool pool(db::paramsFrom(spread.config.sources[0].dsn), 3, MysqlOutboxStore::connectionSetup(10s));
+  JointMarks marks(pool, database);
+  std::vector<std::unique_ptr<MysqlLeaseStore>> leaseStores;
+  std::vector<std::unique_ptr<LeaderLease>> leases;
+  std::vector<std::unique_ptr<MysqlOutboxStore>> stores;
+  for (const auto& source : spread.config.sources) {
+    leaseStores.push_back(std::make_unique<MysqlLeaseStore>(source, leasePool, leaseConfig));
+    leases.push_back(std::make_unique<LeaderLease>(*leaseStores.back(), "instance-m", 30s, 10s, spread.clock));
+    BOOST_REQUIRE(leases.back()->refreshNow().isOk());
+    BOOST_REQUIRE(leases.back()->isLeader());
+    stores.push_back(std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kNone, &marks));
+    BOOST_REQUIRE(stores.back()->connect().isOk());
+    stores.back()->setWriteGuard(WriteGuard{LeaseGuard{"instance-m", leases.back()->leaseEpoch()}, 1});
+  }
+  auto published = [&](size_t i) {
+    const auto state = stores[i]->loadState();
+    BOOST_REQUIRE(state.isOk());
+    return std::pair{state->publishedThrough, state->publishedStreamSeq};
+  };
+  using Marked = std::pair<uint64_t, uint64_t>;
+  // Five sources' acks wait. Offers younger than kRipe are their own sources' (a busy source's
+  // ride carries them): source 0's mark goes alone.
+  for (size_t i = 1; i < 5; ++i) stores[i]->offerMark(PublishedMark{(i + 1) * 10, (i + 1) * 10 + 100});
+  BOOST_REQUIRE(stores[0]->markPublished(10, 110).isOk());
+  BOOST_TEST(marks.statements() == 1u);
+  BOOST_TEST(marks.marks() == 1u);
+  BOOST_TEST((published(0) == Marked{10, 110}));
+  BOOST_TEST((published(1) == Marked{0, 0}));
+  // Once they have waited, the next source due writes them all.
+  std::this_thread::sleep_for(JointMarks::kRipe + 20ms);
+  BOOST_REQUIRE(stores[0]->markPublished(11, 111).isOk());
+  BOOST_TEST(marks.statements() == 2u);
+  BOOST_TEST(marks.marks() == 6u);
+  BOOST_TEST((published(0) == Marked{11, 111}));
+  for (size_t i = 1; i < 5; ++i) BOOST_TEST((published(i) == Marked{(i + 1) * 10, (i + 1) * 10 + 100}), i);
+  BOOST_TEST((published(5) == Marked{0, 0}));
+  BOOST_REQUIRE(stores[1]->markPublished(20, 120).isOk());  // written with source 0's
+  BOOST_TEST(marks.statements() == 2u);
+
+  // Source 5's lease is taken by another instance, source 4 has moved to a new epoch (a bump)
+  // since its guard was set, source 3 offers less than a write racing with it (a batch's ride)
+  // put there: none of them moves; source 2 does.
+  auto& sql = spread.database.sql();
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_bridge_lease SET holder_id = 'instance-z', lease_epoch = lease_epoch "
+                                     "+ 1 WHERE source = '{}'",
+                                     spread.config.sources[5].name))
+                    .isOk());
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET epoch = 2 WHERE source = '{}'",
+                                     spread.config.sources[4].name))
+                    .isOk());
+  stores[5]->offerMark(PublishedMark{60, 160});
+  stores[4]->offerMark(PublishedMark{70, 170});
+  BOOST_REQUIRE(sql.exec(fmt::format("UPDATE outbox_source_state SET published_through = 45, published_stream_seq = 145 "
+                                     "WHERE source = '{}'",
+                                     spread.config.sources[3].name))
+                    .isOk());
+  stores[3]->offerMark(PublishedMark{42, 142});
+  std::this_thread::sleep_for(JointMarks::kRipe + 20ms);
+  BOOST_REQUIRE(stores[2]->markPublished(35, 135).isOk());
+  BOOST_TEST(marks.statements() == 3u);
+  BOOST_TEST((published(2) == Marked{35, 135}));
+  BOOST_TEST((published(3) == Marked{45, 145}), "moved back");
+  BOOST_TEST((published(4) == Marked{50, 150}), "written under an epoch the source has left");
+  BOOST_TEST((published(5) == Marked{0, 0}), "written under a lease another instance holds");
+
+  // A batch that carries source 0's acks (the scan's record here, an assign alike) withdraws its offer.
+  stores[0]->offerMark(PublishedMark{12, 112});
+  ScanMark scan;
+  scan.published = PublishedMark{12, 112};
+  BOOST_REQUIRE(stores[0]->saveScan(scan).isOk());
+  BOOST_TEST((published(0) == Marked{12, 112}));
+  BOOST_REQUIRE(stores[0]->markPublished(12, 112).isOk());
+  BOOST_TEST(marks.statements() == 3u, "nothing left to write");
   for (auto& lease : leases) lease->release();
 }
