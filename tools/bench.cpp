@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -47,6 +48,7 @@ struct Options {
   int trickleSeconds = 20;  // (i): each trickle run; 0: skip (i)
   std::vector<int> trickleSources{1, 50, 200};   // (i): the doorbell over these many sources
   std::vector<std::string> binlogFormats{"ROW", "MIXED"};  // (i): each run under each (SET GLOBAL)
+  int holesSeconds = 0;     // (h): its length; 0: latencySeconds
   std::string nodePoller;  // the directory of tools/node-poller; empty: skip the comparison
   pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
   pid_t mysqlPid = 0;
@@ -224,6 +226,77 @@ int httpPortFromLog(const std::string& log) {
   }
   return 0;
 }
+
+// The value of `family`{source="..."} on the bridge's /metrics page, or -1 when it is not there.
+double sourceMetric(const std::string& page, const std::string& family, const std::string& source) {
+  const std::string key = fmt::format("{}{{source=\"{}\"}} ", family, source);
+  auto at = page.find(key);
+  return at == std::string::npos ? -1 : std::atof(page.c_str() + at + key.size());
+}
+
+// While a run lasts, the bridge's open holes as its /metrics page shows them (every 200 ms), and
+// the CPU MariaDB spent: what figure (h) reports beside its latency.
+class HoleSampler {
+ public:
+  HoleSampler(const Target& t, const Options& o) : source_(t.source), mysqlPid_(o.mysqlPid), bridgePid_(t.bridge.pid()) {
+    port_ = httpPortFromLog(t.log);
+    begin_ = sample(bridgePid_);
+    if (mysqlPid_ > 0) mysqlBegin_ = sample(mysqlPid_).cpuSeconds;
+    first_ = read();
+    started_ = Clock::now();
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        Reading r = read();
+        most_.holes = std::max(most_.holes, r.holes);
+        most_.ranges = std::max(most_.ranges, r.ranges);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  }
+  // One line: the most open hole ids and entries, hole reads a scan, RSS, MariaDB CPU.
+  std::string finish() {
+    stop_ = true;
+    thread_.join();
+    const double elapsed = seconds(Clock::now() - started_);
+    Reading last = read();
+    ProcSample end = sample(bridgePid_);
+    const double scans = last.scans - first_.scans;
+    std::string reads = last.reads < 0 ? "n/a (before issue 33)" : fmt::format("{:.2f}", (last.reads - first_.reads) / std::max(scans, 1.0));
+    std::string ranges = most_.ranges < 0 ? "n/a" : fmt::format("{:.0f}", most_.ranges);
+    std::string mysql = mysqlPid_ > 0 ? fmt::format("{:.1f} %", (sample(mysqlPid_).cpuSeconds - mysqlBegin_) / elapsed * 100.0) : "n/a";
+    return fmt::format("open hole ids at most {:.0f} (entries at most {}); hole reads a scan {} ({:.0f} scans); bridge RSS "
+                       "{:.1f} -> {:.1f} MiB, CPU {:.1f} %; MariaDB CPU {}",
+                       most_.holes, ranges, reads, scans, begin_.rssMiB, end.rssMiB,
+                       (end.cpuSeconds - begin_.cpuSeconds) / elapsed * 100.0, mysql);
+  }
+
+ private:
+  struct Reading {
+    double holes = -1, ranges = -1, reads = -1, scans = 0;
+  };
+  Reading read() {
+    Reading r;
+    if (port_ <= 0) return r;
+    httplib::Client client("127.0.0.1", port_);
+    auto res = client.Get("/metrics");
+    if (!res || res->status != 200) return r;
+    r.holes = sourceMetric(res->body, "outbox_open_holes", source_);
+    r.ranges = sourceMetric(res->body, "outbox_open_hole_ranges", source_);
+    r.reads = sourceMetric(res->body, "outbox_hole_reads_total", source_);
+    r.scans = std::max(0.0, sourceMetric(res->body, "outbox_scans_total", source_));
+    return r;
+  }
+  std::string source_;
+  pid_t mysqlPid_;
+  pid_t bridgePid_;
+  int port_ = 0;
+  ProcSample begin_;
+  double mysqlBegin_ = 0;
+  Reading first_, most_;
+  Clock::time_point started_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -467,6 +540,7 @@ void drainBacklog(Target& t, const Target& single, const Options& o, const std::
 // a SELECT SLEEP(600) running elsewhere): returns the p99.
 double commitToAck(Target& t, const Target& single, const Options& o, char figure = 'c') {
   uint64_t before = publishedThrough(*t.conn, t.source);
+  HoleSampler holes(t, o);
   // The first second wakes the relay from its idle poll_interval: the rows committed then wait up
   // to that long. They are reported apart; the target is about the steady flow after them.
   const int warmup = o.latencyRate;
@@ -526,6 +600,7 @@ double commitToAck(Target& t, const Target& single, const Options& o, char figur
   std::printf("     from before the producer's INSERT (its commit included): p50 %.1f ms, p99 %.1f ms; the first "
               "second after idle (waking from poll_interval): max %.1f ms\n",
               percentile(fromInsert, 0.5), percentile(fromInsert, 0.99), percentile(waking, 1.0));
+  std::printf("     %s\n", holes.finish().c_str());
   std::fflush(stdout);
   return p99;
 }
@@ -558,6 +633,8 @@ int main(int argc, char** argv) {
   app.add_option("--trickle-sources", o.trickleSources, "the source counts of (i)'s doorbell runs (default 1 50 200)");
   app.add_option("--binlog-formats", o.binlogFormats, "the binary log formats (i) runs under (default ROW MIXED)")
       ->check(CLI::IsMember({"ROW", "MIXED", "STATEMENT"}));
+  app.add_option("--holes-seconds", o.holesSeconds,
+                 "length of (h), one-id holes beside a SELECT SLEEP(600) (default: --latency-seconds)");
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
@@ -627,7 +704,14 @@ int main(int argc, char** argv) {
     auto sleeper = check(db::Connection::open(db::paramsFrom(dsn)), "connect to MariaDB");
     auto id = check(sleeper->queryU64("SELECT CONNECTION_ID()"), "connection id");
     std::thread sleeping([&] { (void)sleeper->exec("DO SLEEP(600)"); });
-    commitToAck(single, single, o, 'h');
+    auto plugin = check(admin->queryU64("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = "
+                                        "'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'"),
+                        "plugins");
+    std::printf("(h)  the server %s metadata locks (metadata_lock_info %s)\n", plugin.value_or(0) ? "shows" : "does not show",
+                plugin.value_or(0) ? "loaded" : "not loaded");
+    Options holes = o;
+    if (o.holesSeconds > 0) holes.latencySeconds = o.holesSeconds;
+    commitToAck(single, single, holes, 'h');
     (void)admin->exec(fmt::format("KILL QUERY {}", id.value_or(0)));
     sleeping.join();
     check(single.conn->exec("SET SESSION auto_increment_increment = 1"), "auto_increment_increment");

@@ -40,7 +40,14 @@ void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_leader", Type::kGauge, "1 while this process holds the source's leader lease.");
   page.family("outbox_open_holes", Type::kGauge,
               "Outbox ids the scan read past that were not visible: rows still being committed, rolled back or "
-              "never used, until resolved (ARCHITECTURE.md section 3a). Leader only.");
+              "never used, until resolved (docs/design.md, \"Contract v2\"). Leader only.");
+  page.family("outbox_open_hole_ranges", Type::kGauge,
+              "The entries the scan keeps for its open holes: ranges of ids, and spans that fold holes a long "
+              "statement elsewhere may still hold with the published rows between them (docs/design.md, \"Holes "
+              "that cannot be proven closed\"). Bounded: a few hundred at most.");
+  page.family("outbox_hole_reads_total", Type::kCounter,
+              "Statements that read the open holes for rows committed late: one a scan with holes open, however "
+              "many they are.");
   page.family("outbox_oldest_open_hole_seconds", Type::kGauge,
               "How long the oldest open hole has been open: a producer transaction open that long may still "
               "commit its row.");
@@ -73,6 +80,8 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   page.sample("outbox_leader", source, uint64_t{m.leader.load() ? 1u : 0u});
   page.sample("outbox_open_holes", source, m.openHoles.load());
   page.sample("outbox_oldest_open_hole_seconds", source, static_cast<double>(m.oldestOpenHoleMillis.load()) / 1e3);
+  page.sample("outbox_open_hole_ranges", source, m.openHoleRanges.load());
+  page.sample("outbox_hole_reads_total", source, m.holeReads.load());
   std::array<uint64_t, SourceMetrics::kLatencyBuckets.size() + 1> counts{};
   for (size_t i = 0; i < counts.size(); ++i) counts[i] = m.latencyBuckets[i].load();
   page.histogram("outbox_commit_to_ack_seconds", source, SourceMetrics::kLatencyBuckets, counts,

@@ -37,6 +37,8 @@ struct SourceMetrics {
   std::atomic<bool> doorbell{false};  // a binlog doorbell watched the table at the last poll
   std::atomic<uint64_t> openHoles{0};             // outbox ids read past, not yet resolved (3a)
   std::atomic<uint64_t> oldestOpenHoleMillis{0};  // how long the oldest of them has been open
+  std::atomic<uint64_t> openHoleRanges{0};        // the entries the scan keeps for them (exact and spans)
+  std::atomic<uint64_t> holeReads{0};             // statements that read the holes for late rows
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
   std::atomic<uint64_t> latencySumMicros{0};
 

@@ -42,6 +42,8 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
   batch.cursor = scanner.recorded().cursor;
   metrics.openHoles = scanner.openHoles();
   metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanner.oldestHoleAge().count());
+  metrics.openHoleRanges = scanner.holeRanges();
+  metrics.holeReads = scanner.holeReads();
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   spdlog::trace("batch: {} rows: scan {:.1f} ms, assign {:.1f} ms; {} open holes", batch.rows.size(), ms(t1 - t0),

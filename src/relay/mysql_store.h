@@ -103,9 +103,14 @@ class MysqlOutboxStore final : public OutboxStore {
   static std::vector<ScannedRow> scannedRows(db::Rows& rows);
   // Appends to `dead` the ranges a locking probe finds free, spending at most `budget` statements.
   Status probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget, std::vector<IdRange>& dead);
-  // Whether a locking read of `ranges` at READ COMMITTED, NOWAIT, in id order up or down, finds
-  // no row and no lock.
-  Result<bool> lockFree(const std::vector<IdRange>& ranges, bool downwards);
+  // Appends to `dead` the spans, or halves of them, whose ids without a version hold no visible
+  // row and no lock, spending at most `budget` statements.
+  Status probeSpans(const std::vector<IdRange>& spans, int& budget, std::vector<IdRange>& dead);
+  // Whether `select` (a read of the outbox table without its locking clause), run as a locking
+  // read at READ COMMITTED, NOWAIT, finds no row and no lock.
+  Result<bool> lockFree(const std::string& select);
+  // The locking probe's read of `ranges`, in id order up or down.
+  std::string rangesProbe(const std::vector<IdRange>& ranges, bool downwards) const;
   // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
   // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
   std::string guardedStateUpdate(db::Connection& conn, const std::string& assignments, const std::string& condition);

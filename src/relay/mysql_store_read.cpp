@@ -1,16 +1,19 @@
 // MysqlOutboxStore's reads of the outbox table (docs/design.md, "Contract v2: finding late
-// commits"): new rows, the open holes' rows and probes, where a new scan starts, and the
-// assigned tail. Its writes (the state row, versions, halts, quarantine, the epoch bump) are in
-// mysql_store.cpp.
+// commits"): new rows, where a new scan starts, and the assigned tail. The open holes' reads and
+// probes are in mysql_store_holes.cpp; its writes (the state row, versions, halts, quarantine, the
+// epoch bump) in mysql_store.cpp.
 #include <algorithm>
 #include <functional>
 
 #include <fmt/format.h>
 
 #include "db/open_transactions.h"
+#include "relay/id_ranges_sql.h"
 #include "relay/mysql_store.h"
 
 namespace outbox {
+
+using sql::without;
 
 namespace {
 // The outbox row's columns (alias o), then one more per query: its version, or the scan's flags.
@@ -30,46 +33,12 @@ OutboxRow rowFrom(const db::Rows& rows) {
   return r;
 }
 
-// `column` in one of `ranges`: a range scan of the primary key per range.
-std::string inRanges(const char* column, const std::vector<IdRange>& ranges) {
-  std::string out = "(";
-  for (const IdRange& r : ranges) {
-    if (out.size() > 1) out += " OR ";
-    out += r.first == r.last ? fmt::format("{} = {}", column, r.first)
-                             : fmt::format("{} BETWEEN {} AND {}", column, r.first, r.last);
-  }
-  return out + ")";
-}
-
-// The parts of `ranges` (ascending) without an id of `present` (ascending).
-std::vector<IdRange> without(const std::vector<IdRange>& ranges, const std::vector<uint64_t>& present) {
-  std::vector<IdRange> out;
-  size_t i = 0;
-  for (IdRange r : ranges) {
-    while (i < present.size() && present[i] < r.first) ++i;
-    for (; i < present.size() && present[i] <= r.last; ++i) {
-      if (present[i] > r.first) out.push_back(IdRange{r.first, present[i] - 1});
-      r.first = present[i] + 1;
-    }
-    if (r.first <= r.last) out.push_back(r);
-  }
-  return out;
-}
-
 // The server refused the statement itself (no such column or table in information_schema on an
 // older MariaDB, the plugin unloaded): the scan goes on without what it would have told.
 bool refusedByServer(const Status& s) {
   return !s.isTransient() && (s.cause() == Cause::kServer || s.cause() == Cause::kMissingTable);
 }
 
-// A probe looks at no more than this many uncommitted rows in one statement (a transaction holding more
-// keeps the rest of its ranges open until a later probe).
-constexpr size_t kProbeRows = 100'000;
-// Locking probes one unheld() may spend on halving statements that met a held row, and on ids
-// between two held rows.
-constexpr int kLockProbeBudget = 64;
-// Ids between two held rows are probed one by one when there are at most this many.
-constexpr uint64_t kPointProbeMost = 4;
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
 }  // namespace
@@ -164,107 +133,6 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   while (all->next()) reading.busy.push_back(all->u64(0));
   out.busy = std::move(reading);
   return out;
-}
-
-Result<std::vector<ScannedRow>> MysqlOutboxStore::readRanges(const std::vector<IdRange>& ranges, int limit) {
-  if (ranges.empty() || limit <= 0) return std::vector<ScannedRow>{};
-  auto rows = queryRows(scannedRowsQuery(inRanges("o.id", ranges)) + fmt::format(" LIMIT {}", limit));
-  if (!rows.isOk()) return rows.status();
-  return scannedRows(*rows);
-}
-
-Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>& ranges) {
-  std::vector<IdRange> out;
-  int budget = kLockProbeBudget;
-  for (const auto& chunk : statementChunks(ranges)) {
-    if (budget <= 0) break;
-    // First a plain read at READ UNCOMMITTED (no locks) of the ids that hold a row, committed or
-    // not: those stay open without a probe.
-    auto rows = queryRows(
-        fmt::format("SELECT id FROM {} WHERE {} ORDER BY id LIMIT {}", table_, inRanges("id", chunk), kProbeRows),
-        "READ UNCOMMITTED");
-    if (!rows.isOk()) return rows.status();
-    std::vector<uint64_t> present;
-    while (rows->next()) present.push_back(rows->u64(0));
-    // Then the contract's locking probe (section 3a) of the ranges between them: it also finds a
-    // row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT), which
-    // the read above does not show. A locking range read at READ COMMITTED also locks the row
-    // just past the range in the direction it reads, so a range with a held row above it is read
-    // downwards, one with a held row below it upwards, and one between two held rows waits for
-    // one of them to end (docs/design.md).
-    auto held = [&](uint64_t id) { return std::binary_search(present.begin(), present.end(), id); };
-    std::vector<IdRange> up, down, between;
-    for (IdRange r : without(chunk, present)) {
-      if (present.size() == kProbeRows) {  // past the last id read, unknown: stays open
-        if (r.first > present.back()) break;
-        r.last = std::min(r.last, present.back());
-      }
-      const bool heldAbove = held(r.last + 1);
-      const bool heldBelow = r.first > 0 && held(r.first - 1);
-      if (heldAbove && heldBelow) {
-        // A lookup of one id (`id = N`) locks no neighbour: a few ids are probed one by one.
-        if (r.size() <= kPointProbeMost) {
-          for (uint64_t id = r.first; id <= r.last; ++id) between.push_back(IdRange{id, id});
-        }
-        continue;
-      }
-      (heldAbove ? down : up).push_back(r);
-    }
-    OUTBOX_RETURN_IF_ERROR(probeDead(up, /*downwards=*/false, budget, out));
-    OUTBOX_RETURN_IF_ERROR(probeDead(down, /*downwards=*/true, budget, out));
-    for (const IdRange& id : between) {
-      if (budget-- <= 0) break;
-      auto nothing = lockFree({id}, /*downwards=*/false);
-      if (!nothing.isOk()) return nothing.status();
-      if (*nothing) out.push_back(id);
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const IdRange& a, const IdRange& b) { return a.first < b.first; });
-  return out;
-}
-
-Status MysqlOutboxStore::probeDead(const std::vector<IdRange>& ranges, bool downwards, int& budget,
-                                   std::vector<IdRange>& dead) {
-  for (const auto& some : statementChunks(ranges)) {
-    // A statement that meets a held row leaves all its ranges open: halves are tried while the
-    // budget lasts, so one held row costs a few statements, and thousands cost no more.
-    std::function<Status(const std::vector<IdRange>&)> probe = [&](const std::vector<IdRange>& part) -> Status {
-      if (budget <= 0) return Status::ok();
-      --budget;
-      auto nothing = lockFree(part, downwards);
-      if (!nothing.isOk()) return nothing.status();
-      if (*nothing) {
-        dead.insert(dead.end(), part.begin(), part.end());
-        return Status::ok();
-      }
-      if (part.size() == 1) return Status::ok();
-      const auto half = part.begin() + static_cast<long>(part.size() / 2);
-      OUTBOX_RETURN_IF_ERROR(probe(std::vector<IdRange>(part.begin(), half)));
-      return probe(std::vector<IdRange>(half, part.end()));
-    };
-    OUTBOX_RETURN_IF_ERROR(probe(some));
-  }
-  return Status::ok();
-}
-
-Result<bool> MysqlOutboxStore::lockFree(const std::vector<IdRange>& ranges, bool downwards) {
-  return session_->run([&](db::Connection& conn) -> Result<bool> {
-    OUTBOX_RETURN_IF_ERROR(conn.exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"));
-    OUTBOX_RETURN_IF_ERROR(conn.begin());
-    auto rows = conn.query(fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {} {}", table_, inRanges("id", ranges),
-                                       downwards ? "DESC" : "ASC",
-                                       mysql_ ? "FOR SHARE NOWAIT" : "LOCK IN SHARE MODE NOWAIT"));
-    if (!rows.isOk()) {
-      conn.rollback();
-      // A deadlock too: the probe's shared lock on a row it read can be what a holder waits for.
-      // (MariaDB reports a NOWAIT conflict as a lock wait timeout, MySQL as ER_LOCK_NOWAIT.)
-      if (rows.status().isLockConflict()) return false;
-      return rows.status();
-    }
-    const bool nothing = !rows->next();
-    OUTBOX_RETURN_IF_ERROR(conn.commit());
-    return nothing;
-  });
 }
 
 Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64_t cursor) {

@@ -99,6 +99,7 @@ struct ConnectionReading {
   struct ServerClock {
     uint64_t connection = 0;
     std::chrono::milliseconds age{0};
+    bool operator==(const ServerClock&) const = default;
   };
   std::optional<ServerClock> clock;
 };
@@ -114,9 +115,15 @@ struct NewRows {
 // Outbox ids first..last, both included. Holes come in runs (a rolled-back multi-row INSERT, an
 // id jump, auto_increment_increment > 1): the scan keeps and probes them as ranges, so neither
 // its memory nor its statements grow with the ids in a run.
+//
+// A `span` stands for only those of its ids that have no version and are not quarantined: holes
+// the scan has folded together with the rows between them (docs/design.md, "Holes that cannot be
+// proven closed"). Reading one returns only such rows; it is dead when a locking read of those
+// finds no row and no lock.
 struct IdRange {
   uint64_t first = 0;
   uint64_t last = 0;
+  bool span = false;
   uint64_t size() const { return last - first + 1; }
   bool operator==(const IdRange&) const = default;
 };
@@ -221,12 +228,14 @@ class OutboxStore {
   // consistent read; with `withConnections`, the busy connections read right after it.
   virtual Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) = 0;
   // Step (3): the first `limit` rows visible now (a fresh consistent read) with ids in `ranges`
-  // (ascending, disjoint), in id order.
+  // (ascending, disjoint; of a span, only rows without a version and not quarantined), in id
+  // order. One statement, whatever the number of ranges.
   virtual Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) = 0;
   // The parts of `ranges` (ascending, disjoint; none of their rows visible when read) that no row
   // and no transaction occupies, ascending: a locking read at READ COMMITTED, NOWAIT, returns no
   // row and no lock error there. Called once no statement that could have taken them still runs:
-  // such an id was rolled back or never used.
+  // such an id was rolled back or never used. A span is dead, whole or in parts (returned as
+  // spans), where no row without a version and not quarantined is visible and nothing is locked.
   virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
   // Whether a replication applier on this server has work left (section 3a, "Replica appliers"):
   // a replication connection whose relay log holds events it has not executed — its SQL thread

@@ -86,6 +86,7 @@ void Relay::standBy() {
   metrics_.halted = metrics_.paused = false;
   metrics_.openHoles = 0;
   metrics_.oldestOpenHoleMillis = 0;
+  metrics_.openHoleRanges = 0;
 }
 
 bool Relay::awaitLeadership() {

@@ -33,12 +33,23 @@ Status Scanner::reset(const SourceState& state) {
     for (const IdRange& r : *ranges) open(r, now);
     // Recorded holes may hold ids resolved since: the next polls find those out (a visible row
     // with a version closes, a dead id dies) and the range is unpinned once none is left.
+    // Read as spans: of their ids, those with a version or quarantined are resolved. Each was open
+    // kPinAfter at least when recorded: not a new hole (its span is probed as one that old, and
+    // the oldest hole's age says so). Its suspects are the connections busy at the first reading,
+    // as for any hole found since: who was busy before the restart is not known, and none would
+    // be unsafe (a statement that took its ids before may still run).
     for (const IdRange& r : *pinned) {
       if (r.first > cursor_) continue;
       pinned_[r.first] = std::min(r.last, cursor_);
-      open(IdRange{r.first, std::min(r.last, cursor_)}, now);
+      open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
     }
     recorded_ = ScanMark{cursor_, floor};
+    // What this start read: the versions of the ids between the floor and the cursor, and the
+    // recorded ranges — never the rows below the floor (a row held for days far below costs its
+    // recorded range).
+    log_->debug("scan: started again at cursor {}, floor {}: {} ids above the floor, {} recorded ranges; {} open hole "
+                "ids in {} entries",
+                cursor_, floor, cursor_ - floor, pinned->size(), openIds_, holes_.size());
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
   valid_ = true;
@@ -91,42 +102,40 @@ Result<Scanner::Batch> Scanner::next(int limit) {
         hole.holders = next;
       }
       // A hole found held (its transaction's row is locked) is probed again at most every
-      // kHeldReprobe: when it commits, (3) sees it; only a rollback needs the probe.
+      // kHeldReprobe, a span after a share of its age: when a row commits, (3) sees it; only a
+      // rollback needs the probe.
       if (hole.holders->ids.empty() && now >= hole.probeAfter) {
-        mayBeDead.push_back(IdRange{first, hole.last});
-        hole.probeAfter = now + kHeldReprobe;  // what the probe leaves open is held
+        mayBeDead.push_back(IdRange{first, hole.last, hole.span});
+        using Duration = Clock::TimePoint::duration;
+        const Duration wait = hole.span ? std::max<Duration>(kHeldReprobe, (now - hole.found) / kSpanReprobeShare)
+                                        : Duration(kHeldReprobe);
+        hole.probeAfter = now + wait;  // what the probe leaves open is held
       }
     }
+    fold(now);
   }
 
-  // (3) the holes in a fresh consistent read: a visible row committed late. Read in id order
+  // (3) every hole in one fresh consistent read: a visible row committed late. Read in id order
   // and only until a batch's worth is found: the rest waits for the next poll.
   if (!holes_.empty()) {
     std::vector<IdRange> ranges;
     ranges.reserve(holes_.size());
-    for (const auto& [first, hole] : holes_) ranges.push_back(IdRange{first, hole.last});
-    size_t late = 0;
-    for (const auto& chunk : statementChunks(ranges)) {
-      if (late >= static_cast<size_t>(limit)) break;
-      const int room = limit - static_cast<int>(late);
-      auto visible = store_.readRanges(chunk, room);
-      if (!visible.isOk()) return visible.status();
-      const uint64_t lastRead = visible->empty() ? 0 : visible->back().row.id;
-      for (auto& r : *visible) {
-        if (r.versioned || r.quarantined) {
-          close(IdRange{r.row.id, r.row.id});  // resolved (an operator quarantined it, or a scan before us)
-        } else {
-          batch.rows.push_back(std::move(r.row));
-          ++late;
-        }
+    for (const auto& [first, hole] : holes_) ranges.push_back(IdRange{first, hole.last, hole.span});
+    auto visible = store_.readRanges(ranges, limit);
+    if (!visible.isOk()) return visible.status();
+    ++holeReads_;
+    for (auto& r : *visible) {
+      if (r.versioned || r.quarantined) {
+        resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
+      } else {
+        batch.rows.push_back(std::move(r.row));
       }
-      // As many as asked: more late rows may wait above the last one read, and take their
-      // versions before any row above them (below, once sorted). Poll again at once.
-      if (visible->size() == static_cast<size_t>(room)) {
-        readThrough = lastRead;
-        batch.newRead = static_cast<size_t>(limit);
-        break;
-      }
+    }
+    // As many as asked: more late rows may wait above the last one read, and take their
+    // versions before any row above them (below, once sorted). Poll again at once.
+    if (visible->size() == static_cast<size_t>(limit)) {
+      readThrough = visible->back().row.id;
+      batch.newRead = static_cast<size_t>(limit);
     }
     // A replication applier with work left may hold any hole, suspects or not (its rows carry ids
     // another server handed out): no hole dies until it has applied what it has. Asked after (1):
@@ -162,33 +171,6 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   return batch;
 }
 
-Scanner::Suspects Scanner::narrow(const Suspects& suspects, const ConnectionReading& reading) {
-  // Server time since the tagging reading, by one user lock's age read twice, each rounded down.
-  std::optional<std::chrono::milliseconds> sinceTagged;
-  Suspects still{{}, suspects.taggedAt};
-  if (suspects.taggedAt && reading.clock && reading.clock->connection == suspects.taggedAt->connection &&
-      reading.clock->age >= suspects.taggedAt->age) {
-    sinceTagged = reading.clock->age - suspects.taggedAt->age;
-  } else if (reading.clock) {
-    // No clock at the tagging, or another one now (a reconnect; the same id after a server
-    // restart reads younger): this reading's clock read, after the ids were taken too, is the
-    // reference from now on.
-    still.taggedAt = reading.clock;
-  }
-  size_t i = 0;
-  for (uint64_t id : suspects.ids) {
-    while (i < reading.busy.size() && reading.busy[i] < id) ++i;
-    if (i == reading.busy.size() || reading.busy[i] != id) continue;  // between statements, or not writing
-    // Its oldest writer's lock, taken at (this reading's clock read) - writingFor - 1 ms or later,
-    // after the tagging reading's clock read (before tagging + 1 ms, itself after the ids were
-    // taken) when writingFor + 2 ms < sinceTagged: it began writing after them.
-    const auto writing = i < reading.writingFor.size() ? reading.writingFor[i] : ConnectionReading::kUnknown;
-    if (sinceTagged && writing != ConnectionReading::kUnknown && writing + kLockAgeRounding < *sinceTagged) continue;
-    still.ids.push_back(id);
-  }
-  return still;
-}
-
 void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
   auto first = std::find_if(batch.rows.begin(), batch.rows.end(), [&](const OutboxRow& r) { return r.id >= stopAt; });
   const auto now = clock_.now();
@@ -198,7 +180,7 @@ void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
 }
 
 void Scanner::committed(const Batch& batch) {
-  for (const auto& r : batch.rows) close(IdRange{r.id, r.id});
+  for (const auto& r : batch.rows) resolve(r.id);
   for (uint64_t first : batch.mark.unpin) pinned_.erase(first);
   for (const IdRange& r : batch.mark.pin) {
     uint64_t& last = pinned_[r.first];
@@ -227,11 +209,15 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
     }
   }
   oldestHoleAge_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - oldest);
-  // A recorded range with no open id left (its rows versioned, quarantined or never used).
+  // A recorded range with no open id left (its rows versioned, quarantined or never used), or
+  // inside a span recorded from another first id (its holes were folded into it).
   for (const auto& [first, last] : pinned_) {
     auto it = holes_.upper_bound(last);
     const bool open = it != holes_.begin() && std::prev(it)->second.last >= first;
-    if (!open) mark.unpin.push_back(first);
+    auto in = holes_.upper_bound(first);
+    const bool folded = in != holes_.begin() && std::prev(in)->second.span && std::prev(in)->first != first &&
+                        std::prev(in)->second.last >= last && pinned(std::prev(in)->first, std::prev(in)->second.last, mark);
+    if (!open || folded) mark.unpin.push_back(first);
   }
   mark.floor = floorWithout(batch.rows, mark);
   if (stuck != nullptr && now - lastStuckLog_ >= kStuckAfter) {
@@ -256,49 +242,6 @@ bool Scanner::pinned(uint64_t first, uint64_t last, const ScanMark& mark) const 
   auto pin = std::upper_bound(mark.pin.begin(), mark.pin.end(), first,
                               [](uint64_t id, const IdRange& r) { return id < r.first; });
   return pin != mark.pin.begin() && std::prev(pin)->last >= last;
-}
-
-void Scanner::open(IdRange ids, Clock::TimePoint now) {
-  // Only ids not open already (a late row cut from a batch is still inside its hole).
-  auto it = holes_.upper_bound(ids.first);
-  if (it != holes_.begin()) {
-    auto before = std::prev(it);
-    if (before->second.last >= ids.first) {
-      if (before->second.last >= ids.last) return;
-      ids.first = before->second.last + 1;
-    }
-  }
-  while (it != holes_.end() && it->first <= ids.last) {
-    if (it->first > ids.first) {
-      holes_.emplace(ids.first, Hole{it->first - 1, now, nullptr});
-      openIds_ += it->first - ids.first;
-    }
-    ids.first = it->second.last + 1;
-    if (ids.first > ids.last) return;
-    ++it;
-  }
-  holes_.emplace(ids.first, Hole{ids.last, now, nullptr});
-  openIds_ += ids.size();
-}
-
-void Scanner::close(IdRange ids) {
-  auto it = holes_.upper_bound(ids.first);
-  if (it != holes_.begin()) --it;
-  while (it != holes_.end() && it->first <= ids.last) {
-    const uint64_t first = it->first;
-    Hole hole = it->second;
-    if (hole.last < ids.first) {
-      ++it;
-      continue;
-    }
-    it = holes_.erase(it);
-    openIds_ -= std::min(hole.last, ids.last) - std::max(first, ids.first) + 1;
-    if (first < ids.first) holes_.emplace(first, Hole{ids.first - 1, hole.found, hole.holders, hole.probeAfter});
-    if (hole.last > ids.last) {
-      holes_.emplace(ids.last + 1, Hole{hole.last, hole.found, hole.holders, hole.probeAfter});
-      return;
-    }
-  }
 }
 
 uint64_t Scanner::floorWithout(const std::vector<OutboxRow>& assigned, const ScanMark& mark) const {

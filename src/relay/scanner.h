@@ -15,18 +15,25 @@
 
 namespace outbox {
 
-// Finds every committed outbox row without touching one (ARCHITECTURE.md section 3a): new rows by
-// primary key above the scan cursor, and rows that commit late, below it, through the open holes
-// it keeps. A hole is a run of ids the scan read past that were not visible then (kept as a
+// Finds every committed outbox row without touching one (docs/design.md, "Contract v2"): new rows
+// by primary key above the scan cursor, and rows that commit late, below it, through the open
+// holes it keeps. A hole is a run of ids the scan read past that were not visible then (kept as a
 // range: a million rolled-back ids cost one entry). Its suspects are the connections inside a
 // statement (that may write the table, where the server shows it: ConnectionReading) at the first
-// reading after it was found; each later reading drops those no longer so (or gone). Ids of a hole with no suspect left die only where a NOWAIT locking probe
-// then finds no row and no lock (an open transaction's row is locked), and only while no
-// replication applier on the server has work left (it may hold any id: store.applierWorkLeft()).
-// Time alone never kills a hole.
+// reading after it was found; each later reading drops those no longer so (or gone). Ids of a
+// hole with no suspect left die only where a NOWAIT locking probe then finds no row and no lock
+// (an open transaction's row is locked), and only while no replication applier on the server has
+// work left (it may hold any id: store.applierWorkLeft()). Time alone never kills a hole.
 //
-// Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) probe the
-// holes, in that order: a change visible in (1) follows, in its entity's order, changes that
+// Holes whose suspects still run kFoldAfter after they were found (a long statement elsewhere,
+// without the server showing who writes the table) are folded, with their neighbours of the same
+// kind, into one span (IdRange::span): the published rows between them come in, and the span
+// stands for its ids without a version. So the holes cost a bounded number of entries, and one
+// statement reads them all each poll, however many they are (docs/design.md, "Holes that cannot
+// be proven closed").
+//
+// Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) read every
+// hole, in that order: a change visible in (1) follows, in its entity's order, changes that
 // committed before it, which (3) then sees. Late and new rows of one poll are returned together,
 // in id order.
 //
@@ -48,6 +55,23 @@ class Scanner {
   static constexpr std::chrono::seconds kPinAfter{5};
   // Holes open longer than this are named in the log, once a kStuckAfter.
   static constexpr std::chrono::seconds kStuckAfter{60};
+  // A hole whose suspects still run this long after it was found (a reading after the one that
+  // tagged it) is folded into a span with the holes beside it that are alike: a statement of
+  // hundreds of one-id ranges costs the server about as much as a span of tens of thousands of
+  // rows (docs/design.md).
+  static constexpr std::chrono::milliseconds kFoldAfter{50};
+  // Holes are folded together when at most this many ids lie between them (a span's read costs
+  // its rows, published ones included).
+  static constexpr uint64_t kFoldGap = 16;
+  // Past this many entries, holes with suspects are folded whatever their age, the nearest first,
+  // until half as many are left: but never across more than kCrowdedFoldGap ids (a held row far
+  // below and the holes of today stay apart: a span across them would read every row between, each
+  // poll and at a restart).
+  static constexpr size_t kMostHoles = 512;
+  static constexpr uint64_t kCrowdedFoldGap = 256;
+  // A span a locking probe found held is probed again after this share of its age (and at least
+  // kHeldReprobe): its late rows are read every poll all the same; only its death waits.
+  static constexpr int kSpanReprobeShare = 8;
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -77,8 +101,12 @@ class Scanner {
   void invalidate() { valid_ = false; }
   bool valid() const { return valid_; }
 
-  // The ids of the open holes.
+  // The ids of the open holes (of a span, those it had when folded, less its rows versioned since).
   uint64_t openHoles() const { return openIds_; }
+  // The entries the holes take: exact ranges and spans (memory; the terms of the holes' read).
+  size_t holeRanges() const { return holes_.size(); }
+  // Statements that read the holes for late rows: one a poll with holes open.
+  uint64_t holeReads() const { return holeReads_; }
   // Age of the oldest open hole (zero when none), as of the last poll.
   std::chrono::milliseconds oldestHoleAge() const { return oldestHoleAge_; }
   // The mark as last recorded in the database.
@@ -93,19 +121,32 @@ class Scanner {
     // The tagging reading's server clock: after the hole's ids were taken.
     std::optional<ConnectionReading::ServerClock> taggedAt;
   };
-  // The ids from the map's key through `last`, found at one poll.
+  // The ids from the map's key through `last`, found at one poll; or a span of holes folded
+  // together, whose ids with a version or quarantined are resolved.
   struct Hole {
     uint64_t last;
-    Clock::TimePoint found;
+    Clock::TimePoint found;                   // the earliest of its ids' finding
     std::shared_ptr<const Suspects> holders;  // null: no reading since found
-    Clock::TimePoint probeAfter{};  // found held: not probed again before this
+    Clock::TimePoint probeAfter{};            // found held: not probed again before this
+    bool span = false;
+    uint64_t open = 0;  // its open ids (a span's, as counted when folded, less those versioned)
   };
   // `suspects` less those `reading` retires.
   static Suspects narrow(const Suspects& suspects, const ConnectionReading& reading);
-  // Opens the ids of `ids` not open already.
-  void open(IdRange ids, Clock::TimePoint now);
+  // Who may hold the ids of two holes folded together: either's suspects, against the later
+  // tagging's clock (none when they differ: the next reading's, after both, is taken instead).
+  static std::shared_ptr<const Suspects> joined(const std::shared_ptr<const Suspects>& a,
+                                                const std::shared_ptr<const Suspects>& b);
+  // Folds runs of holes whose suspects still run after kFoldAfter (any with suspects, past
+  // kMostHoles entries) into spans.
+  void fold(Clock::TimePoint now);
+  // Opens the ids of `ids` not open already (as spans when `ids.span`), found at `found`.
+  void open(IdRange ids, Clock::TimePoint found);
   // Closes the open ids of `ids` (a hole split in two keeps what it knew).
   void close(IdRange ids);
+  // The row `id` is versioned or quarantined: closed, or one id fewer open in its span (probed
+  // again at the next poll).
+  void resolve(uint64_t id);
   // Whether ids first..last lie inside a range recorded in outbox_scan_holes, or one `mark` pins.
   bool pinned(uint64_t first, uint64_t last, const ScanMark& mark) const;
   // The floor once `assigned` (in id order) is versioned: below the lowest open id neither
@@ -123,7 +164,8 @@ class Scanner {
   uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;
   std::map<uint64_t, Hole> holes_;  // first id -> hole: disjoint, at or below the cursor
-  uint64_t openIds_ = 0;            // the ids of holes_
+  uint64_t openIds_ = 0;            // the open ids of holes_
+  uint64_t holeReads_ = 0;
   std::chrono::milliseconds oldestHoleAge_{0};
   Clock::TimePoint lastStuckLog_;
   // The ranges of outbox_scan_holes (first -> last) as last recorded: each covers open holes or

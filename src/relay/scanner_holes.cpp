@@ -1,0 +1,176 @@
+// The Scanner's open holes as a set: opening, closing, folding into spans, and their suspects.
+// The poll that uses them is in scanner.cpp.
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "relay/scanner.h"
+
+namespace outbox {
+
+Scanner::Suspects Scanner::narrow(const Suspects& suspects, const ConnectionReading& reading) {
+  // Server time since the tagging reading, by one user lock's age read twice, each rounded down.
+  std::optional<std::chrono::milliseconds> sinceTagged;
+  Suspects still{{}, suspects.taggedAt};
+  if (suspects.taggedAt && reading.clock && reading.clock->connection == suspects.taggedAt->connection &&
+      reading.clock->age >= suspects.taggedAt->age) {
+    sinceTagged = reading.clock->age - suspects.taggedAt->age;
+  } else if (reading.clock) {
+    // No clock at the tagging, or another one now (a reconnect; the same id after a server
+    // restart reads younger): this reading's clock read, after the ids were taken too, is the
+    // reference from now on.
+    still.taggedAt = reading.clock;
+  }
+  size_t i = 0;
+  for (uint64_t id : suspects.ids) {
+    while (i < reading.busy.size() && reading.busy[i] < id) ++i;
+    if (i == reading.busy.size() || reading.busy[i] != id) continue;  // between statements, or not writing
+    // Its oldest writer's lock, taken at (this reading's clock read) - writingFor - 1 ms or later,
+    // after the tagging reading's clock read (before tagging + 1 ms, itself after the ids were
+    // taken) when writingFor + 2 ms < sinceTagged: it began writing after them.
+    const auto writing = i < reading.writingFor.size() ? reading.writingFor[i] : ConnectionReading::kUnknown;
+    if (sinceTagged && writing != ConnectionReading::kUnknown && writing + kLockAgeRounding < *sinceTagged) continue;
+    still.ids.push_back(id);
+  }
+  return still;
+}
+
+std::shared_ptr<const Scanner::Suspects> Scanner::joined(const std::shared_ptr<const Suspects>& a,
+                                                         const std::shared_ptr<const Suspects>& b) {
+  if (a == b) return a;
+  Suspects both;
+  std::set_union(a->ids.begin(), a->ids.end(), b->ids.begin(), b->ids.end(), std::back_inserter(both.ids));
+  // A connection is retired by a reading after the tagging of every hole it may hold, and by a
+  // lock younger than the time since the later tagging: that one's clock, when both read the same.
+  if (a->taggedAt && b->taggedAt && a->taggedAt->connection == b->taggedAt->connection) {
+    both.taggedAt = a->taggedAt->age >= b->taggedAt->age ? a->taggedAt : b->taggedAt;
+  }
+  if (both.ids == a->ids && both.taggedAt == a->taggedAt) return a;
+  if (both.ids == b->ids && both.taggedAt == b->taggedAt) return b;
+  return std::make_shared<const Suspects>(std::move(both));
+}
+
+void Scanner::fold(Clock::TimePoint now) {
+  // Only holes some reading tagged whose suspects still run: a hole with none left is being
+  // probed on its own, and a span keeps its holes' suspects (either's, joined()) until a later
+  // reading retires them. The published rows between them join the span, resolved by their
+  // versions; its late rows are read as before.
+  // Never the holes this poll found: the rows between them are this poll's new rows, not
+  // versioned yet, which a span's read would return again.
+  const bool crowded = holes_.size() > kMostHoles;
+  auto foldable = [&](const Hole& h) {
+    return h.holders && !h.holders->ids.empty() && h.found < now &&
+           (h.span || crowded || now - h.found >= kFoldAfter);
+  };
+  // Only holes a few rows apart (one-id holes beside each row): a span's read costs its rows, so
+  // two holes with many rows between them (the ends of two bulk INSERTs) stay two ranges. Crowded,
+  // the nearest pairs are folded too, until half the bound is left, none more than kCrowdedFoldGap
+  // ids apart: a row held for days far below stays its own range, however many holes are open.
+  uint64_t crowdedGap = 0;
+  if (crowded) {
+    std::vector<uint64_t> gaps;
+    for (auto it = holes_.begin(), next = std::next(it); next != holes_.end(); it = next++) {
+      if (foldable(it->second) && foldable(next->second)) gaps.push_back(next->first - it->second.last - 1);
+    }
+    if (!gaps.empty()) {
+      const size_t k = std::min(holes_.size() - kMostHoles / 2, gaps.size()) - 1;
+      std::nth_element(gaps.begin(), gaps.begin() + static_cast<long>(k), gaps.end());
+      crowdedGap = std::min(gaps[k], kCrowdedFoldGap);
+    }
+  }
+  auto near = [&](const Hole& before, uint64_t first) {
+    const uint64_t gap = first - before.last - 1;
+    return gap <= kFoldGap || gap <= crowdedGap;
+  };
+  for (auto it = holes_.begin(); it != holes_.end();) {
+    auto next = std::next(it);
+    if (!foldable(it->second) || next == holes_.end() || !foldable(next->second) ||
+        !near(it->second, next->first)) {
+      it = next;
+      continue;
+    }
+    Hole& into = it->second;
+    for (; next != holes_.end() && foldable(next->second) && near(into, next->first); next = holes_.erase(next)) {
+      const Hole& hole = next->second;
+      into.last = hole.last;
+      into.found = std::min(into.found, hole.found);
+      into.holders = joined(into.holders, hole.holders);
+      into.probeAfter = std::max(into.probeAfter, hole.probeAfter);
+      into.open += hole.open;
+    }
+    into.span = true;
+    it = next;
+  }
+}
+
+void Scanner::open(IdRange ids, Clock::TimePoint found) {
+  auto add = [&](uint64_t first, uint64_t last) {
+    holes_.emplace(first, Hole{last, found, nullptr, {}, ids.span, last - first + 1});
+    openIds_ += last - first + 1;
+  };
+  // Only ids not open already (a late row cut from a batch is still inside its hole).
+  auto it = holes_.upper_bound(ids.first);
+  if (it != holes_.begin()) {
+    auto before = std::prev(it);
+    if (before->second.last >= ids.first) {
+      if (before->second.last >= ids.last) return;
+      ids.first = before->second.last + 1;
+    }
+  }
+  while (it != holes_.end() && it->first <= ids.last) {
+    if (it->first > ids.first) add(ids.first, it->first - 1);
+    ids.first = it->second.last + 1;
+    if (ids.first > ids.last) return;
+    ++it;
+  }
+  add(ids.first, ids.last);
+}
+
+void Scanner::close(IdRange ids) {
+  auto it = holes_.upper_bound(ids.first);
+  if (it != holes_.begin()) --it;
+  while (it != holes_.end() && it->first <= ids.last) {
+    const uint64_t first = it->first;
+    const Hole hole = it->second;
+    if (hole.last < ids.first) {
+      ++it;
+      continue;
+    }
+    it = holes_.erase(it);
+    // What is left of it keeps what it knew; a span's open ids are shared out by size.
+    const uint64_t size = hole.last - first + 1;
+    auto keep = [&](uint64_t from, uint64_t to) {
+      Hole piece = hole;
+      piece.last = to;
+      const uint64_t n = to - from + 1;
+      const double share = std::ceil(static_cast<double>(hole.open) * static_cast<double>(n) / static_cast<double>(size));
+      piece.open = !hole.span ? n : std::min(n, static_cast<uint64_t>(share));
+      openIds_ += piece.open;
+      return holes_.emplace(from, piece).first;
+    };
+    openIds_ -= hole.open;
+    if (first < ids.first) keep(first, ids.first - 1);
+    if (hole.last > ids.last) {
+      keep(ids.last + 1, hole.last);
+      return;
+    }
+  }
+}
+
+void Scanner::resolve(uint64_t id) {
+  auto it = holes_.upper_bound(id);
+  if (it == holes_.begin() || std::prev(it)->second.last < id) return;
+  Hole& hole = std::prev(it)->second;
+  if (!hole.span) {
+    close(IdRange{id, id});
+    return;
+  }
+  if (hole.open > 0) {
+    --hole.open;
+    --openIds_;
+  }
+  // Its probe may have met this row, committed and not yet versioned: it may be dead now.
+  hole.probeAfter = {};
+}
+
+}  // namespace outbox
