@@ -38,7 +38,7 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
   } else {
     scanner.invalidate();
   }
-  batch.holesOpen = scanner.openHoles() > 0 || !scanner.valid();
+  batch.holesOpen = scanner.holeRanges() > 0 || !scanner.valid();
   batch.cursor = scanner.recorded().cursor;
   metrics.openHoles = scanner.openHoles();
   metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanner.oldestHoleAge().count());

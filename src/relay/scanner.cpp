@@ -201,7 +201,7 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
     oldest = std::min(oldest, hole.found);
     if (now - hole.found >= kPinAfter && !pinned(first, hole.last, mark)) mark.pin.push_back(IdRange{first, hole.last});
     if (now - hole.found >= kStuckAfter) {
-      stuckIds += hole.last - first + 1;
+      stuckIds += hole.open;  // a span: its open ids, not the published rows it covers
       if (stuck == nullptr || hole.found < stuck->found) {
         stuck = &hole;
         stuckFirst = first;

@@ -144,7 +144,8 @@ void Scanner::close(IdRange ids) {
       piece.last = to;
       const uint64_t n = to - from + 1;
       const double share = std::ceil(static_cast<double>(hole.open) * static_cast<double>(n) / static_cast<double>(size));
-      piece.open = !hole.span ? n : std::min(n, static_cast<uint64_t>(share));
+      // A span's piece counts at least one: what the probes have not proven dead may be held.
+      piece.open = !hole.span ? n : std::clamp<uint64_t>(static_cast<uint64_t>(share), 1, n);
       openIds_ += piece.open;
       return holes_.emplace(from, piece).first;
     };
@@ -165,7 +166,9 @@ void Scanner::resolve(uint64_t id) {
     close(IdRange{id, id});
     return;
   }
-  if (hole.open > 0) {
+  // A span counts at least one open id until its probe proves it dead (its count is shared out
+  // by size when it is cut, so it may be below what it holds).
+  if (hole.open > 1) {
     --hole.open;
     --openIds_;
   }

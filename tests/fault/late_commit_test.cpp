@@ -467,10 +467,13 @@ BOOST_AUTO_TEST_CASE(a_row_held_prepared_for_days_does_not_slow_a_restart) {
   BOOST_TEST(atTwoHundredThousand.count() < 2000);
   BOOST_TEST(atTwoMillion.count() < 2000);
   // A restart that read the rows would take ten times as long, and reading 2,000,000 ids alone
-  // takes over half a second on a MariaDB at its defaults (a COUNT(*) of them: 0.54 s). Within
-  // 1.5x, or 250 ms more: tools/test runs other lanes on the same two cores, and one busy with a
-  // build slowed all three restarts of a run from 45 to 87 ms.
-  BOOST_TEST(atTwoMillion.count() <= std::max(atTwoHundredThousand.count() * 3 / 2, atTwoHundredThousand.count() + 250),
+  // takes over half a second on a MariaDB at its defaults (a COUNT(*) of them: 0.54 s). What the
+  // scan reads at a start is bounded above (ids above the floor, recorded ranges); the time is
+  // the rest of a start, which load blurs: other lanes share the two cores (45 -> 87 ms once),
+  // and on the tuned server (TLS; a large ROW binary log) a start after 2,000,000 rows took
+  // 459 ms against 150 ms once, the scan reading 0 ids above its floor (its connections and the
+  // stream's reconcile, not the rows: issue 33's note). Within 1.5x, or 400 ms more.
+  BOOST_TEST(atTwoMillion.count() <= std::max(atTwoHundredThousand.count() * 3 / 2, atTwoHundredThousand.count() + 400),
              atTwoMillion.count() << " ms at 2,000,000 rows, " << atTwoHundredThousand.count() << " ms at 200,000"
                                   << s.bridge.log());
   BOOST_TEST(s.openHoles() == 1.0);  // the held row, all along
