@@ -24,9 +24,9 @@ struct Batch {
   PublishedMark marked;   // the published marks its transaction wrote (version 0: none)
 };
 
-// One batch (ARCHITECTURE.md sections 3, 3a): scan for committed rows, stop before the first
-// poison row, and in one transaction version the rows before it and record the scan's cursor
-// and floor. The rows are numbered from assignedThrough + 1; the store's write guard refuses
+// One batch (docs/design.md, "The relay loop" and "Contract v2: finding late commits"): scan for
+// committed rows, stop before the first poison row, and in one transaction version the rows
+// before it and record the scan's cursor and floor. The rows are numbered from assignedThrough + 1; the store's write guard refuses
 // the assign if another writer or an epoch bump moved assigned_through. On failure the scanner
 // is invalidated (the database may differ from what it knows). `publisher` is asked only
 // poisonReason(), which is thread-safe: the relay runs this on its prefetch thread. `published`

@@ -208,7 +208,7 @@ struct LeaseGuard {
 
 // The conditions every write of the relay carries: the lease (when there is one) and the epoch
 // its session reconciled in, so a leader that an `epoch bump` overtook can neither assign nor
-// mark nor halt the new epoch (ARCHITECTURE.md section 4: the bump fences it).
+// mark nor halt the new epoch (docs/design.md, "Reconcile": the bump fences it).
 struct WriteGuard {
   std::optional<LeaseGuard> lease;  // nullopt: unguarded (a single instance, tests)
   uint64_t epoch = 0;               // 0: any epoch (before the state is loaded)

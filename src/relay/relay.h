@@ -25,9 +25,9 @@
 
 namespace outbox {
 
-// The relay of one source (ARCHITECTURE.md sections 1-4, 7): read pending rows, assign them
-// versions, publish them fenced and pipelined, mark what the stream holds; reconcile with the
-// stream on start and after every failure. One thread per source runs run(); the store and the
+// The relay of one source (docs/design.md, "The relay loop", "Reconcile", "Failure handling"):
+// read pending rows, assign them versions, publish them fenced and pipelined, mark what the
+// stream holds; reconcile with the stream on start and after every failure. One thread per source runs run(); the store and the
 // publisher belong to that thread, except `assignStore` (a second connection) and
 // Publisher::poisonReason(), which the prefetch thread uses to prepare the next batch while this
 // one is published. Every time and wait is the `clock`'s. `source`, both stores, `publisher`,
@@ -41,7 +41,7 @@ class Relay {
     // assign, a trickle's mark costing no commit of its own (docs/design.md, "Marks").
     std::chrono::milliseconds markInterval{250};
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
-    // Rung by the binlog doorbell and the shared idle check (ARCHITECTURE.md 3b); null: the relay
+    // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null: the relay
     // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
     Wakeup* wakeup = nullptr;
   };

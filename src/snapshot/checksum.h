@@ -12,7 +12,7 @@
 
 namespace outbox {
 
-// The snapshot checksum of ARCHITECTURE.md section 5. Order-independent, so a consumer keeps it
+// The snapshot checksum (docs/consumers.md, "4. The checksum"). Order-independent, so a consumer keeps it
 // current by subtracting a record's old hash and adding its new one.
 //
 // canonical(record) = per column in order: 0x00 for NULL, else 0x01, the value's byte length as

@@ -1333,7 +1333,7 @@ BOOST_AUTO_TEST_CASE(idle_polls_back_off_to_poll_interval) {
   BOOST_TEST(firstSecond < 60, firstSecond << " polls in the first second");
 }
 
-// Issue 20 (ARCHITECTURE.md 3b): a quiet source that the doorbell and the idle check watch polls
+// Issue 20 (docs/design.md, "Waking up"): a quiet source that the doorbell and the idle check watch polls
 // only when rung (or once a PollPacer::kQuietPoll) — and a ring wakes it at once, with no time
 // passing on its clock.
 BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_it_at_once) {
