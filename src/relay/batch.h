@@ -26,9 +26,9 @@ struct Batch {
 
 // One batch (docs/design.md, "The relay loop" and "Contract v2: finding late commits"): scan for
 // committed rows, stop before the first poison row, and in one transaction version the rows
-// before it and record the scan's cursor and floor. The rows are numbered from assignedThrough + 1; the store's write guard refuses
-// the assign if another writer or an epoch bump moved assigned_through. On failure the scanner
-// is invalidated (the database may differ from what it knows). `publisher` is asked only
+// before it and record the scan's cursor and floor. The rows are numbered from
+// assignedThrough + 1; the store's write guard refuses the assign if another writer or an epoch
+// bump moved assigned_through. On failure the scanner is invalidated (the database may differ from what it knows). `publisher` is asked only
 // poisonReason(), which is thread-safe: the relay runs this on its prefetch thread. `published`
 // (version 0: none) rides on the batch's transaction, when it writes one.
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
