@@ -28,9 +28,10 @@ struct Batch {
 // committed rows, stop before the first poison row, and in one transaction version the rows
 // before it and record the scan's cursor and floor. The rows are numbered from
 // assignedThrough + 1; the store's write guard refuses the assign if another writer or an epoch
-// bump moved assigned_through. On failure the scanner is invalidated (the database may differ from what it knows). `publisher` is asked only
-// poisonReason(), which is thread-safe: the relay runs this on its prefetch thread. `published`
-// (version 0: none) rides on the batch's transaction, when it writes one.
+// bump moved assigned_through. On failure the scanner is invalidated (the database may differ
+// from what it knows). `publisher` is asked only poisonReason(), which is thread-safe: the relay
+// runs this on its prefetch thread. `published` (version 0: none) rides on the batch's
+// transaction, when it writes one.
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
                    uint64_t assignedThrough, PublishedMark published = {});
 
