@@ -88,15 +88,7 @@ std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environ
     auto dsn = sec.str("dsn");
     if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required (mysql://USER@HOST[:PORT]/[?PARAM=VALUE&...])");
     d.dsn = Dsn::parse(sec.keyName("dsn"), *dsn, false);
-    if (std::string problem = unexpandedReference(d.dsn.password); !problem.empty()) {
-      throw ConfigError(sec.keyName("dsn"), fmt::format("the password {}: it is taken as it is, so leave it out of the "
-                                                        "DSN and set password_file = \"PATH\" (it is not shown)",
-                                                        problem));
-    }
-    requireReadable(sec.keyName("dsn"), d.dsn.sslCa, "ssl-ca: ");
-    requireReadable(sec.keyName("dsn"), d.dsn.sslCert, "ssl-cert: ");
-    requireReadable(sec.keyName("dsn"), d.dsn.sslKey, "ssl-key: ");
-    if (auto password = sec.secret("password")) d.dsn.password = *password;
+    readDsnCredentials(sec, d.dsn);
     sec.finish();
     for (const auto& other : out) {
       if (lower(other.name) == lower(d.name)) throw ConfigError("doorbell." + d.name, "defined twice");

@@ -172,6 +172,10 @@ void checkDoorbells(const Config& config);
 // One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
                          std::set<std::string>& consulted);
+// What stands beside a DSN read from `sec` (a [[source]]'s or a [[doorbell]]'s "dsn" key): no
+// inline password that looks like a reference to one, its TLS files readable, then `password` or
+// `password_file` over the DSN's password.
+void readDsnCredentials(Section& sec, Dsn& dsn);
 // max_age and duplicate_window, as nats-server will take them.
 void streamLimits(Section& sec, SourceConfig& source);
 void subjectAndLatest(Section& sec, SourceConfig& source);

@@ -82,15 +82,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   auto dsn = sec.str("dsn");
   if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required");
   s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
-  if (std::string problem = unexpandedReference(s.dsn.password); !problem.empty()) {
-    throw ConfigError(sec.keyName("dsn"), fmt::format("the password {}: it is taken as it is, so leave it out of the "
-                                                      "DSN and set password_file = \"PATH\" (it is not shown)",
-                                                      problem));
-  }
-  requireReadable(sec.keyName("dsn"), s.dsn.sslCa, "ssl-ca: ");
-  requireReadable(sec.keyName("dsn"), s.dsn.sslCert, "ssl-cert: ");
-  requireReadable(sec.keyName("dsn"), s.dsn.sslKey, "ssl-key: ");
-  if (auto password = sec.secret("password")) s.dsn.password = *password;
+  readDsnCredentials(sec, s.dsn);
 
   auto table_name = sec.str("outbox_table");
   s.outboxTable = table_name.value_or(s.name + "_control_outbox");

@@ -417,17 +417,7 @@ BOOST_AUTO_TEST_CASE(the_binlog_reader_tells_commits_by_table_and_says_when_it_c
   auto reader = db::BinlogReader::open(stackParams(), 1'500'000'000u + static_cast<uint32_t>(getpid()), 500ms);
   BOOST_REQUIRE_MESSAGE(reader.isOk(), reader.status().message());
   BOOST_TEST((*reader)->format() == globalBinlogFormat());
-  // The next commit the reader reports (heartbeats skipped), within 10 s.
-  auto next = [&]() -> db::BinlogCommit {
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < until) {
-      auto c = (*reader)->next();
-      BOOST_REQUIRE_MESSAGE(c.isOk(), c.status().message());
-      if (!c->empty()) return *c;
-    }
-    BOOST_FAIL("no commit reported");
-    return {};
-  };
+  auto next = [&] { return nextCommit(**reader); };  // heartbeats skipped, within 10 s
   auto& a = one.sql();
   BOOST_REQUIRE(a.exec("INSERT INTO t (v) VALUES (1)").isOk());
   auto c = next();

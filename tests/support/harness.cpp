@@ -133,6 +133,16 @@ std::string scalarText(const std::string& query) {
 
 std::string globalBinlogFormat() { return scalarText("SELECT @@global.binlog_format"); }
 
+db::BinlogCommit nextCommit(db::BinlogReader& reader, std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    auto c = reader.next();
+    if (!c.isOk()) throw std::runtime_error("reading the binary log: " + c.status().message());
+    if (!c->empty()) return *c;
+  }
+  throw std::runtime_error(fmt::format("no commit reported within {} ms", within.count()));
+}
+
 bool metadataLocksVisible() {
   return scalarText("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND "
                     "PLUGIN_STATUS = 'ACTIVE'") != "0";

@@ -18,6 +18,7 @@
 
 #include "tools/support/subprocess.h"
 #include "config/config.h"
+#include "db/binlog.h"
 #include "db/connection.h"
 #include "nats/jetstream.h"
 #include "relay/ports.h"
@@ -85,6 +86,8 @@ std::unique_ptr<db::Connection> connectAt(unsigned port, const std::string& data
 std::string mysqlPidFile();
 // The server's global binlog_format ("ROW" on the tuned one, "MIXED" at its defaults).
 std::string globalBinlogFormat();
+// The next commit `reader` reports, heartbeats skipped; throws when it fails or none comes `within`.
+db::BinlogCommit nextCommit(db::BinlogReader& reader, std::chrono::milliseconds within = std::chrono::seconds(10));
 // Whether the server shows metadata locks (the metadata_lock_info plugin is active).
 bool metadataLocksVisible();
 // How to reach the stack's MariaDB (at `port` when given), as its admin account.
