@@ -45,6 +45,10 @@ void declareSourceFamilies(PrometheusPage& page) {
               "The entries the scan keeps for its open holes: ranges of ids, and spans that fold holes a long "
               "statement elsewhere may still hold with the published rows between them (docs/design.md, \"Holes "
               "that cannot be proven closed\"). Bounded: a few hundred at most.");
+  page.family("outbox_quiet_hole_ranges", Type::kGauge,
+              "Of outbox_open_hole_ranges, the quiet spans: their suspects each still execute the statement they "
+              "ran when a probe found the span clear, so it is not read until one ends (MariaDB; docs/design.md, "
+              "\"Quiet spans\").");
   page.family("outbox_hole_reads_total", Type::kCounter,
               "Statements that read the open holes for rows committed late: one a scan with holes open, however "
               "many they are.");
@@ -81,6 +85,7 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   page.sample("outbox_open_holes", source, m.openHoles.load());
   page.sample("outbox_oldest_open_hole_seconds", source, static_cast<double>(m.oldestOpenHoleMillis.load()) / 1e3);
   page.sample("outbox_open_hole_ranges", source, m.openHoleRanges.load());
+  page.sample("outbox_quiet_hole_ranges", source, m.quietHoleRanges.load());
   page.sample("outbox_hole_reads_total", source, m.holeReads.load());
   std::array<uint64_t, SourceMetrics::kLatencyBuckets.size() + 1> counts{};
   for (size_t i = 0; i < counts.size(); ++i) counts[i] = m.latencyBuckets[i].load();

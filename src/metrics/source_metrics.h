@@ -38,6 +38,7 @@ struct SourceMetrics {
   std::atomic<uint64_t> openHoles{0};             // outbox ids read past, not yet resolved (3a)
   std::atomic<uint64_t> oldestOpenHoleMillis{0};  // how long the oldest of them has been open
   std::atomic<uint64_t> openHoleRanges{0};        // the entries the scan keeps for them (exact and spans)
+  std::atomic<uint64_t> quietHoleRanges{0};       // of those, quiet spans (not read while their statements run)
   std::atomic<uint64_t> holeReads{0};             // statements that read the holes for late rows
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
   std::atomic<uint64_t> latencySumMicros{0};

@@ -43,6 +43,7 @@ Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, S
   metrics.openHoles = scanner.openHoles();
   metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanner.oldestHoleAge().count());
   metrics.openHoleRanges = scanner.holeRanges();
+  metrics.quietHoleRanges = scanner.quietRanges();
   metrics.holeReads = scanner.holeReads();
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };

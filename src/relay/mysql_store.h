@@ -49,6 +49,7 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override;
   Result<std::vector<ScannedRow>> readRanges(const std::vector<IdRange>& ranges, int limit) override;
   Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) override;
+  Result<bool> spanClear(const IdRange& span) override;  // two statements at most, never halved
   // From SHOW ALL SLAVES STATUS (MariaDB, needs SLAVE MONITOR) or SHOW REPLICA STATUS (MySQL,
   // REPLICATION CLIENT); without the grant, from the applier threads' state in PROCESSLIST, which
   // cannot show a stopped SQL thread's unapplied relay log. Logs when the answer changes.

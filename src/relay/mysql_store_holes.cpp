@@ -163,6 +163,13 @@ Status MysqlOutboxStore::probeSpans(const std::vector<IdRange>& spans, int& budg
   return Status::ok();
 }
 
+Result<bool> MysqlOutboxStore::spanClear(const IdRange& span) {
+  int budget = 2;  // upwards, then downwards (the row just past its end may be locked): never halved
+  std::vector<IdRange> clear;
+  OUTBOX_RETURN_IF_ERROR(probeSpans({span}, budget, clear));
+  return clear.size() == 1 && clear.front() == span;
+}
+
 std::string MysqlOutboxStore::rangesProbe(const std::vector<IdRange>& ranges, bool downwards) const {
   return fmt::format("SELECT id FROM {} WHERE {} ORDER BY id {}", table_, inRanges("id", ranges),
                      downwards ? "DESC" : "ASC");

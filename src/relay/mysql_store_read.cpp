@@ -39,6 +39,13 @@ bool refusedByServer(const Status& s) {
   return !s.isTransient() && (s.cause() == Cause::kServer || s.cause() == Cause::kMissingTable);
 }
 
+// PROCESSLIST states of a statement's execution (MariaDB's stage names): none comes after its
+// `query end`, where a statement's transaction commits under autocommit.
+constexpr const char* kExecutingStates =
+    "'User sleep', 'Sending data', 'executing', 'Writing to net', 'Sending to client', 'Creating sort index', "
+    "'Copying to tmp table', 'Copying to tmp table on disk', 'Filling schema table', 'User lock', "
+    "'Waiting for table metadata lock', 'Waiting for table level lock', 'Updating', 'Searching rows for update'";
+
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
 }  // namespace
@@ -128,9 +135,31 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     writersVisible_ = false;
     reading = ConnectionReading{};
   }
-  auto all = queryRows("SELECT ID FROM information_schema.PROCESSLIST WHERE " + busy("") + " ORDER BY ID");
+  if (mysql_) {  // MySQL's PROCESSLIST has no QUERY_ID: no statement is known to be the same
+    auto all = queryRows("SELECT ID FROM information_schema.PROCESSLIST WHERE " + busy("") + " ORDER BY ID");
+    if (!all.isOk()) return all.status();
+    while (all->next()) reading.busy.push_back(all->u64(0));
+    out.busy = std::move(reading);
+    return out;
+  }
+  // MariaDB: with each, its statement and whether it is still executing it, and whether a
+  // replication applier runs (ConnectionReading). The states are those of a statement's
+  // execution, which come before `query end` (its commit follows); any other, an unknown one
+  // included, counts as not executing: a span read each poll, as without this.
+  auto all = queryRows(fmt::format(
+      "SELECT ID, QUERY_ID, STATE IN ({}), COMMAND IN ('Slave_SQL', 'Slave_worker') FROM "
+      "information_schema.PROCESSLIST WHERE ({}) OR COMMAND IN ('Slave_SQL', 'Slave_worker') ORDER BY ID",
+      kExecutingStates, busy("")));
   if (!all.isOk()) return all.status();
-  while (all->next()) reading.busy.push_back(all->u64(0));
+  reading.numbered = true;
+  while (all->next()) {
+    if (all->u64(3) != 0) {
+      reading.applier = true;
+      continue;
+    }
+    reading.busy.push_back(all->u64(0));
+    reading.statements.push_back(ConnectionReading::Statement{all->u64(1), all->u64(2) != 0});
+  }
   out.busy = std::move(reading);
   return out;
 }

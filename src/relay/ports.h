@@ -102,6 +102,22 @@ struct ConnectionReading {
     bool operator==(const ServerClock&) const = default;
   };
   std::optional<ServerClock> clock;
+  // Parallel to `busy`, or empty (unknown: MySQL, or where the server shows metadata locks): the
+  // statement each runs, as MariaDB numbers them (QUERY_ID: a new one for every statement of a
+  // connection, and for every instruction of a stored procedure or trigger), and whether it is
+  // still executing it (a STATE of its execution, before `query end`: a statement commits after
+  // that, or, implicitly, before its execution began). A connection seen in the same statement,
+  // executing, at two readings committed nothing between them (docs/design.md, "Quiet spans").
+  struct Statement {
+    uint64_t query = 0;
+    bool executing = false;
+    bool operator==(const Statement&) const = default;
+  };
+  std::vector<Statement> statements;
+  bool numbered = false;  // `statements` is read (MariaDB without metadata locks shown)
+  // A replication applier runs on the server: it commits rows with ids another server gave out,
+  // and shows in no `busy`.
+  bool applier = false;
 };
 
 struct NewRows {
@@ -237,6 +253,15 @@ class OutboxStore {
   // such an id was rolled back or never used. A span is dead, whole or in parts (returned as
   // spans), where no row without a version and not quarantined is visible and nothing is locked.
   virtual Result<std::vector<IdRange>> unheld(const std::vector<IdRange>& ranges) = 0;
+  // Whether unheld()'s locking read finds `span` (a span) clear whole: no row without a version and
+  // not quarantined visible, nothing locked. Asked while statements that may hold its ids still
+  // run: clear, none of its ids holds a row yet (the scan then reads it only after one of them
+  // ends: docs/design.md, "Quiet spans"). A store may stop at the first lock it meets.
+  virtual Result<bool> spanClear(const IdRange& span) {
+    auto clear = unheld({span});
+    if (!clear.isOk()) return clear.status();
+    return clear->size() == 1 && clear->front() == span;
+  }
   // Whether a replication applier on this server has work left (section 3a, "Replica appliers"):
   // a replication connection whose relay log holds events it has not executed — its SQL thread
   // running or stopped (started, it applies them) — or an applier thread busy applying. Such an

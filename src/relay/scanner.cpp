@@ -58,7 +58,8 @@ Status Scanner::reset(const SourceState& state) {
 
 Result<Scanner::Batch> Scanner::next(int limit) {
   const auto now = clock_.now();
-  const bool readBusy = !holes_.empty() && now - lastBusyRead_ >= kBusyReadSpacing;
+  // A quiet span is left out of (3) only on the word of this poll's reading: one every poll then.
+  const bool readBusy = !holes_.empty() && (now - lastBusyRead_ >= kBusyReadSpacing || quietRanges() > 0);
   // (1) new rows, then (2) the connections inside a statement.
   auto read = store_.readNew(cursor_, limit, readBusy);
   if (!read.isOk()) return read.status();
@@ -88,6 +89,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   // has one whose writer's locks are all younger than the time since the tagging reading, by the
   // server's clock (ConnectionReading). A hole with no suspect left may have died.
   std::vector<IdRange> mayBeDead;
+  std::vector<QuietCandidate> quietCandidates;
   std::optional<uint64_t> readThrough;  // the holes were read only through this id
   if (read->busy) {
     const ConnectionReading& reading = *read->busy;
@@ -101,6 +103,8 @@ Result<Scanner::Batch> Scanner::next(int limit) {
         if (!next) next = std::make_shared<const Suspects>(narrow(*hole.holders, reading));
         hole.holders = next;
       }
+      // One of its statements ended, or may be ending (past its execution): read it again.
+      if (hole.quiet && !stillQuiet(*hole.quiet, reading)) hole.quiet = nullptr;
       // A hole found held (its transaction's row is locked) is probed again at most every
       // kHeldReprobe, a span after a share of its age: when a row commits, (3) sees it; only a
       // rollback needs the probe.
@@ -113,6 +117,22 @@ Result<Scanner::Batch> Scanner::next(int limit) {
       }
     }
     fold(now);
+    // A replication applier commits rows with any id, and shows in no reading: no span is quiet.
+    for (auto& [first, hole] : holes_) {
+      if (reading.applier) {
+        hole.quiet = nullptr;
+      } else if (hole.span && !hole.quiet && !hole.holders->ids.empty() && now - hole.found >= kSealAfter &&
+                 now >= hole.quietAfter) {
+        if (auto statements = steady(*hole.holders, reading)) {
+          quietCandidates.push_back(QuietCandidate{first, hole.last, std::move(statements)});
+        }
+      }
+    }
+    numbered_ = reading.numbered;
+    lastStatements_.clear();
+    for (size_t i = 0; i < reading.statements.size() && i < reading.busy.size(); ++i) {
+      if (reading.statements[i].executing) lastStatements_.emplace_back(reading.busy[i], reading.statements[i].query);
+    }
   }
 
   // (3) every hole in one fresh consistent read: a visible row committed late. Read in id order
@@ -120,10 +140,13 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   if (!holes_.empty()) {
     std::vector<IdRange> ranges;
     ranges.reserve(holes_.size());
-    for (const auto& [first, hole] : holes_) ranges.push_back(IdRange{first, hole.last, hole.span});
-    auto visible = store_.readRanges(ranges, limit);
+    for (const auto& [first, hole] : holes_) {
+      if (!hole.quiet) ranges.push_back(IdRange{first, hole.last, hole.span});  // quiet: this poll's reading said so
+    }
+    auto visible = ranges.empty() ? Result<std::vector<ScannedRow>>(std::vector<ScannedRow>{})
+                                  : store_.readRanges(ranges, limit);
     if (!visible.isOk()) return visible.status();
-    ++holeReads_;
+    if (!ranges.empty()) ++holeReads_;
     for (auto& r : *visible) {
       if (r.versioned || r.quarantined) {
         resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
@@ -158,6 +181,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
                       dead->front().first, dead->back().last, openHoles());
       }
     }
+    OUTBOX_RETURN_IF_ERROR(probeQuiet(quietCandidates, now));
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   markFor(batch, now);

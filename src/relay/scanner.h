@@ -32,6 +32,13 @@ namespace outbox {
 // statement reads them all each poll, however many they are (docs/design.md, "Holes that cannot
 // be proven closed").
 //
+// A sealed span whose suspects each run one statement, still executing it, at two readings, and
+// that a locking probe then finds clear (no row without a version visible, nothing locked) is
+// quiet: none of its ids holds a row, and only those statements may still write one, which
+// commits after they end. It is not read again while every reading, one each poll, shows each of
+// them in the same statement, executing (MariaDB; docs/design.md, "Quiet spans"): a long
+// statement elsewhere costs its spans nothing.
+//
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) read every
 // hole, in that order: a change visible in (1) follows, in its entity's order, changes that
 // committed before it, which (3) then sees. Late and new rows of one poll are returned together,
@@ -72,6 +79,11 @@ class Scanner {
   // A span a locking probe found held is probed again after this share of its age (and at least
   // kHeldReprobe): its late rows are read every poll all the same; only its death waits.
   static constexpr int kSpanReprobeShare = 8;
+  // Where statements are numbered, a span takes in holes found this long after its first one, no
+  // later: sealed, it may become quiet (below) while the holes after it make a span of their own.
+  // Sealed spans that are not quiet kPinAfter after their first hole (a held row, suspects never
+  // steady) are folded together again, as are any when crowded.
+  static constexpr std::chrono::milliseconds kSealAfter{500};
 
   struct Batch {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
@@ -103,6 +115,8 @@ class Scanner {
 
   // The ids of the open holes (of a span, those it had when folded, less its rows versioned since).
   uint64_t openHoles() const { return openIds_; }
+  // The entries that are quiet spans (not read while their statements run).
+  size_t quietRanges() const;
   // The entries the holes take: exact ranges and spans (memory; the terms of the holes' read).
   size_t holeRanges() const { return holes_.size(); }
   // Statements that read the holes for late rows: one a poll with holes open.
@@ -130,7 +144,23 @@ class Scanner {
     Clock::TimePoint probeAfter{};            // found held: not probed again before this
     bool span = false;
     uint64_t open = 0;  // its open ids (a span's, as counted when folded, less those versioned)
+    // Quiet: each suspect's statement when a probe found it clear (by connection id, ascending).
+    std::shared_ptr<const std::vector<std::pair<uint64_t, uint64_t>>> quiet;
+    Clock::TimePoint quietAfter{};  // a probe found it not clear: not probed for quiet before this
   };
+  using Statements = std::vector<std::pair<uint64_t, uint64_t>>;  // connection id -> QUERY_ID
+  // Whether `reading` shows each of `quiet`'s connections in the same statement, executing.
+  static bool stillQuiet(const Statements& quiet, const ConnectionReading& reading);
+  // The suspects' statements, when `reading` shows each executing the one the reading before it
+  // showed (lastStatements_); null when one is not.
+  std::shared_ptr<const Statements> steady(const Suspects& suspects, const ConnectionReading& reading) const;
+  // Spans sealed, with suspects, not quiet, whose suspects are steady: probed for quiet after (3).
+  struct QuietCandidate {
+    uint64_t first;
+    uint64_t last;
+    std::shared_ptr<const Statements> statements;
+  };
+  Status probeQuiet(const std::vector<QuietCandidate>& candidates, Clock::TimePoint now);
   // `suspects` less those `reading` retires.
   static Suspects narrow(const Suspects& suspects, const ConnectionReading& reading);
   // Who may hold the ids of two holes folded together: either's suspects, against the later
@@ -173,6 +203,8 @@ class Scanner {
   std::map<uint64_t, uint64_t> pinned_;
   ScanMark recorded_;
   Clock::TimePoint lastBusyRead_;
+  Statements lastStatements_;  // the last reading's busy connections executing a statement
+  bool numbered_ = false;      // the last reading numbered statements: spans are sealed
   Clock::TimePoint lastAutoIncrementCheck_;
 };
 

@@ -50,6 +50,51 @@ std::shared_ptr<const Scanner::Suspects> Scanner::joined(const std::shared_ptr<c
   return std::make_shared<const Suspects>(std::move(both));
 }
 
+bool Scanner::stillQuiet(const Statements& quiet, const ConnectionReading& reading) {
+  if (reading.applier || reading.statements.size() != reading.busy.size()) return false;
+  for (const auto& [connection, query] : quiet) {
+    auto at = std::lower_bound(reading.busy.begin(), reading.busy.end(), connection);
+    if (at == reading.busy.end() || *at != connection) return false;  // between statements, or gone
+    const auto& now = reading.statements[static_cast<size_t>(at - reading.busy.begin())];
+    if (now.query != query || !now.executing) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<const Scanner::Statements> Scanner::steady(const Suspects& suspects,
+                                                          const ConnectionReading& reading) const {
+  Statements out;
+  for (uint64_t connection : suspects.ids) {
+    auto before = std::lower_bound(lastStatements_.begin(), lastStatements_.end(), std::make_pair(connection, uint64_t{0}));
+    if (before == lastStatements_.end() || before->first != connection) return nullptr;
+    out.push_back(*before);
+  }
+  if (out.empty() || !stillQuiet(out, reading)) return nullptr;
+  return std::make_shared<const Statements>(std::move(out));
+}
+
+Status Scanner::probeQuiet(const std::vector<QuietCandidate>& candidates, Clock::TimePoint now) {
+  for (const QuietCandidate& c : candidates) {
+    // After (3): the probe also sees the late rows (3) read, not versioned yet (not clear).
+    auto it = holes_.find(c.first);
+    if (it == holes_.end() || it->second.last != c.last || !it->second.span) continue;
+    auto clear = store_.spanClear(IdRange{c.first, c.last, true});
+    if (!clear.isOk()) return clear.status();
+    Hole& hole = it->second;
+    if (*clear) {
+      hole.quiet = c.statements;
+    } else {
+      using Duration = Clock::TimePoint::duration;
+      hole.quietAfter = now + std::max<Duration>(kHeldReprobe, (now - hole.found) / kSpanReprobeShare);
+    }
+  }
+  return Status::ok();
+}
+
+size_t Scanner::quietRanges() const {
+  return static_cast<size_t>(std::count_if(holes_.begin(), holes_.end(), [](const auto& e) { return e.second.quiet != nullptr; }));
+}
+
 void Scanner::fold(Clock::TimePoint now) {
   // Only holes some reading tagged whose suspects still run: a hole with none left is being
   // probed on its own, and a span keeps its holes' suspects (either's, joined()) until a later
@@ -78,25 +123,51 @@ void Scanner::fold(Clock::TimePoint now) {
       crowdedGap = std::min(gaps[k], kCrowdedFoldGap);
     }
   }
+  // A span sealed (kSealAfter) takes no hole found after it, so that it may become quiet while the
+  // holes after it make a span of their own; two quiet ones are folded when each of their
+  // connections runs the same statement in both (they are read again together); two that are not
+  // quiet kPinAfter after their first hole are (they will not be soon); crowded, any but quiet.
+  auto sealed = [&](const Hole& h) { return numbered_ && h.span && now - h.found >= kSealAfter; };
+  auto stale = [&](const Hole& h) { return sealed(h) && now - h.found >= kPinAfter; };
+  auto alike = [&](const Hole& a, const Hole& b) {
+    if (a.quiet || b.quiet) {
+      if (!a.quiet || !b.quiet) return false;
+      for (const auto& statement : *b.quiet) {
+        auto same = std::lower_bound(a.quiet->begin(), a.quiet->end(), std::make_pair(statement.first, uint64_t{0}));
+        if (same != a.quiet->end() && same->first == statement.first && same->second != statement.second) return false;
+      }
+      return true;
+    }
+    return crowded || (!sealed(a) && !sealed(b)) || (stale(a) && stale(b));
+  };
   auto near = [&](const Hole& before, uint64_t first) {
     const uint64_t gap = first - before.last - 1;
     return gap <= kFoldGap || gap <= crowdedGap;
   };
+  auto fits = [&](const Hole& into, std::map<uint64_t, Hole>::iterator next) {
+    return next != holes_.end() && foldable(next->second) && near(into, next->first) && alike(into, next->second);
+  };
   for (auto it = holes_.begin(); it != holes_.end();) {
     auto next = std::next(it);
-    if (!foldable(it->second) || next == holes_.end() || !foldable(next->second) ||
-        !near(it->second, next->first)) {
+    if (!foldable(it->second) || !fits(it->second, next)) {
       it = next;
       continue;
     }
     Hole& into = it->second;
-    for (; next != holes_.end() && foldable(next->second) && near(into, next->first); next = holes_.erase(next)) {
+    for (; fits(into, next); next = holes_.erase(next)) {
       const Hole& hole = next->second;
       into.last = hole.last;
       into.found = std::min(into.found, hole.found);
       into.holders = joined(into.holders, hole.holders);
       into.probeAfter = std::max(into.probeAfter, hole.probeAfter);
+      into.quietAfter = std::max(into.quietAfter, hole.quietAfter);
       into.open += hole.open;
+      if (into.quiet && hole.quiet && into.quiet != hole.quiet) {
+        Statements both;
+        std::set_union(into.quiet->begin(), into.quiet->end(), hole.quiet->begin(), hole.quiet->end(),
+                       std::back_inserter(both), [](const auto& a, const auto& b) { return a.first < b.first; });
+        into.quiet = std::make_shared<const Statements>(std::move(both));
+      }
     }
     into.span = true;
     it = next;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "db/migrate.h"
+#include "bridged_source.h"
 #include "harness.h"
 #include "config/config.h"
 #include "relay/mysql_store.h"
@@ -20,72 +21,6 @@ using namespace outbox;
 using namespace outbox::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-
-// The version the row whose payload has "n": `n` got, or 0.
-uint64_t versionOf(TestDatabase& database, const std::string& table, int n) {
-  return database.scalar(fmt::format("SELECT COALESCE(MAX(v.version), 0) FROM {0} o JOIN {0}_versions v ON "
-                                     "v.outbox_id = o.id WHERE JSON_VALUE(o.payload, '$.n') = {1}",
-                                     table, n));
-}
-
-// A source on a fresh database, migrated, with a producer's connection and its bridge (started
-// by start()): how the tests below begin.
-struct BridgedSource {
-  TestDatabase database;
-  SourceSpec source;
-  std::string config;
-  std::string table;
-  BridgeProcess bridge;
-  std::unique_ptr<db::Connection> producer;
-  int port = 0;
-
-  BridgedSource(const std::string& purpose, const std::string& prefix, std::map<std::string, std::string> extra = {})
-      : database(purpose),
-        source{uniqueName(prefix, database), &database, std::move(extra)},
-        config(writeConfig({source})),
-        table(source.outboxTable()),
-        bridge(config),
-        producer(database.connect()) {
-    migrate(config);
-  }
-  void start() {
-    bridge.start();
-    port = bridge.httpPort();
-  }
-  void requirePublished(uint64_t through) {
-    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == through; }, 20s),
-                          bridge.log());
-  }
-  double openHoles() { return sourceMetric(port, "outbox_open_holes", source.name); }
-  // A BEFORE INSERT trigger that sleeps a second for each row whose entity_key is 'slow': a
-  // multi-row INSERT holds the ids it reserved at its first row meanwhile.
-  void slowTrigger() {
-    BOOST_REQUIRE(database.sql()
-                      .exec(fmt::format("CREATE TRIGGER {0}_slow BEFORE INSERT ON {0} FOR EACH ROW BEGIN IF "
-                                        "NEW.entity_key = 'slow' THEN DO SLEEP(1); END IF; END",
-                                        table))
-                      .isOk());
-  }
-  // A transaction left open after inserting one row whose payload is {"n": n}.
-  std::unique_ptr<db::Connection> holdOpen(int n) {
-    auto conn = database.connect();
-    BOOST_REQUIRE(conn->begin().isOk());
-    BOOST_REQUIRE(conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', "
-                                         "'late', 'upsert', '{{\"n\":{}}}')", table, n)).isOk());
-    return conn;
-  }
-  // `count` rows inserted by one INSERT ... SELECT and rolled back: ids burnt.
-  void burnIds(db::Connection& conn, int count) {
-    BOOST_REQUIRE(conn.begin().isOk());
-    BOOST_REQUIRE(conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) SELECT 'item', seq, "
-                                        "'upsert', '{{\"n\":-6}}' FROM seq_1_to_{}", table, count)).isOk());
-    BOOST_REQUIRE(conn.exec("ROLLBACK").isOk());
-  }
-};
-
-}  // namespace
 
 // Issue 9: one producer transaction that inserted its outbox row and stays open used to stall the
 // whole source (the assign UPDATE waited on its locks). Now the others flow at once, the open
@@ -484,26 +419,6 @@ BOOST_AUTO_TEST_CASE(a_row_held_prepared_for_days_does_not_slow_a_restart) {
   BOOST_TEST(versionOf(s.database, s.table, -1) == rows + 1);
   BOOST_TEST(s.bridge.stop() == 0);
 }
-
-namespace {
-
-// A statement run on its own connection while the test goes on; joined (and waited for) at the end.
-struct Running {
-  std::unique_ptr<db::Connection> conn;
-  uint64_t id = 0;  // the connection's id on the server
-  std::thread thread;
-  Running(TestDatabase& database, std::vector<std::string> statements) : conn(database.connect()) {
-    auto rows = conn->query("SELECT CONNECTION_ID()");
-    BOOST_REQUIRE(rows.isOk() && rows->next());
-    id = rows->u64(0);
-    thread = std::thread([this, statements = std::move(statements)] {
-      for (const auto& sql : statements) (void)conn->exec(sql);
-    });
-  }
-  ~Running() { thread.join(); }
-};
-
-}  // namespace
 
 // Issue 19, finding 5: the connections that may still insert a hole's ids were every connection
 // inside a statement — a report, a dump or a SELECT SLEEP(600) too, so no hole found while one ran

@@ -33,12 +33,24 @@ class TableStore final : public OutboxStore {
   int unheldCalls = 0;
   int rangeReads = 0;
   bool applierBusy = false;  // a replication applier has work left (it may hold any id)
+  // MariaDB's statements (ConnectionReading::statements), shown when `statementsShown`: each busy
+  // connection's QUERY_ID (1 unless set), and whether it is past its statement's execution.
+  bool statementsShown = false;
+  std::map<uint64_t, uint64_t> queryOf;
+  std::set<uint64_t> ending;
+  bool applierThread = false;  // a replication applier thread shows in PROCESSLIST
+  int readings = 0;
 
   void insert(uint64_t id, uint64_t connection, bool committed) { rows[id] = Row{committed, connection, 0}; }
   void commit(uint64_t connection) {
     for (auto& [id, r] : rows) {
       if (r.connection == connection) r.committed = true;
     }
+  }
+  // The connection's next statement begins.
+  void nextStatement(uint64_t connection) {
+    ++queryOf.try_emplace(connection, 1).first->second;
+    ending.erase(connection);
   }
   void rollback(uint64_t connection) {
     std::erase_if(rows, [&](const auto& e) { return e.second.connection == connection && !e.second.committed; });
@@ -63,10 +75,17 @@ class TableStore final : public OutboxStore {
     }
     if (withConnections) {
       out.busy = ConnectionReading{std::vector<uint64_t>(busy.begin(), busy.end()), {}, serverClock};
+      ++readings;
       for (uint64_t id : busy) {
         auto it = writingFor.find(id);
         out.busy->writingFor.push_back(it == writingFor.end() ? ConnectionReading::kUnknown : it->second);
+        if (!statementsShown) continue;
+        auto query = queryOf.find(id);
+        out.busy->statements.push_back(
+            ConnectionReading::Statement{query == queryOf.end() ? 1 : query->second, ending.count(id) == 0});
       }
+      out.busy->applier = applierThread;
+      out.busy->numbered = statementsShown;
     }
     out.epoch = epoch;
     return out;
