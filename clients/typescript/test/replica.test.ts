@@ -5,48 +5,22 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import mysql from "mysql2/promise";
+import type mysql from "mysql2/promise";
 import { connect } from "nats";
 
 import { keyPartition, MemoryStore, Replica } from "../src/index.js";
-import { AccountsSource, clientRoot, env, mysqlOptions, Process, suffix, tmp, until } from "./support.js";
-
-/** A database for a consumer's own tables. */
-async function consumerDatabase(): Promise<{ name: string; pool: mysql.Pool }> {
-  const name = "t_ts_consumer_" + suffix();
-  const admin = await mysql.createConnection(mysqlOptions());
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  return { name, pool: mysql.createPool({ ...mysqlOptions(name), connectionLimit: 2 }) };
-}
-
-function startConsumer(source: AccountsSource, database: string, log: string): Process {
-  return new Process([process.execPath, join(clientRoot, "dist", "test", "consumer_fixture.js")], log, {
-    CONSUMER_URL: source.url,
-    CONSUMER_SOURCE: source.name,
-    CONSUMER_DATABASE: database,
-  });
-}
-
-/** Kills `consumer` if it still runs, drops the consumer's database and the source. */
-async function cleanUp(consumerProcess: Process | null, consumer: { name: string; pool: mysql.Pool }, source: AccountsSource) {
-  if (consumerProcess && consumerProcess.child.exitCode === null) await consumerProcess.kill();
-  await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
-  await consumer.pool.end();
-  await source.close();
-}
-
-async function replicaTable(pool: mysql.Pool): Promise<Map<string, string | null>> {
-  const [rows] = await pool.query<mysql.RowDataPacket[]>(
-    "SELECT CAST(id AS CHAR) AS id, display_name FROM accounts_replica",
-  );
-  return new Map(rows.map((r) => [r.id as string, r.display_name as string | null]));
-}
-
-function assertSameTable(replica: Map<string, string | null>, table: Map<string, string | null>): void {
-  assert.equal(replica.size, table.size, "the replica holds as many records as the table");
-  for (const [id, name] of table) assert.equal(replica.get(id), name, `record ${id}`);
-}
+import {
+  AccountsSource,
+  assertSameTable,
+  cleanUp,
+  consumerDatabase,
+  env,
+  Process,
+  replicaTable,
+  startConsumer,
+  tmp,
+  until,
+} from "./support.js";
 
 const random = (n: number) => Math.floor(Math.random() * n);
 

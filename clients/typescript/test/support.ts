@@ -1,6 +1,7 @@
 // The stack the tests run against (tools/test starts it and exports where it is; a missing
 // service fails, never skips): a database of their own, a bridge process with a config of its
 // own, and an `accounts` table kept by the producer rule.
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
@@ -253,4 +254,47 @@ export class AccountsSource {
     await this.pool.query(`DROP DATABASE IF EXISTS ${this.database}`).catch(() => undefined);
     await this.pool.end();
   }
+}
+
+/** A database for a consumer's own tables. */
+export async function consumerDatabase(): Promise<{ name: string; pool: mysql.Pool }> {
+  const name = "t_ts_consumer_" + suffix();
+  const admin = await mysql.createConnection(mysqlOptions());
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  return { name, pool: mysql.createPool({ ...mysqlOptions(name), connectionLimit: 2 }) };
+}
+
+/** consumer_fixture.ts on `source`, keeping its tables in `database`. */
+export function startConsumer(source: AccountsSource, database: string, log: string): Process {
+  return new Process([process.execPath, join(clientRoot, "dist", "test", "consumer_fixture.js")], log, {
+    CONSUMER_URL: source.url,
+    CONSUMER_SOURCE: source.name,
+    CONSUMER_DATABASE: database,
+  });
+}
+
+/** Kills `consumer` if it still runs, drops the consumer's database and the source. */
+export async function cleanUp(
+  consumerProcess: Process | null,
+  consumer: { name: string; pool: mysql.Pool },
+  source: AccountsSource,
+): Promise<void> {
+  if (consumerProcess && consumerProcess.child.exitCode === null) await consumerProcess.kill();
+  await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
+  await consumer.pool.end();
+  await source.close();
+}
+
+/** What consumer_fixture.ts holds: id -> display_name. */
+export async function replicaTable(pool: mysql.Pool): Promise<Map<string, string | null>> {
+  const [rows] = await pool.query<mysql.RowDataPacket[]>(
+    "SELECT CAST(id AS CHAR) AS id, display_name FROM accounts_replica",
+  );
+  return new Map(rows.map((r) => [r.id as string, r.display_name as string | null]));
+}
+
+export function assertSameTable(replica: Map<string, string | null>, table: Map<string, string | null>): void {
+  assert.equal(replica.size, table.size, "the replica holds as many records as the table");
+  for (const [id, name] of table) assert.equal(replica.get(id), name, `record ${id}`);
 }

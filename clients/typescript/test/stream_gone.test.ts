@@ -1,0 +1,173 @@
+// The stream no longer holds what the inbox row follows — deleted and recreated, renamed, purged
+// while the source is quiet — against the real bridge, MariaDB and nats-server: each is a reason
+// to bootstrap (docs/consumers.md section 3), and the consumer must not wait for a message that
+// cannot come.
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { connect, type JetStreamManager } from "nats";
+
+import { MemoryStore, Replica } from "../src/index.js";
+import {
+  AccountsSource,
+  assertSameTable,
+  cleanUp,
+  consumerDatabase,
+  env,
+  Process,
+  replicaTable,
+  startConsumer,
+  tmp,
+  until,
+} from "./support.js";
+
+async function withJsm<T>(f: (jsm: JetStreamManager) => Promise<T>): Promise<T> {
+  const nc = await connect({ servers: env("OUTBOX_TEST_NATS_URL") });
+  try {
+    return await f(await nc.jetstreamManager());
+  } finally {
+    await nc.close();
+  }
+}
+
+/** A Replica over a MemoryStore, running (run()) until stopped. */
+class Running {
+  readonly store = new MemoryStore();
+  readonly lines: string[] = [];
+  readonly replica: Replica;
+  private readonly stop = new AbortController();
+  private readonly done: Promise<void>;
+
+  constructor(readonly source: AccountsSource) {
+    this.replica = new Replica({
+      url: source.url,
+      source: source.name,
+      nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+      store: this.store,
+      verifyIntervalMs: 50,
+      report: (line) => this.lines.push(`${new Date().toISOString().slice(11, 23)} ${line}`),
+    });
+    this.done = this.replica.run(this.stop.signal);
+  }
+
+  async verifiedAt(version: number, ms: number, what: string): Promise<void> {
+    await until(() => this.replica.lastVerifiedVersion === version, ms, `${what}:\n${this.lines.join("\n")}`);
+  }
+
+  async assertEqual(): Promise<void> {
+    const table = await this.source.table();
+    const records = this.store.records(this.source.name);
+    assert.equal(records.size, table.size);
+    for (const [id, name] of table) assert.deepEqual(records.get(id), [id, name], `record ${id}`);
+  }
+
+  async close(): Promise<void> {
+    this.stop.abort();
+    await this.done;
+    await this.replica.close();
+  }
+}
+
+test("the stream deleted and recreated under a running consumer: it bootstraps and is equal to the table", async () => {
+  const source = await AccountsSource.create();
+  let running: Running | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    // After an epoch bump the stream holds epoch 1's messages before epoch 2's: recreated, it
+    // holds epoch 2's alone, from sequence 1 — below the sequence the consumer's inbox row has.
+    await source.run(["epoch", "bump", "--config", source.config, "--source", source.name, "--reason", "ts test"]);
+    for (let i = 1; i <= 5; ++i) await source.change(i, `Epoch 2 ${i}`);
+    const before = await source.drained();
+    running = new Running(source);
+    const r = running;
+    await r.verifiedAt(before, 30_000, "the first bootstrap");
+    const followed = r.replica.inbox!.streamSeq;
+
+    await withJsm((jsm) => jsm.streams.delete(source.stream));
+    await source.change(3, null, true);
+    await source.change(40, "After the stream was recreated");
+    await source.change(4, "Renamed after the stream was recreated");
+    const final = await source.drained();
+    const last = await withJsm(async (jsm) => (await jsm.streams.info(source.stream)).state.last_seq);
+    assert.ok(last < followed, `the recreated stream ends at ${last}, below the inbox row's sequence ${followed}`);
+
+    const at = Date.now();
+    await r.verifiedAt(final, 30_000, "the replica to bootstrap from the recreated stream");
+    console.log(`stream deleted and recreated: verified at version ${final} after ${Date.now() - at} ms`);
+    assert.ok(r.replica.counters.bootstraps >= 2, r.lines.join("\n"));
+    assert.equal(r.replica.inbox!.streamName, source.stream);
+    await r.assertEqual();
+  } finally {
+    await running?.close();
+    await source.close();
+  }
+});
+
+test("the stream renamed (stream = changed, the old one deleted): the consumer bootstraps onto the new one", async () => {
+  const source = await AccountsSource.create();
+  let running: Running | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    running = new Running(source);
+    const r = running;
+    await r.verifiedAt(10, 30_000, "the first bootstrap");
+
+    await source.bridge!.stop();
+    const renamed = `${source.stream}_RENAMED`;
+    // The same HTTP port (the consumer's URL), the stream under its new name.
+    const config = readFileSync(source.config, "utf8").replace('listen = "127.0.0.1:0"', `listen = "127.0.0.1:${source.port}"`);
+    writeFileSync(source.config, config + `stream = "${renamed}"\n`);
+    await withJsm((jsm) => jsm.streams.delete(source.stream));
+    await source.startBridge();
+    await source.change(11, "In the renamed stream");
+    const final = await source.drained();
+
+    const at = Date.now();
+    await r.verifiedAt(final, 30_000, "the replica to follow the renamed stream");
+    console.log(`stream renamed: verified at version ${final} after ${Date.now() - at} ms`);
+    assert.equal(r.replica.inbox!.streamName, renamed, r.lines.join("\n"));
+    assert.ok(r.replica.counters.bootstraps >= 2, r.lines.join("\n"));
+    await r.assertEqual();
+  } finally {
+    await running?.close();
+    await source.close();
+  }
+});
+
+test("the stream purged behind a paused consumer while the source is quiet: it bootstraps within 10 s", async () => {
+  const source = await AccountsSource.create();
+  const consumer = await consumerDatabase();
+  let p: Process | null = null;
+  try {
+    await source.seed(20);
+    await source.startBridge();
+    await source.drained();
+    const log = join(tmp, `consumer-purged-${source.name}.log`);
+    const c = startConsumer(source, consumer.name, log);
+    p = c;
+    await until(() => c.log().includes("] verified at version 20:"), 30_000, c.log());
+
+    // Paused past its pull's expiry (5 s): what is published meanwhile waits in the stream.
+    c.child.kill("SIGSTOP");
+    await new Promise((resolve) => setTimeout(resolve, 6000));
+    for (let i = 1; i <= 5; ++i) await source.change(i, `Missed ${i}`);
+    await source.change(21, "Missed too");
+    const final = await source.drained();
+    await withJsm((jsm) => jsm.streams.purge(source.stream));
+    // Nothing more is written: no later message can show the consumer a gap.
+    const at = Date.now();
+    c.child.kill("SIGCONT");
+    await until(() => c.log().includes(`] verified at version ${final}:`), 10_000, c.log());
+    console.log(`stream purged, source quiet: verified at version ${final} after ${Date.now() - at} ms`);
+    assert.match(c.log(), /re-bootstrapped: epoch 1, watermark 26/);
+    assertSameTable(await replicaTable(consumer.pool), await source.table());
+  } finally {
+    await cleanUp(p, consumer, source);
+  }
+});
