@@ -14,8 +14,6 @@ import {
   DeliverPolicy,
   nkeyAuthenticator,
   type ConnectionOptions,
-  type Consumer,
-  type ConsumerMessages,
   type JetStreamClient,
   type JsMsg,
   type NatsConnection,
@@ -25,6 +23,7 @@ import { parseRecord } from "./json.js";
 import { readSnapshot, SnapshotRejected, type SnapshotSummary } from "./snapshot.js";
 import type { Bootstrap, Change, InboxRow, ReplicaStore } from "./store.js";
 import { MemoryStore } from "./store.js";
+import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
 
 /** How to reach nats-server: the bridge's [nats] settings. */
 export interface NatsOptions {
@@ -58,6 +57,7 @@ export interface ReplicaCounters {
   rejectedSnapshots: number;
   gaps: number;
   epochChanges: number;
+  lostStreams: number; // the stream missing, or no longer holding what the inbox row follows
   applied: number;
   skippedDuplicates: number;
   verifications: number;
@@ -95,104 +95,13 @@ async function bodyText(res: http.IncomingMessage, limit = 4096): Promise<string
   return text.slice(0, limit);
 }
 
-/**
- * One subscription's messages, pulled in batches of BATCH: the next batch is asked for only once
- * this one is taken, so what waits in memory is bounded whatever the stream holds; a message
- * arrives as soon as nats-server sends it. Closed, it hands out nothing more.
- */
-class Subscription {
-  private static readonly BATCH = 256;
-  private readonly pending: JsMsg[] = [];
-  private ended: Error | null = null;
-  private closed = false;
-  private wake: (() => void) | null = null;
-  private taken: (() => void) | null = null;
-  private batch: ConsumerMessages | null = null;
-
-  private readonly pumped: Promise<void>;
-
-  constructor(
-    private readonly consumer: Consumer,
-    private readonly nc: NatsConnection,
-  ) {
-    this.pumped = this.pump().then(
-      () => this.end(new Error("the subscription ended")),
-      (e: Error) => this.end(e),
-    );
-  }
-
-  /** The next message within `waitMs`, or null; throws when the subscription failed. */
-  async next(waitMs: number): Promise<JsMsg | null> {
-    if (this.pending.length === 0 && !this.ended) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, waitMs);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wake = null;
-    }
-    // nats.js stops a closed connection's pulls without a word (and an ordered consumer keeps
-    // trying to recreate itself on it): a closed connection ends the subscription.
-    if (this.nc.isClosed() && !this.ended) this.ended = new Error("the connection to nats-server is closed");
-    const m = this.pending.shift();
-    if (this.pending.length === 0) {
-      const taken = this.taken;
-      this.taken = null;
-      taken?.();
-    }
-    if (m) return m;
-    if (this.ended) throw this.ended;
-    return null;
-  }
-
-  /** Stops pulling; before the connection closes (an ordered consumer recreating itself on a
-   * connection closed under it never stops trying). */
-  async close(): Promise<void> {
-    this.closed = true;
-    this.pending.length = 0;
-    this.taken?.();
-    this.wake?.();
-    await Promise.resolve(this.batch?.close()).catch(() => undefined);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.pumped, new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
-    clearTimeout(timer);
-    await this.consumer.delete().catch(() => undefined);
-  }
-
-  private async pump(): Promise<void> {
-    while (!this.closed) {
-      const batch = await this.consumer.fetch({ max_messages: Subscription.BATCH, expires: 5000 });
-      this.batch = batch;
-      if (this.closed) {
-        // Closed while the pull was being set up: close() could not see it.
-        await Promise.resolve(batch.close()).catch(() => undefined);
-        return;
-      }
-      for await (const m of batch) {
-        if (this.closed) return;
-        this.pending.push(m);
-        this.wake?.();
-      }
-      // Every message of this batch taken before the next is asked for.
-      if (this.pending.length > 0 && !this.closed) await new Promise<void>((resolve) => (this.taken = resolve));
-    }
-  }
-
-  private end(e: Error): void {
-    if (this.closed) return;
-    this.ended = e;
-    this.wake?.();
-  }
-}
-
 export class Replica {
   readonly counters: ReplicaCounters = {
     bootstraps: 0,
     rejectedSnapshots: 0,
     gaps: 0,
     epochChanges: 0,
+    lostStreams: 0,
     applied: 0,
     skippedDuplicates: 0,
     verifications: 0,
@@ -206,6 +115,9 @@ export class Replica {
   private lastVerified = 0;
   private behind: { version: number; since: number } | null = null; // the source ahead, nothing arriving
   private static readonly STALL_MS = 30_000;
+  // The stream a bootstrap named did not exist: followed again with backoff, and the source asked
+  // every STALL_MS whether it names another (a snapshot per retry would read the table each time).
+  private awaiting: { stream: string; since: number } | null = null;
   private mismatchVersion = 0;
   private mismatchCount = 0;
   private lastVerifyAttempt = 0;
@@ -262,7 +174,10 @@ export class Replica {
       }
     }
     if (!this.inboxRow) return this.bootstrap();
-    if (!this.following) await this.follow(this.inboxRow.streamName, this.inboxRow.streamSeq + 1);
+    if (!this.following) {
+      const problem = await this.follow(this.inboxRow.streamName, this.inboxRow.streamSeq + 1);
+      if (problem) return this.streamLost(problem);
+    }
     const m = await this.next(waitMs);
     let needBootstrap = false;
     const now = Date.now();
@@ -338,7 +253,14 @@ export class Replica {
       `${what}: epoch ${row.epoch}, watermark ${row.appliedVersion}, ${row.recordCount} records, checksum ` +
         `${formatChecksum(row.sum)}; following ${row.streamName} from sequence ${row.streamSeq + 1}`,
     );
-    await this.follow(row.streamName, row.streamSeq + 1);
+    const problem = await this.follow(row.streamName, row.streamSeq + 1);
+    if (problem) {
+      // Missing: the bridge creates it at its next publish. Otherwise the snapshot is older than
+      // the stream (read before the bridge recreated it, or before messages expired): the next
+      // step bootstraps again, after run()'s backoff.
+      this.awaiting = problem.missing ? { stream: row.streamName, since: Date.now() } : null;
+      throw new RetryableError(`the snapshot's ${problem.why}`);
+    }
   }
 
   /** Stops following and closes the connection to nats-server. */
@@ -387,13 +309,43 @@ export class Replica {
     return this.js;
   }
 
-  private async follow(stream: string, fromSeq: number): Promise<void> {
+  /** Follows `stream` from `fromSeq`, or says why it cannot give that sequence. */
+  private async follow(stream: string, fromSeq: number): Promise<StreamProblem | null> {
     const js = await this.connection();
-    const consumer = await js.consumers.get(stream, {
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: fromSeq,
-    });
+    const problem = await streamProblem(js, stream, fromSeq);
+    if (problem) return problem;
+    let consumer;
+    try {
+      consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq });
+    } catch (e) {
+      if (isStreamNotFound(e)) return { missing: true, why: `stream ${stream} does not exist (deleted, or renamed)` };
+      throw e;
+    }
     this.following = new Subscription(consumer, this.nc as NatsConnection);
+    this.awaiting = null;
+    return null;
+  }
+
+  // The inbox row's stream cannot give what comes next (docs/consumers.md section 3: a reason to
+  // bootstrap, as a gap is). Waiting for it would wait for ever: nats.js retries a missing
+  // stream without end, and an emptied stream of a quiet source shows no gap.
+  private async streamLost(problem: StreamProblem): Promise<void> {
+    const row = this.inboxRow as InboxRow;
+    const awaiting = this.awaiting;
+    if (problem.missing && awaiting?.stream === row.streamName) {
+      // The snapshot named it: wait for the bridge to create it, unless the source names another.
+      if (Date.now() - awaiting.since < Replica.STALL_MS) {
+        throw new RetryableError(`${problem.why}: waiting for the bridge to create it`);
+      }
+      const summary = await this.summary();
+      if (summary.streamName === row.streamName && summary.epoch <= row.epoch) {
+        awaiting.since = Date.now();
+        throw new RetryableError(`${problem.why}, and the source still names it: waiting for the bridge to create it`);
+      }
+    }
+    this.counters.lostStreams++;
+    this.say(`${problem.why}: re-bootstrapping`);
+    await this.bootstrap();
   }
 
   private async unfollow(): Promise<void> {
@@ -515,20 +467,24 @@ export class Replica {
     return true;
   }
 
-  // Compares with ?summary=true; true when a bootstrap is needed.
-  private async verify(): Promise<boolean> {
-    this.lastVerifyAttempt = Date.now();
+  /** ?summary=true: the snapshot without its records. */
+  private async summary(): Promise<SnapshotSummary> {
     const url = `${this.options.url}/v1/sources/${encodeURIComponent(this.options.source)}/control-snapshot?summary=true`;
     const res = await get(url).catch((e: Error) => {
       throw new RetryableError(`GET ${url}: ${e.message}`);
     });
     if (res.statusCode !== 200) throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
-    let summary: SnapshotSummary;
     try {
-      summary = await readSnapshot(res, async () => undefined, { expectRecords: false });
+      return await readSnapshot(res, async () => undefined, { expectRecords: false });
     } catch (e) {
       throw new RetryableError(`summary rejected: ${(e as Error).message}`);
     }
+  }
+
+  // Compares with ?summary=true; true when a bootstrap is needed.
+  private async verify(): Promise<boolean> {
+    this.lastVerifyAttempt = Date.now();
+    const summary = await this.summary();
     const row = this.inboxRow as InboxRow;
     if (summary.epoch !== row.epoch) {
       if (summary.epoch < row.epoch) return false;
@@ -536,7 +492,22 @@ export class Replica {
       this.say(`epoch changed from ${row.epoch} to ${summary.epoch}: re-bootstrapping`);
       return true;
     }
-    if (summary.watermark > row.appliedVersion && (await this.stalled(summary.watermark, row))) return false;
+    if (summary.streamName !== row.streamName) {
+      this.counters.lostStreams++;
+      this.say(`the source now publishes to stream ${summary.streamName}, not ${row.streamName}: re-bootstrapping`);
+      return true;
+    }
+    if (summary.watermark > row.appliedVersion) {
+      // The source is ahead and nothing arrived: a stream that no longer holds the next sequence
+      // will not send it (a purge or max_age on a quiet source shows no gap).
+      const problem = await streamProblem(await this.connection(), row.streamName, row.streamSeq + 1);
+      if (problem) {
+        this.counters.lostStreams++;
+        this.say(`${problem.why}: re-bootstrapping`);
+        return true;
+      }
+      if (await this.stalled(summary.watermark, row)) return false;
+    }
     if (summary.watermark !== row.appliedVersion) return false; // the watermarks have not met yet
     this.counters.verifications++;
     if (summary.sum === row.sum && summary.recordCount === row.recordCount) {

@@ -36,10 +36,17 @@ export function mysqlOptions(database?: string): mysql.PoolOptions {
   };
 }
 
-export async function until(done: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
+/** Waits for `done`; `what` says what for, a function when it is a log read at the time out. */
+export async function until(
+  done: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string | (() => string),
+): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await done())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${ms} ms waiting for ${typeof what === "string" ? what : what()}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -1,0 +1,137 @@
+// Following a stream from a sequence: the subscription (pulled in bounded batches) and the check
+// that the stream can still give that sequence (docs/consumers.md sections 2 and 3).
+
+import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg, NatsConnection, NatsError } from "nats";
+
+/** Why a stream cannot give what a replica needs next; `missing`: it does not exist. */
+export interface StreamProblem {
+  missing: boolean;
+  why: string;
+}
+
+const STREAM_NOT_FOUND = 10059; // JetStream's error code
+
+export const isStreamNotFound = (e: unknown): boolean =>
+  (e as NatsError | undefined)?.api_error?.err_code === STREAM_NOT_FOUND;
+
+/**
+ * Whether `stream` can give sequence `fromSeq` and what follows, which a replica that applied
+ * through sequence fromSeq - 1 expects: null when it can. It cannot when it is missing (deleted,
+ * or the source's stream renamed), when it begins after fromSeq (purged or expired: the messages
+ * from fromSeq on are gone, whether or not later ones come), or when it ends before fromSeq - 1
+ * (recreated, or its tail lost: the sequences the replica followed are not this stream's).
+ */
+export async function streamProblem(js: JetStreamClient, stream: string, fromSeq: number): Promise<StreamProblem | null> {
+  let state;
+  try {
+    state = (await (await js.streams.get(stream)).info(true)).state;
+  } catch (e) {
+    if (isStreamNotFound(e)) return { missing: true, why: `stream ${stream} does not exist (deleted, or renamed)` };
+    throw e;
+  }
+  if (state.first_seq > fromSeq) {
+    return {
+      missing: false,
+      why: `stream ${stream} begins at sequence ${state.first_seq}: sequence ${fromSeq} was purged or expired`,
+    };
+  }
+  if (state.last_seq < fromSeq - 1) {
+    return {
+      missing: false,
+      why: `stream ${stream} ends at sequence ${state.last_seq}, before sequence ${fromSeq - 1} of the inbox row: it was recreated`,
+    };
+  }
+  return null;
+}
+
+/**
+ * One subscription's messages, pulled in batches of BATCH: the next batch is asked for only once
+ * this one is taken, so what waits in memory is bounded whatever the stream holds; a message
+ * arrives as soon as nats-server sends it. Closed, it hands out nothing more.
+ */
+export class Subscription {
+  private static readonly BATCH = 256;
+  private readonly pending: JsMsg[] = [];
+  private ended: Error | null = null;
+  private closed = false;
+  private wake: (() => void) | null = null;
+  private taken: (() => void) | null = null;
+  private batch: ConsumerMessages | null = null;
+
+  private readonly pumped: Promise<void>;
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly nc: NatsConnection,
+  ) {
+    this.pumped = this.pump().then(
+      () => this.end(new Error("the subscription ended")),
+      (e: Error) => this.end(e),
+    );
+  }
+
+  /** The next message within `waitMs`, or null; throws when the subscription failed. */
+  async next(waitMs: number): Promise<JsMsg | null> {
+    if (this.pending.length === 0 && !this.ended) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = null;
+    }
+    // nats.js stops a closed connection's pulls without a word (and an ordered consumer keeps
+    // trying to recreate itself on it): a closed connection ends the subscription.
+    if (this.nc.isClosed() && !this.ended) this.ended = new Error("the connection to nats-server is closed");
+    const m = this.pending.shift();
+    if (this.pending.length === 0) {
+      const taken = this.taken;
+      this.taken = null;
+      taken?.();
+    }
+    if (m) return m;
+    if (this.ended) throw this.ended;
+    return null;
+  }
+
+  /** Stops pulling; before the connection closes (an ordered consumer recreating itself on a
+   * connection closed under it never stops trying). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.pending.length = 0;
+    this.taken?.();
+    this.wake?.();
+    await Promise.resolve(this.batch?.close()).catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.pumped, new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)))]);
+    clearTimeout(timer);
+    await this.consumer.delete().catch(() => undefined);
+  }
+
+  private async pump(): Promise<void> {
+    while (!this.closed) {
+      const batch = await this.consumer.fetch({ max_messages: Subscription.BATCH, expires: 5000 });
+      this.batch = batch;
+      if (this.closed) {
+        // Closed while the pull was being set up: close() could not see it.
+        await Promise.resolve(batch.close()).catch(() => undefined);
+        return;
+      }
+      for await (const m of batch) {
+        if (this.closed) return;
+        this.pending.push(m);
+        this.wake?.();
+      }
+      // Every message of this batch taken before the next is asked for.
+      if (this.pending.length > 0 && !this.closed) await new Promise<void>((resolve) => (this.taken = resolve));
+    }
+  }
+
+  private end(e: Error): void {
+    if (this.closed) return;
+    this.ended = e;
+    this.wake?.();
+  }
+}
