@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // outbox-replica: the TypeScript consumer on the command line, with the flags, output lines and
-// --dump JSON of `outbox-bridge replica` (src/cli/replica.cpp). Run `npm ci` in clients/typescript
-// first (it builds dist/).
+// --dump JSON of `outbox-bridge replica` (src/cli/replica.cpp). In a checkout, run `npm ci && npm run build`
+// in clients/typescript first (dist/); installed from the package, `npx outbox-replica`.
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";

@@ -38,7 +38,9 @@ export async function streamProblem(js: JetStreamClient, stream: string, fromSeq
   if (state.last_seq < fromSeq - 1) {
     return {
       missing: false,
-      why: `stream ${stream} ends at sequence ${state.last_seq}, before sequence ${fromSeq - 1} of the inbox row: it was recreated`,
+      why:
+        `stream ${stream} ends at sequence ${state.last_seq}, before sequence ${fromSeq - 1} of the inbox row: ` +
+        "it was recreated",
     };
   }
   return null;

@@ -124,7 +124,8 @@ test("the stream deleted while the source is quiet: one bootstrap, then the cons
     // there: the consumer waits (a snapshot per retry would read the source's table each time).
     await new Promise((resolve) => setTimeout(resolve, 12_000));
     assert.equal(r.replica.counters.bootstraps, 2, r.lines.join("\n"));
-    assert.ok(r.lines.some((l) => l.includes("does not exist (deleted, or renamed): waiting for the bridge")), r.lines.join("\n"));
+    const waiting = "does not exist (deleted, or renamed): waiting for the bridge";
+    assert.ok(r.lines.some((l) => l.includes(waiting)), r.lines.join("\n"));
 
     const at = Date.now();
     await source.change(11, "After the stream was deleted");
@@ -155,7 +156,10 @@ test("the stream renamed (stream = changed, the old one deleted): the consumer b
     await source.bridge!.stop();
     const renamed = `${source.stream}_RENAMED`;
     // The same HTTP port (the consumer's URL), the stream under its new name.
-    const config = readFileSync(source.config, "utf8").replace('listen = "127.0.0.1:0"', `listen = "127.0.0.1:${source.port}"`);
+    const config = readFileSync(source.config, "utf8").replace(
+      'listen = "127.0.0.1:0"',
+      `listen = "127.0.0.1:${source.port}"`,
+    );
     writeFileSync(source.config, config + `stream = "${renamed}"\n`);
     await withJsm((jsm) => jsm.streams.delete(source.stream));
     await source.startBridge();
