@@ -332,19 +332,21 @@ export class Replica {
   private async streamLost(problem: StreamProblem): Promise<void> {
     const row = this.inboxRow as InboxRow;
     const awaiting = this.awaiting;
+    let why = problem.why;
     if (problem.missing && awaiting?.stream === row.streamName) {
       // The snapshot named it: wait for the bridge to create it, unless the source names another.
       if (Date.now() - awaiting.since < Replica.STALL_MS) {
-        throw new RetryableError(`${problem.why}: waiting for the bridge to create it`);
+        throw new RetryableError(`${why}: waiting for the bridge to create it`);
       }
       const summary = await this.summary();
       if (summary.streamName === row.streamName && summary.epoch <= row.epoch) {
         awaiting.since = Date.now();
-        throw new RetryableError(`${problem.why}, and the source still names it: waiting for the bridge to create it`);
+        throw new RetryableError(`${why}, and the source still names it: waiting for the bridge to create it`);
       }
+      why += summary.streamName !== row.streamName ? `; the source now publishes to stream ${summary.streamName}` : "";
     }
     this.counters.lostStreams++;
-    this.say(`${problem.why}: re-bootstrapping`);
+    this.say(`${why}: re-bootstrapping`);
     await this.bootstrap();
   }
 

@@ -32,6 +32,21 @@ async function withJsm<T>(f: (jsm: JetStreamManager) => Promise<T>): Promise<T> 
   }
 }
 
+/** Restarts the bridge with the source's stream under a new name (`deleteOld`: the old one
+ * deleted meanwhile, as its subjects are the new one's), on the same HTTP port (the consumer's URL). */
+async function renameStream(source: AccountsSource, deleteOld: boolean): Promise<string> {
+  await source.bridge!.stop();
+  const renamed = `${source.stream}_RENAMED`;
+  const config = readFileSync(source.config, "utf8").replace(
+    'listen = "127.0.0.1:0"',
+    `listen = "127.0.0.1:${source.port}"`,
+  );
+  writeFileSync(source.config, config + `stream = "${renamed}"\n`);
+  if (deleteOld) await withJsm((jsm) => jsm.streams.delete(source.stream));
+  await source.startBridge();
+  return renamed;
+}
+
 /** A Replica over a MemoryStore, running (run()) until stopped. */
 class Running {
   readonly store = new MemoryStore();
@@ -153,16 +168,7 @@ test("the stream renamed (stream = changed, the old one deleted): the consumer b
     await r.verifiedAt(10, 30_000, "the first bootstrap");
 
     const at = Date.now();
-    await source.bridge!.stop();
-    const renamed = `${source.stream}_RENAMED`;
-    // The same HTTP port (the consumer's URL), the stream under its new name.
-    const config = readFileSync(source.config, "utf8").replace(
-      'listen = "127.0.0.1:0"',
-      `listen = "127.0.0.1:${source.port}"`,
-    );
-    writeFileSync(source.config, config + `stream = "${renamed}"\n`);
-    await withJsm((jsm) => jsm.streams.delete(source.stream));
-    await source.startBridge();
+    const renamed = await renameStream(source, true);
     await source.change(11, "In the renamed stream");
     const final = await source.drained();
 
@@ -208,5 +214,37 @@ test("the stream purged behind a paused consumer while the source is quiet: it b
     assertSameTable(await replicaTable(consumer.pool), await source.table());
   } finally {
     await cleanUp(p, consumer, source);
+  }
+});
+
+test("the stream deleted, then renamed while the consumer waits for it: the source's summary sends it to the new one", async () => {
+  const source = await AccountsSource.create();
+  let running: Running | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    running = new Running(source);
+    const r = running;
+    await r.verifiedAt(10, 30_000, "the first bootstrap");
+    await withJsm((jsm) => jsm.streams.delete(source.stream));
+    const waiting = "does not exist (deleted, or renamed): waiting for the bridge";
+    await until(() => r.lines.some((l) => l.includes(waiting)), 20_000, () => r.lines.join("\n"));
+
+    // The old name never comes back, and nothing is written: only the summary can tell.
+    const at = Date.now();
+    const renamed = await renameStream(source, false);
+    await until(() => r.replica.inbox?.streamName === renamed, 45_000, () => r.lines.join("\n"));
+    console.log(`stream renamed while the consumer waited: following it ${Date.now() - at} ms after the restart`);
+    const told = `does not exist (deleted, or renamed); the source now publishes to stream ${renamed}: re-bootstrapping`;
+    assert.ok(r.lines.some((l) => l.includes(told)), r.lines.join("\n"));
+    assert.equal(r.replica.counters.bootstraps, 3, r.lines.join("\n"));
+    await source.change(11, "In the renamed stream");
+    const final = await source.drained();
+    await r.verifiedAt(final, 30_000, "the replica to follow the renamed stream");
+    await r.assertEqual();
+  } finally {
+    await running?.close();
+    await source.close();
   }
 });
