@@ -184,38 +184,42 @@ test("the stream renamed (stream = changed, the old one deleted): the consumer b
   }
 });
 
-test("the stream purged behind a paused consumer while the source is quiet: it bootstraps within 10 s", async () => {
-  const source = await AccountsSource.create();
-  const consumer = await consumerDatabase();
-  let p: Process | null = null;
-  try {
-    await source.seed(20);
-    await source.startBridge();
-    await source.drained();
-    const log = join(tmp, `consumer-purged-${source.name}.log`);
-    const c = startConsumer(source, consumer.name, log);
-    p = c;
-    await until(() => c.log().includes("] verified at version 20:"), 30_000, c.log());
+for (const emptied of ["purged", "emptied by max_age"] as const) {
+  test(`the stream ${emptied} behind a paused consumer while the source is quiet: it bootstraps within 10 s`, async () => {
+    const source = await AccountsSource.create(undefined, emptied === "purged" ? "" : 'max_age = "2s"\n');
+    const consumer = await consumerDatabase();
+    let p: Process | null = null;
+    try {
+      await source.seed(20);
+      await source.startBridge();
+      await source.drained();
+      const log = join(tmp, `consumer-emptied-${source.name}.log`);
+      const c = startConsumer(source, consumer.name, log);
+      p = c;
+      await until(() => c.log().includes("] verified at version 20:"), 30_000, () => c.log());
 
-    // Paused past its pull's expiry (5 s): what is published meanwhile waits in the stream.
-    c.child.kill("SIGSTOP");
-    await new Promise((resolve) => setTimeout(resolve, 6000));
-    for (let i = 1; i <= 5; ++i) await source.change(i, `Missed ${i}`);
-    await source.change(21, "Missed too");
-    const final = await source.drained();
-    await withJsm((jsm) => jsm.streams.purge(source.stream));
-    // Nothing more is written: no later message can show the consumer a gap.
-    const at = Date.now();
-    c.child.kill("SIGCONT");
-    const rebootstrapped = `] re-bootstrapped: epoch 1, watermark ${final}, 21 records`;
-    await until(() => c.log().includes(rebootstrapped), 10_000, () => c.log());
-    console.log(`stream purged, source quiet: re-bootstrapped at version ${final} after ${Date.now() - at} ms`);
-    assert.match(c.log(), /stream CONTROL_\w+ begins at sequence 27: sequence 21 was purged or expired: re-bootstrapping/);
-    assertSameTable(await replicaTable(consumer.pool), await source.table());
-  } finally {
-    await cleanUp(p, consumer, source);
-  }
-});
+      // Paused past its pull's expiry (5 s): what is published meanwhile waits in the stream.
+      c.child.kill("SIGSTOP");
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      for (let i = 1; i <= 5; ++i) await source.change(i, `Missed ${i}`);
+      await source.change(21, "Missed too");
+      const final = await source.drained();
+      if (emptied === "purged") await withJsm((jsm) => jsm.streams.purge(source.stream));
+      const empty = () => withJsm(async (jsm) => (await jsm.streams.info(source.stream)).state.messages === 0);
+      await until(empty, 10_000, "the stream to be empty");
+      // Nothing more is written: no later message can show the consumer a gap.
+      const at = Date.now();
+      c.child.kill("SIGCONT");
+      const rebootstrapped = `] re-bootstrapped: epoch 1, watermark ${final}, 21 records`;
+      await until(() => c.log().includes(rebootstrapped), 10_000, () => c.log());
+      console.log(`stream ${emptied}, source quiet: re-bootstrapped at version ${final} after ${Date.now() - at} ms`);
+      assert.match(c.log(), /stream CONTROL_\w+ begins at sequence 27: sequence 21 was purged or expired: re-bootstrapping/);
+      assertSameTable(await replicaTable(consumer.pool), await source.table());
+    } finally {
+      await cleanUp(p, consumer, source);
+    }
+  });
+}
 
 test("the stream deleted, then renamed while the consumer waits for it: the source's summary sends it to the new one", async () => {
   const source = await AccountsSource.create();
