@@ -40,11 +40,13 @@ bool refusedByServer(const Status& s) {
 }
 
 // PROCESSLIST states of a statement's execution (MariaDB's stage names): none comes after its
-// `query end`, where a statement's transaction commits under autocommit.
+// `query end`, where a statement's transaction commits under autocommit. Not the network's
+// ('Writing to net' shows instead of the stage while a result or an OK is sent, after the commit
+// too: a client that reads slowly keeps it so, the statement committed — found by review).
 constexpr const char* kExecutingStates =
-    "'User sleep', 'Sending data', 'executing', 'Writing to net', 'Sending to client', 'Creating sort index', "
-    "'Copying to tmp table', 'Copying to tmp table on disk', 'Filling schema table', 'User lock', "
-    "'Waiting for table metadata lock', 'Waiting for table level lock', 'Updating', 'Searching rows for update'";
+    "'User sleep', 'Sending data', 'executing', 'Creating sort index', 'Copying to tmp table', "
+    "'Copying to tmp table on disk', 'Filling schema table', 'User lock', 'Waiting for table metadata lock', "
+    "'Waiting for table level lock', 'Updating', 'Searching rows for update'";
 
 // A new source's first scan starts this many ids below its lowest visible row (initialFloor).
 constexpr uint64_t kNewSourceWindow = 10'000;
@@ -142,17 +144,22 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     out.busy = std::move(reading);
     return out;
   }
-  // MariaDB: with each, its statement and whether it is still executing it, and whether a
-  // replication applier runs (ConnectionReading). The states are those of a statement's
-  // execution, which come before `query end` (its commit follows); any other, an unknown one
-  // included, counts as not executing: a span read each poll, as without this.
+  // MariaDB: with each, its statement and whether it is still executing it, whether a
+  // replication applier runs, and what the appliers have applied (ConnectionReading). The states
+  // are those of a statement's execution, which come before `query end` (its commit follows);
+  // any other, an unknown one included, counts as not executing: a span read each poll, as
+  // without this. Only under the commands that run one statement a QUERY_ID: not Bulk_execute,
+  // which runs an UPDATE or DELETE once for each row of parameters, each committed under
+  // autocommit, under one (found by review).
   auto all = queryRows(fmt::format(
-      "SELECT ID, QUERY_ID, STATE IN ({}), COMMAND IN ('Slave_SQL', 'Slave_worker') FROM "
-      "information_schema.PROCESSLIST WHERE ({}) OR COMMAND IN ('Slave_SQL', 'Slave_worker') ORDER BY ID",
+      "SELECT ID, QUERY_ID, COMMAND IN ('Query', 'Execute') AND STATE IN ({}), COMMAND IN ('Slave_SQL', "
+      "'Slave_worker'), @@global.gtid_slave_pos FROM information_schema.PROCESSLIST WHERE ({}) OR COMMAND IN "
+      "('Slave_SQL', 'Slave_worker') ORDER BY ID",
       kExecutingStates, busy("")));
   if (!all.isOk()) return all.status();
   reading.numbered = true;
   while (all->next()) {
+    reading.applied = std::string(all->text(4));
     if (all->u64(3) != 0) {
       reading.applier = true;
       continue;

@@ -104,9 +104,10 @@ struct ConnectionReading {
   std::optional<ServerClock> clock;
   // Parallel to `busy`, or empty (unknown: MySQL, or where the server shows metadata locks): the
   // statement each runs, as MariaDB numbers them (QUERY_ID: a new one for every statement of a
-  // connection, and for every instruction of a stored procedure or trigger), and whether it is
-  // still executing it (a STATE of its execution, before `query end`: a statement commits after
-  // that, or, implicitly, before its execution began). A connection seen in the same statement,
+  // connection, every statement of a multi-statement packet and every instruction of a stored
+  // procedure; a trigger's instructions show their own while they run), and whether it is still
+  // executing it (a STATE of its execution, before `query end`: a statement commits after that,
+  // or, implicitly, before its execution began). A connection seen in the same statement,
   // executing, at two readings committed nothing between them (docs/design.md, "Quiet spans").
   struct Statement {
     uint64_t query = 0;
@@ -116,8 +117,10 @@ struct ConnectionReading {
   std::vector<Statement> statements;
   bool numbered = false;  // `statements` is read (MariaDB without metadata locks shown)
   // A replication applier runs on the server: it commits rows with ids another server gave out,
-  // and shows in no `busy`.
+  // and shows in no `busy`. And what appliers have applied (MariaDB's gtid_slave_pos, read with
+  // `statements`): one that started and stopped between two readings moved it.
   bool applier = false;
+  std::optional<std::string> applied;
 };
 
 struct NewRows {

@@ -14,6 +14,7 @@ Scanner::Scanner(OutboxStore& store, const Clock& clock, std::shared_ptr<spdlog:
 Status Scanner::reset(const SourceState& state) {
   valid_ = false;
   holes_.clear();
+  lastStatements_.clear();  // a restarted server numbers its connections and statements anew
   openIds_ = 0;
   pinned_.clear();
   epoch_ = state.epoch;
@@ -93,6 +94,10 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   std::optional<uint64_t> readThrough;  // the holes were read only through this id
   if (read->busy) {
     const ConnectionReading& reading = *read->busy;
+    // A replication applier commits rows with any id, and shows in no reading's `busy`: while one
+    // runs, or if one ran since the last reading (what was applied moved), no span is quiet.
+    const bool applying = reading.applier || reading.applied != lastApplied_;
+    lastApplied_ = reading.applied;
     std::map<const Suspects*, std::shared_ptr<const Suspects>> narrowed;
     auto everyone = std::make_shared<const Suspects>(Suspects{reading.busy, reading.clock});
     for (auto& [first, hole] : holes_) {
@@ -104,7 +109,12 @@ Result<Scanner::Batch> Scanner::next(int limit) {
         hole.holders = next;
       }
       // One of its statements ended, or may be ending (past its execution): read it again.
-      if (hole.quiet && !stillQuiet(*hole.quiet, reading)) hole.quiet = nullptr;
+      if (hole.quiet) {
+        if (std::string why = applying ? "a replication applier ran" : notQuiet(*hole.quiet, reading); !why.empty()) {
+          log_->debug("scan: span {}..{} read again: {}", first, hole.last, why);
+          hole.quiet = nullptr;
+        }
+      }
       // A hole found held (its transaction's row is locked) is probed again at most every
       // kHeldReprobe, a span after a share of its age: when a row commits, (3) sees it; only a
       // rollback needs the probe.
@@ -117,12 +127,9 @@ Result<Scanner::Batch> Scanner::next(int limit) {
       }
     }
     fold(now);
-    // A replication applier commits rows with any id, and shows in no reading: no span is quiet.
     for (auto& [first, hole] : holes_) {
-      if (reading.applier) {
-        hole.quiet = nullptr;
-      } else if (hole.span && !hole.quiet && !hole.holders->ids.empty() && now - hole.found >= kSealAfter &&
-                 now >= hole.quietAfter) {
+      if (!applying && hole.span && !hole.quiet && !hole.holders->ids.empty() && now - hole.found >= kSealAfter &&
+          now >= hole.quietAfter) {
         if (auto statements = steady(*hole.holders, reading)) {
           quietCandidates.push_back(QuietCandidate{first, hole.last, std::move(statements)});
         }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <spdlog/logger.h>
@@ -149,8 +150,9 @@ class Scanner {
     Clock::TimePoint quietAfter{};  // a probe found it not clear: not probed for quiet before this
   };
   using Statements = std::vector<std::pair<uint64_t, uint64_t>>;  // connection id -> QUERY_ID
-  // Whether `reading` shows each of `quiet`'s connections in the same statement, executing.
-  static bool stillQuiet(const Statements& quiet, const ConnectionReading& reading);
+  // Empty when `reading` shows each of `quiet`'s connections in the same statement, executing;
+  // else why not.
+  static std::string notQuiet(const Statements& quiet, const ConnectionReading& reading);
   // The suspects' statements, when `reading` shows each executing the one the reading before it
   // showed (lastStatements_); null when one is not.
   std::shared_ptr<const Statements> steady(const Suspects& suspects, const ConnectionReading& reading) const;
@@ -205,6 +207,7 @@ class Scanner {
   Clock::TimePoint lastBusyRead_;
   Statements lastStatements_;  // the last reading's busy connections executing a statement
   bool numbered_ = false;      // the last reading numbered statements: spans are sealed
+  std::optional<std::string> lastApplied_;  // the last reading's ConnectionReading::applied
   Clock::TimePoint lastAutoIncrementCheck_;
 };
 

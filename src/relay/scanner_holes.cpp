@@ -4,6 +4,9 @@
 #include <cmath>
 #include <iterator>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include "relay/scanner.h"
 
 namespace outbox {
@@ -50,15 +53,18 @@ std::shared_ptr<const Scanner::Suspects> Scanner::joined(const std::shared_ptr<c
   return std::make_shared<const Suspects>(std::move(both));
 }
 
-bool Scanner::stillQuiet(const Statements& quiet, const ConnectionReading& reading) {
-  if (reading.applier || reading.statements.size() != reading.busy.size()) return false;
+std::string Scanner::notQuiet(const Statements& quiet, const ConnectionReading& reading) {
+  if (!reading.numbered || reading.statements.size() != reading.busy.size()) return "statements not numbered";
   for (const auto& [connection, query] : quiet) {
     auto at = std::lower_bound(reading.busy.begin(), reading.busy.end(), connection);
-    if (at == reading.busy.end() || *at != connection) return false;  // between statements, or gone
+    if (at == reading.busy.end() || *at != connection) {
+      return fmt::format("connection {} between statements, or gone", connection);
+    }
     const auto& now = reading.statements[static_cast<size_t>(at - reading.busy.begin())];
-    if (now.query != query || !now.executing) return false;
+    if (now.query != query) return fmt::format("connection {} in another statement", connection);
+    if (!now.executing) return fmt::format("connection {} past its statement's execution", connection);
   }
-  return true;
+  return {};
 }
 
 std::shared_ptr<const Scanner::Statements> Scanner::steady(const Suspects& suspects,
@@ -69,7 +75,7 @@ std::shared_ptr<const Scanner::Statements> Scanner::steady(const Suspects& suspe
     if (before == lastStatements_.end() || before->first != connection) return nullptr;
     out.push_back(*before);
   }
-  if (out.empty() || !stillQuiet(out, reading)) return nullptr;
+  if (out.empty() || !notQuiet(out, reading).empty()) return nullptr;
   return std::make_shared<const Statements>(std::move(out));
 }
 
@@ -83,6 +89,7 @@ Status Scanner::probeQuiet(const std::vector<QuietCandidate>& candidates, Clock:
     Hole& hole = it->second;
     if (*clear) {
       hole.quiet = c.statements;
+      log_->debug("scan: span {}..{} quiet while {} statement(s) run", c.first, c.last, c.statements->size());
     } else {
       using Duration = Clock::TimePoint::duration;
       hole.quietAfter = now + std::max<Duration>(kHeldReprobe, (now - hole.found) / kSpanReprobeShare);

@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
@@ -84,6 +85,43 @@ BOOST_AUTO_TEST_CASE(each_statement_is_numbered_anew_and_shows_it_still_executes
   BOOST_TEST_REQUIRE((c && d));
   BOOST_TEST(c->query != d->query);  // a new instruction, after the procedure's COMMIT
   BOOST_TEST(d->executing);
+}
+
+// Found by review: while a statement sends its result (or its OK) the server shows 'Writing to
+// net' instead of its stage, after its commit too, for as long as the client does not read. Such a
+// connection is not executing: a span it may hold is read each poll.
+BOOST_AUTO_TEST_CASE(a_statement_sending_to_a_client_that_does_not_read_is_not_executing) {
+  BridgedSource s("netwrite", "nw");
+  const Config config = loadConfig(s.config, processEnvironment());
+  MysqlOutboxStore store(config.sources.front());
+  const db::ConnectParams admin = stackParams(s.database.name(), s.database.port());
+  // `sleep` never reads: the pipe fills, the client stops reading, the server waits to write.
+  const std::string marker = uniqueName("netwrite", s.database);
+  BOOST_REQUIRE(std::system(fmt::format("MYSQL_PWD='{}' mariadb --quick -N -h{} -P{} -u{} -D{} -e \"SELECT '{}', "
+                                        "REPEAT('x', 100000) FROM seq_1_to_5000\" 2>/dev/null | sleep 8 &",
+                                        admin.password, admin.host, admin.port, admin.user, admin.database, marker)
+                                .c_str()) == 0);
+  uint64_t writer = 0;
+  BOOST_REQUIRE(waitUntil(
+      [&] {
+        auto conn = s.database.connect();
+        auto rows = conn->query(fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'Writing to "
+                                            "net' AND INFO LIKE '%{}%'",
+                                            marker));
+        if (!rows.isOk() || !rows->next()) return false;
+        writer = rows->u64(0);
+        return true;
+      },
+      std::chrono::seconds(5)));
+  const Reading reading = readBusy(store);
+  (void)s.database.connect()->exec(fmt::format("KILL {}", writer));
+  if (metadataLocksVisible()) {  // it writes no table: no suspect
+    BOOST_TEST(!reading.busy(writer));
+    return;
+  }
+  const auto statement = reading.of(writer);
+  BOOST_TEST_REQUIRE(statement.has_value());
+  BOOST_TEST(!statement->executing);
 }
 
 // Issue 33's case on any server: one-id holes (auto_increment_increment = 3) at 1,000 rows/s beside

@@ -39,6 +39,7 @@ class TableStore final : public OutboxStore {
   std::map<uint64_t, uint64_t> queryOf;
   std::set<uint64_t> ending;
   bool applierThread = false;  // a replication applier thread shows in PROCESSLIST
+  std::optional<std::string> applied;  // what appliers have applied (gtid_slave_pos)
   int readings = 0;
 
   void insert(uint64_t id, uint64_t connection, bool committed) { rows[id] = Row{committed, connection, 0}; }
@@ -86,6 +87,7 @@ class TableStore final : public OutboxStore {
       }
       out.busy->applier = applierThread;
       out.busy->numbered = statementsShown;
+      out.busy->applied = applied;
     }
     out.epoch = epoch;
     return out;
