@@ -470,42 +470,15 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_keeps_one_id_holes_bounded) {
   s.start();
   const int seconds = std::getenv("OUTBOX_TEST_LONG") ? 120 : 20;
   constexpr int kRate = 2000;
-  Running sleeper(s.database, {"DO SLEEP(600)"});
-  struct Kill {
-    TestDatabase& database;
-    uint64_t id;
-    ~Kill() { (void)database.connect()->exec(fmt::format("KILL QUERY {}", id)); }
-  } kill{s.database, sleeper.id};
+  SleepingElsewhere sleeping(s.database);
   auto rssKiB = [&] {
     const std::string status = readFile(fmt::format("/proc/{}/status", s.bridge.pid()));
     const auto at = status.find("VmRSS:");
     return at == std::string::npos ? 0ul : std::stoul(status.substr(at + 6));
   };
-  // Four producers, each on its own connection at a quarter of the rate (one connection's
-  // autocommit INSERTs do not reach 2,000 a second here).
-  constexpr int kProducers = 4;
-  std::atomic<int> committed{0};
-  std::atomic<bool> failed{false};
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> producers;
-  for (int p = 0; p < kProducers; ++p) {
-    producers.emplace_back([&, p] {
-      auto conn = s.database.connect();
-      if (!conn->exec("SET SESSION auto_increment_increment = 3").isOk()) failed = true;
-      auto next = start;
-      for (int i = p; i < kRate * seconds && !failed; i += kProducers) {
-        if (!conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', '{}', "
-                                    "'upsert', '{{\"n\":{}}}')",
-                                    s.table, i % 100, i))
-                 .isOk()) {
-          failed = true;
-        }
-        ++committed;
-        next += std::chrono::microseconds(1'000'000 * kProducers / kRate);
-        std::this_thread::sleep_until(next);
-      }
-    });
-  }
+  PacedProducers producers(s, 4, kRate, seconds);
+  std::atomic<int>& committed = producers.committed;
+  std::atomic<bool>& failed = producers.failed;
   double mostHoles = 0, mostEntries = 0;
   unsigned long rssEarly = 0, rssLate = 0;
   while (committed < kRate * seconds && !failed) {
@@ -516,7 +489,7 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_keeps_one_id_holes_bounded) {
   }
   const double reads = sourceMetric(s.port, "outbox_hole_reads_total", s.source.name);
   const double scans = sourceMetric(s.port, "outbox_scans_total", s.source.name);
-  for (auto& t : producers) t.join();
+  producers.join();
   BOOST_REQUIRE(!failed);
   s.requirePublished(static_cast<uint64_t>(committed));
   rssLate = rssKiB();
@@ -526,7 +499,7 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_keeps_one_id_holes_bounded) {
                                  "{} hole reads in {} scans; RSS {} -> {} KiB",
                                  locksShown ? "shown" : "not shown", committed.load(),
                                  std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
-                                                                                  start).count(),
+                                                                                  producers.start).count(),
                                  mostHoles, mostEntries, reads, scans, rssEarly, rssLate));
   // A few polls' worth of young holes and a span or two (an entry each before: 40,000 here).
   BOOST_TEST(mostEntries <= 1000.0);

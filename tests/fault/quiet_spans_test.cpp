@@ -133,47 +133,22 @@ BOOST_AUTO_TEST_CASE(a_statement_sending_to_a_client_that_does_not_read_is_not_e
 BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_leaves_its_spans_quiet_and_late_rows_in_order) {
   BridgedSource s("quiet", "qs", {{"batch_size", "500"}});
   s.start();
-  Running sleeper(s.database, {"DO SLEEP(600)"});
-  struct Kill {
-    TestDatabase& database;
-    uint64_t id;
-    ~Kill() { (void)database.connect()->exec(fmt::format("KILL QUERY {}", id)); }
-  } kill{s.database, sleeper.id};
-  constexpr int kRate = 1000, kSeconds = 8, kProducers = 2;
-  std::atomic<int> committed{0};
-  std::atomic<bool> failed{false};
-  auto insert = [&](db::Connection& conn, const std::string& key, const std::string& n) {
-    if (!conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', '{}', 'upsert', "
-                               "CONCAT('{{\"n\":', {}, '}}'))",
-                               s.table, key, n))
-             .isOk()) {
-      failed = true;
-    }
-    ++committed;
-  };
-  const auto start = std::chrono::steady_clock::now();
+  SleepingElsewhere sleeping(s.database);
+  constexpr int kSeconds = 8;
+  PacedProducers producers(s, 2, 1000, kSeconds);
+  std::atomic<int>& committed = producers.committed;
+  std::atomic<bool>& failed = producers.failed;
+  const auto start = producers.start;
   std::vector<std::thread> threads;
-  for (int p = 0; p < kProducers; ++p) {
-    threads.emplace_back([&, p] {
-      auto conn = s.database.connect();
-      if (!conn->exec("SET SESSION auto_increment_increment = 3").isOk()) failed = true;
-      auto next = start;
-      for (int i = p; i < kRate * kSeconds && !failed; i += kProducers) {
-        insert(*conn, std::to_string(i % 100), std::to_string(i));
-        next += std::chrono::microseconds(1'000'000 * kProducers / kRate);
-        std::this_thread::sleep_until(next);
-      }
-    });
-  }
   // At 3 s: a row held between statements for 3 s, then the entity's next change.
   threads.emplace_back([&] {
     std::this_thread::sleep_until(start + 3s);
     auto conn = s.database.connect();
     if (!conn->begin().isOk()) failed = true;
-    insert(*conn, "held", "-1");
+    producers.insert(*conn, "held", "-1");
     std::this_thread::sleep_for(3s);
     if (!conn->commit().isOk()) failed = true;
-    insert(*conn, "held", "-2");
+    producers.insert(*conn, "held", "-2");
   });
   // At 4 s: two ids reserved at once, the second row written 2 s after the first; then the next.
   threads.emplace_back([&] {
@@ -187,7 +162,7 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_leaves_its_spans_quiet_and_late_
       failed = true;
     }
     committed += 2;
-    insert(*conn, "slow", "-5");
+    producers.insert(*conn, "slow", "-5");
   });
   double mostQuiet = 0;
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(kSeconds) && !failed) {
@@ -195,6 +170,7 @@ BOOST_AUTO_TEST_CASE(a_long_statement_elsewhere_leaves_its_spans_quiet_and_late_
     mostQuiet = std::max(mostQuiet, sourceMetric(s.port, "outbox_quiet_hole_ranges", s.source.name));
   }
   for (auto& t : threads) t.join();
+  producers.join();
   BOOST_REQUIRE(!failed);
   s.requirePublished(static_cast<uint64_t>(committed.load()));
   BOOST_TEST(versionOf(s.database, s.table, -1) < versionOf(s.database, s.table, -2));

@@ -5,6 +5,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -95,6 +97,57 @@ struct Running {
     });
   }
   ~Running() { thread.join(); }
+};
+
+// A SELECT SLEEP(600) on a connection of its own — a long statement elsewhere — killed at the end.
+struct SleepingElsewhere {
+  TestDatabase& database;
+  Running sleeper;
+  explicit SleepingElsewhere(TestDatabase& db) : database(db), sleeper(db, {"DO SLEEP(600)"}) {}
+  ~SleepingElsewhere() { (void)database.connect()->exec(fmt::format("KILL QUERY {}", sleeper.id)); }
+};
+
+// One-id holes, as issues 19 and 33 tell them: `connections` producers, each on its own connection
+// with auto_increment_increment = 3 (every gap between committed ids a hole), `rate` autocommit
+// INSERTs a second in all (one connection does not reach 2,000 here) for `seconds`; row i has key
+// i % 100 and payload {"n": i}. insert() writes one more row, counted the same.
+struct PacedProducers {
+  BridgedSource& s;
+  std::atomic<int> committed{0};
+  std::atomic<bool> failed{false};
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+
+  PacedProducers(BridgedSource& source, int connections, int rate, int seconds) : s(source) {
+    for (int p = 0; p < connections; ++p) {
+      threads.emplace_back([this, p, connections, rate, seconds] {
+        auto conn = s.database.connect();
+        if (!conn->exec("SET SESSION auto_increment_increment = 3").isOk()) failed = true;
+        auto next = start;
+        for (int i = p; i < rate * seconds && !failed; i += connections) {
+          insert(*conn, std::to_string(i % 100), std::to_string(i));
+          next += std::chrono::microseconds(1'000'000 * connections / rate);
+          std::this_thread::sleep_until(next);
+        }
+      });
+    }
+  }
+  ~PacedProducers() { join(); }
+  // `n` is SQL: a number, or an expression that gives one.
+  void insert(db::Connection& conn, const std::string& key, const std::string& n) {
+    if (!conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', '{}', 'upsert', "
+                               "CONCAT('{{\"n\":', {}, '}}'))",
+                               s.table, key, n))
+             .isOk()) {
+      failed = true;
+    }
+    ++committed;
+  }
+  void join() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
 };
 
 }  // namespace outbox::test
