@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "common/c_deleter.h"
-#include "common/deadline.h"
 
 namespace outbox::nats {
 
@@ -15,21 +14,6 @@ namespace {
 
 using MsgPtr = CHandle<natsMsg, &natsMsg_Destroy>;
 using StreamInfoPtr = CHandle<jsStreamInfo, &jsStreamInfo_Destroy>;
-using MetaPtr = CHandle<jsMsgMetaData, &jsMsgMetaData_Destroy>;
-
-std::map<std::string, std::string> headersOf(natsMsg* msg) {
-  std::map<std::string, std::string> out;
-  const char** keys = nullptr;
-  int count = 0;
-  if (natsMsgHeader_Keys(msg, &keys, &count) == NATS_OK) {
-    for (int i = 0; i < count; ++i) {
-      const char* value = nullptr;
-      if (natsMsgHeader_Get(msg, keys[i], &value) == NATS_OK && value != nullptr) out[keys[i]] = value;
-    }
-    free(keys);
-  }
-  return out;
-}
 
 constexpr int64_t kNanosPerMilli = 1'000'000;
 
@@ -144,6 +128,20 @@ Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
   return Status::ok();
 }
 
+namespace {
+
+StreamState stateOf(const jsStreamInfo& info) {
+  StreamState state{info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, {}};
+  for (int i = 0; info.Config != nullptr && i < info.Config->SubjectsLen; ++i) {
+    state.subjects.emplace_back(info.Config->Subjects[i]);
+  }
+  if (info.Config != nullptr) state.replicas = static_cast<int>(info.Config->Replicas);
+  if (info.Cluster != nullptr && info.Cluster->Leader != nullptr) state.leader = info.Cluster->Leader;
+  return state;
+}
+
+}  // namespace
+
 Result<StreamState> JetStream::streamState(const std::string& stream) {
   OUTBOX_RETURN_IF_ERROR(follow());
   jsStreamInfo* rawInfo = nullptr;
@@ -151,119 +149,19 @@ Result<StreamState> JetStream::streamState(const std::string& stream) {
   natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), stream.c_str(), nullptr, &code);
   StreamInfoPtr info(rawInfo);
   if (s != NATS_OK) return fromNats(s, code, "stream info " + stream);
-  StreamState state{info->State.FirstSeq, info->State.LastSeq, info->State.Msgs, {}};
-  for (int i = 0; info->Config != nullptr && i < info->Config->SubjectsLen; ++i) {
-    state.subjects.emplace_back(info->Config->Subjects[i]);
-  }
-  if (info->Config != nullptr) state.replicas = static_cast<int>(info->Config->Replicas);
-  if (info->Cluster != nullptr && info->Cluster->Leader != nullptr) state.leader = info->Cluster->Leader;
-  return state;
+  return stateOf(*info);
 }
 
-namespace {
-
-// A message read back with a direct get: its sequence, subject, body and headers.
-StoredMessage storedFrom(natsMsg* raw) {
-  StoredMessage out;
-  out.seq = natsMsg_GetSequence(raw);
-  out.subject = natsMsg_GetSubject(raw);
-  out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
-  out.headers = headersOf(raw);
-  return out;
-}
-
-}  // namespace
-
-Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& stream, uint64_t seq) {
+Result<std::optional<StreamState>> JetStream::findStream(const std::string& stream) {
   OUTBOX_RETURN_IF_ERROR(follow());
-  natsMsg* raw = nullptr;
+  jsStreamInfo* rawInfo = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetMsg(&raw, js_.get(), stream.c_str(), seq, nullptr, &code);
-  MsgPtr msg(raw);
-  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
-  if (s != NATS_OK) return fromNats(s, code, fmt::format("get message {} from {}", seq, stream));
-  return std::optional<StoredMessage>(storedFrom(raw));
-}
-
-namespace {
-
-// A delivered JetStream message as a StoredMessage; nullopt for status and heartbeat messages.
-std::optional<StoredMessage> toStored(natsMsg* msg) {
-  jsMsgMetaData* rawMeta = nullptr;
-  if (natsMsg_GetMetaData(&rawMeta, msg) != NATS_OK) return std::nullopt;
-  MetaPtr meta(rawMeta);
-  StoredMessage m;
-  m.seq = rawMeta->Sequence.Stream;
-  m.timestampNanos = rawMeta->Timestamp;
-  m.subject = natsMsg_GetSubject(msg);
-  m.data.assign(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
-  m.headers = headersOf(msg);
-  return m;
-}
-
-}  // namespace
-
-Result<std::optional<StoredMessage>> Subscription::next(std::chrono::milliseconds timeout) {
-  auto deadline = deadlineAfter(timeout);
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return std::optional<StoredMessage>();
-    natsMsg* raw = nullptr;
-    natsStatus s = natsSubscription_NextMsg(&raw, sub_.get(), left.count());
-    MsgPtr msg(raw);
-    if (s == NATS_TIMEOUT) return std::optional<StoredMessage>();
-    if (s != NATS_OK) return fromNats(s, 0, "next message");
-    if (auto m = toStored(raw)) return std::optional<StoredMessage>(std::move(*m));
-  }
-}
-
-Result<std::unique_ptr<Subscription>> JetStream::subscribe(const std::string& stream, const std::string& subject,
-                                                           uint64_t startSeq) {
-  OUTBOX_RETURN_IF_ERROR(follow());
-  jsSubOptions options;
-  jsSubOptions_Init(&options);
-  options.Stream = stream.c_str();
-  options.Ordered = true;
-  options.Config.DeliverPolicy = js_DeliverByStartSequence;
-  options.Config.OptStartSeq = std::max<uint64_t>(startSeq, 1);
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsSubscription* raw = nullptr;
-  natsStatus s = js_SubscribeSync(&raw, js_.get(), subject.c_str(), nullptr, &options, &code);
-  std::unique_ptr<Subscription> sub(new Subscription(raw));
-  if (s != NATS_OK) return fromNats(s, code, "subscribe to " + stream);
-  return sub;
-}
-
-Result<std::vector<StoredMessage>> JetStream::readRange(const std::string& stream, const std::string& subject,
-                                                        uint64_t fromSeq, uint64_t throughSeq,
-                                                        std::chrono::milliseconds idleTimeout) {
-  std::vector<StoredMessage> out;
-  if (throughSeq < fromSeq) return out;
-  auto sub = subscribe(stream, subject, fromSeq);
-  if (!sub.isOk()) return sub.status();
-  out.reserve(throughSeq - fromSeq + 1);
-  while (out.empty() || out.back().seq < throughSeq) {
-    auto next = (*sub)->next(idleTimeout);
-    if (!next.isOk()) return next.status();
-    if (!next->has_value()) {
-      return Status::transient(fmt::format("read {}: nothing after sequence {} for {} ms", stream,
-                                           out.empty() ? fromSeq - 1 : out.back().seq, idleTimeout.count()));
-    }
-    if ((*next)->seq > throughSeq) break;
-    out.push_back(std::move(**next));
-  }
-  return out;
-}
-
-Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& stream, const std::string& subject) {
-  OUTBOX_RETURN_IF_ERROR(follow());
-  natsMsg* raw = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetLastMsg(&raw, js_.get(), stream.c_str(), subject.c_str(), nullptr, &code);
-  MsgPtr msg(raw);
-  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return std::optional<StoredMessage>();
-  if (s != NATS_OK) return fromNats(s, code, fmt::format("get the last message of {} from {}", subject, stream));
-  return std::optional<StoredMessage>(storedFrom(raw));
+  natsStatus s = js_GetStreamInfo(&rawInfo, js_.get(), stream.c_str(), nullptr, &code);
+  StreamInfoPtr info(rawInfo);
+  // The server's answer (10059), not a timeout or "no responders": only that one says it is gone.
+  if (code == JSStreamNotFoundErr) return std::optional<StreamState>();
+  if (s != NATS_OK) return fromNats(s, code, "stream info " + stream);
+  return std::optional<StreamState>(stateOf(*info));
 }
 
 Result<JetStream::LatestStream> JetStream::ensureLatestStream(const std::string& name, const std::string& origin,
@@ -313,6 +211,13 @@ Status JetStream::deleteStream(const std::string& stream) {
   natsStatus s = js_DeleteStream(js_.get(), stream.c_str(), nullptr, &code);
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return Status::ok();
   return s == NATS_OK ? Status::ok() : fromNats(s, code, "delete stream " + stream);
+}
+
+Status JetStream::purgeStream(const std::string& stream) {
+  OUTBOX_RETURN_IF_ERROR(follow());
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_PurgeStream(js_.get(), stream.c_str(), nullptr, &code);
+  return s == NATS_OK ? Status::ok() : fromNats(s, code, "purge stream " + stream);
 }
 
 Status JetStream::deleteMessage(const std::string& stream, uint64_t seq) {

@@ -14,7 +14,7 @@
 #include "common/status.h"
 #include "config/config.h"
 
-// The only headers in the project that name nats.c types are this one and jetstream.cpp.
+// The only headers in the project that name nats.c types are this one and src/nats/*.cpp.
 typedef struct __natsConnection natsConnection;
 typedef struct __jsCtx jsCtx;
 typedef struct __natsMsg natsMsg;
@@ -25,7 +25,7 @@ struct jsPubAckErr;
 namespace outbox::nats {
 
 // Owns the nats.c handles a Connection, JetStream and Subscription hold (CHandle's pattern; the
-// calls are in jetstream.cpp, the only file that includes nats.h): closes and destroys a
+// calls are in jetstream.cpp; src/nats/ is the only code that includes nats.h): closes and destroys a
 // connection, destroys a JetStream context, unsubscribes and destroys a subscription.
 struct NatsDeleter {
   void operator()(natsConnection* nc) const;
@@ -161,7 +161,10 @@ class JetStream {
   // settings.subject is refused with a permanent Status. `replicas`, when given, gets the number
   // of replicas the stream has (an existing one keeps its own).
   Status ensureStream(const StreamSettings& settings, int* replicas = nullptr);
+  // A stream that does not exist is a transient error here, as a timeout is.
   Result<StreamState> streamState(const std::string& stream);
+  // nullopt when the server says the stream does not exist (deleted, or not created yet).
+  Result<std::optional<StreamState>> findStream(const std::string& stream);
   // nullopt when no message has that sequence (deleted, expired, or never written).
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
   // The last message of `subject` in `stream` (a get-by-subject), or nullopt when it has none.
@@ -183,6 +186,8 @@ class JetStream {
   Result<std::unique_ptr<Subscription>> subscribe(const std::string& stream, const std::string& subject,
                                                   uint64_t startSeq);
   Status deleteStream(const std::string& stream);
+  // Removes every message; the stream keeps its sequence numbers (the next one follows the last).
+  Status purgeStream(const std::string& stream);
   Status deleteMessage(const std::string& stream, uint64_t seq);
 
   // Hands the message to nats.c; its AckEvent arrives later through takeAcks(). A failure here
