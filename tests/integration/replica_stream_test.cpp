@@ -1,0 +1,183 @@
+// `outbox-bridge replica` when its stream no longer holds what comes next — deleted and recreated
+// under it, purged behind it while the source is quiet — against the real bridge, MariaDB and
+// nats-server: each is a reason to bootstrap (docs/consumers.md section 3, "The stream itself"),
+// and the replica must not wait for a message that cannot come (nats.c's ordered consumer
+// recreates itself on the shorter or emptied stream for ever, without a word).
+#define BOOST_TEST_MODULE replica_stream
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "accounts_source.h"
+#include "common/json.h"
+#include "harness.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The replica command on `src`'s bridge, its log and its --dump in tempDir().
+struct ReplicaProcess {
+  std::string log;
+  std::string dump;
+  Subprocess process;
+
+  // `natsUrl`: nats-server's, or a TcpProxy's in front of it.
+  ReplicaProcess(AccountsSource& src, int port, const std::string& natsUrl)
+      : log(tempDir() + "/replica-" + src.spec.name + ".log"), dump(tempDir() + "/replica-" + src.spec.name + ".json") {
+    BOOST_REQUIRE(process.start({stack().bridgeBinary, "replica", "--url", fmt::format("http://127.0.0.1:{}", port),
+                                 "--source", src.spec.name, "--nats", natsUrl, "--dump", dump, "--verify-interval",
+                                 "0.1"},
+                                log));
+  }
+  ~ReplicaProcess() {
+    process.signal(SIGCONT);
+    (void)process.terminate(std::chrono::seconds(10));
+  }
+  std::string text() const { return readFile(log); }
+  bool says(const std::string& line) const { return text().find(line) != std::string::npos; }
+  // Whether the log says `line` within `limit`; how long it took in `took`.
+  bool saysWithin(const std::string& line, std::chrono::milliseconds limit, std::chrono::milliseconds* took = nullptr) {
+    auto begin = std::chrono::steady_clock::now();
+    bool said = waitUntil([&] { return says(line); }, limit);
+    if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin);
+    return said;
+  }
+};
+
+// The records of a --dump of `src`'s replica that holds what the accounts table holds now.
+std::string expectedRecords(AccountsSource& src) {
+  std::string out = "\"records\":[";
+  bool first = true;
+  for (const auto& [id, name] : src.table()) {
+    out += fmt::format("{}{{\"id\":{},\"displayName\":", first ? "" : ",", id);
+    first = false;
+    if (name) {
+      out.push_back('"');
+      appendJsonEscaped(out, *name);
+      out.push_back('"');
+    } else {
+      out += "null";
+    }
+    out.push_back('}');
+  }
+  return out + "]";
+}
+
+// The version the last change written gets: one outbox row a change, versions dense from 1 (an
+// epoch bump takes none), given by the bridge when it reads the row.
+uint64_t lastVersion(AccountsSource& src) { return src.database.scalar("SELECT COUNT(*) FROM " + src.spec.outboxTable()); }
+
+void requirePublished(AccountsSource& src, BridgeProcess& bridge, uint64_t version) {
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() == version; }, 20s),
+                        fmt::format("version {} was not published:\n{}", version, bridge.log()));
+}
+
+}  // namespace
+
+// The stream deleted under a running replica and recreated by the bridge's next publish, shorter
+// than the sequence the replica followed (after an epoch bump the recreated stream holds the
+// bumped epoch's versions alone, from sequence 1): the replica bootstraps and ends equal to the
+// table. Before the fix it stayed at the version it had, for ever.
+BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it_bootstraps) {
+  AccountsSource src("rsdel");
+  BridgeProcess bridge(src.config);
+  src.seedAndStart(bridge, 10);
+  int port = bridge.httpPort();
+  auto conn = src.database.connect();
+  auto bump = runBridge({"epoch", "bump", "--config", src.config, "--source", src.spec.name, "--reason", "test"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err);
+  ReplicaProcess replica(src, port, stack().natsUrl);
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin("] bootstrapped: epoch 2, watermark 10,", 30s), replica.text());
+  // Taken from the stream: nats.c recreates its ordered consumer from the sequence after the last
+  // one it delivered (from sequence 1 when none was, which would hide the recreation).
+  for (uint64_t i = 1; i <= 5; ++i) src.change(*conn, i, fmt::format("Epoch 2 {}", i));
+  uint64_t before = lastVersion(src);
+  requirePublished(src, bridge, before);
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin(fmt::format("] verified at version {}:", before), 30s), replica.text());
+  StreamReader reader;
+  const std::string stream = src.spec.stream();
+  uint64_t followed = reader.state(stream).lastSeq;
+
+  auto deletedAt = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(reader.js().deleteStream(stream).isOk());
+  src.change(*conn, 3, std::nullopt, true);
+  src.change(*conn, 40, "After the stream was recreated");
+  src.change(*conn, 4, "Renamed after the stream was recreated");
+  uint64_t final = lastVersion(src);
+  requirePublished(src, bridge, final);
+  uint64_t last = reader.state(stream).lastSeq;
+  BOOST_REQUIRE_MESSAGE(last < followed, fmt::format("the recreated stream ends at {}, not below the sequence {} the "
+                                                     "replica followed: this test would not test the recreation",
+                                                     last, followed));
+
+  // At `final` by a bootstrap (no "verified" line follows one: it is its own check), or by
+  // following the recreated stream after a bootstrap at an earlier version.
+  auto atFinal = [&] {
+    return replica.says(fmt::format("] re-bootstrapped: epoch 2, watermark {},", final)) ||
+           replica.says(fmt::format("] verified at version {}:", final));
+  };
+  BOOST_REQUIRE_MESSAGE(waitUntil(atFinal, 30s), replica.text());
+  BOOST_TEST_MESSAGE(fmt::format("stream deleted and recreated: at version {} {} ms after the deletion", final,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - deletedAt).count()));
+  BOOST_TEST(replica.says(": re-bootstrapping"), replica.text());
+  BOOST_TEST(replica.says("] re-bootstrapped: epoch 2"), replica.text());
+  BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
+  std::string dump = readFile(replica.dump);
+  BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{}", final)) != std::string::npos, dump);
+  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// The stream purged while the source is quiet, behind a replica paused (SIGSTOP) long enough for
+// nats-server to drop its connection (no PONG for ping_interval × ping_max: minutes at the
+// defaults; a TcpProxy drops it at once here) while the last changes were published: nothing
+// more is written, so no later message can show it a gap, and its ordered consumer, recreated from
+// the sequence after the last one it took, waits on an emptied stream. It bootstraps within 15 s
+// of SIGCONT (a reconnect, the summary every 3 s once verified at --verify-interval 0.1, then the
+// stream's first sequence). Before the fix it never did.
+BOOST_AUTO_TEST_CASE(the_stream_purged_behind_a_paused_replica_of_a_quiet_source_it_bootstraps) {
+  AccountsSource src("rspur");
+  BridgeProcess bridge(src.config);
+  src.seedAndStart(bridge, 20);
+  int port = bridge.httpPort();
+  auto conn = src.database.connect();
+  const int natsPort = std::stoi(stack().natsUrl.substr(stack().natsUrl.rfind(':') + 1));
+  TcpProxy proxy(natsPort);
+  ReplicaProcess replica(src, port, fmt::format("nats://127.0.0.1:{}", proxy.port()));
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin("] verified at version 20:", 30s), replica.text());
+
+  replica.process.signal(SIGSTOP);
+  proxy.retarget(natsPort);  // its connection closed; a new one goes through
+  std::this_thread::sleep_for(500ms);  // closed: the proxy's pipe looks every 50 ms
+  for (uint64_t i = 1; i <= 5; ++i) src.change(*conn, i, fmt::format("Missed {}", i));
+  src.change(*conn, 21, "Missed too");
+  uint64_t final = lastVersion(src);
+  requirePublished(src, bridge, final);
+  StreamReader reader;
+  const std::string stream = src.spec.stream();
+  BOOST_REQUIRE(reader.js().purgeStream(stream).isOk());
+  BOOST_REQUIRE(reader.state(stream).messages == 0u);
+  replica.process.signal(SIGCONT);
+
+  std::chrono::milliseconds took{};
+  const std::string rebootstrapped = fmt::format("] re-bootstrapped: epoch 1, watermark {}, 21 records", final);
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin(rebootstrapped, 15s, &took), replica.text());
+  BOOST_TEST_MESSAGE(fmt::format("stream purged, source quiet: re-bootstrapped {} ms after SIGCONT", took.count()));
+  BOOST_TEST(replica.says(fmt::format("begins at sequence {}: sequence 21 was purged or expired: re-bootstrapping",
+                                      reader.state(stream).firstSeq)),
+             replica.text());
+  BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
+  std::string dump = readFile(replica.dump);
+  BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{}", final)) != std::string::npos, dump);
+  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(bridge.stop() == 0);
+}
