@@ -62,27 +62,15 @@ Status Replica::bootstrap() {
     counters_.rejectedSnapshots++;
     return Status::transient(fmt::format("snapshot key '{}' is not a field of its records", snap.key));
   }
-  if (!nats_) {
-    auto nc = nats::Connection::connect(options_.nats, "outbox-replica");
-    if (!nc.isOk()) return nc.status();
-    nats_ = std::move(nc).value();
-    auto js = nats::JetStream::create(*nats_, std::chrono::milliseconds(5000), 16, options_.nats.jsDomain);
-    if (!js.isOk()) return js.status();
-    js_ = std::move(js).value();
-  }
-  auto state = js_->streamState(snap.streamName);
-  if (!state.isOk()) return state.status();
-  if (state->subjects.empty()) return Status::transient("stream " + snap.streamName + " has no subjects");
-  auto sub = js_->subscribe(snap.streamName, state->subjects.front(), snap.streamSeq + 1);
-  if (!sub.isOk()) return sub.status();
-
+  OUTBOX_RETURN_IF_ERROR(connectNats());
   records_.clear();
   for (auto& values : snap.records) {
     const auto& key = values[keyIndex];
     records_[key.value_or("")] = std::move(values);
   }
-  sub_ = std::move(sub).value();
+  installed_ = true;
   streamName_ = snap.streamName;
+  streamSeq_ = snap.streamSeq;
   key_ = snap.key;
   columns_ = snap.columns;
   numeric_ = snap.numeric;
@@ -96,6 +84,15 @@ Status Replica::bootstrap() {
   say(fmt::format("{}: epoch {}, watermark {}, {} records, checksum {}; following {} from sequence {}",
                   counters_.bootstraps == 1 ? "bootstrapped" : (changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped"),
                   epoch_, applied_, records_.size(), formatChecksum(sum_), streamName_, snap.streamSeq + 1));
+  auto problem = follow();
+  if (!problem.isOk()) return problem.status();
+  if (*problem) {
+    // Missing: the bridge creates it at its next publish. Otherwise the snapshot is older than
+    // the stream (read before the bridge recreated it, or before messages expired): the next
+    // step bootstraps again, after run()'s backoff.
+    if ((*problem)->missing) awaiting_ = Awaiting{streamName_, std::chrono::steady_clock::now()};
+    return Status::transient("the snapshot's " + (*problem)->why);
+  }
   return Status::ok();
 }
 
@@ -129,6 +126,7 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
   }
   if (epoch < epoch_ || version <= applied_) {  // already reflected in what we have: inbox dedup
     counters_.skippedDuplicates++;
+    streamSeq_ = m.seq;
     return Status::ok();
   }
   if (version != applied_ + 1) {
@@ -157,6 +155,7 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
     records_[key] = std::move(values).value();
   }
   applied_ = version;
+  streamSeq_ = m.seq;
   counters_.applied++;
   return Status::ok();
 }
@@ -174,6 +173,25 @@ Status Replica::verify(bool& needBootstrap) {
       needBootstrap = true;
     }
     return Status::ok();
+  }
+  if (summary->streamName != streamName_) {
+    counters_.lostStreams++;
+    say(fmt::format("the source now publishes to stream {}, not {}: re-bootstrapping", summary->streamName, streamName_));
+    needBootstrap = true;
+    return Status::ok();
+  }
+  if (summary->watermark > applied_) {
+    // The source is ahead and nothing arrived: a stream that no longer holds the next sequence
+    // will not send it (a purge or max_age on a quiet source shows no gap, and nats.c recreates
+    // an ordered consumer on a missing or shorter stream for ever).
+    auto problem = streamProblem(streamName_, streamSeq_ + 1);
+    if (!problem.isOk()) return problem.status();
+    if (*problem) {
+      counters_.lostStreams++;
+      say((*problem)->why + ": re-bootstrapping");
+      needBootstrap = true;
+    }
+    return Status::ok();  // the watermarks have not met yet
   }
   if (summary->watermark != applied_) return Status::ok();  // the watermarks have not met yet
   counters_.verifications++;
@@ -202,7 +220,12 @@ Status Replica::verify(bool& needBootstrap) {
 }
 
 Status Replica::step(std::chrono::milliseconds wait) {
-  if (!sub_) return bootstrap();
+  if (!installed_) return bootstrap();
+  if (!sub_) {
+    auto problem = follow();
+    if (!problem.isOk()) return problem.status();
+    if (*problem) return streamLost(**problem);
+  }
   auto next = sub_->next(wait);
   if (!next.isOk()) {
     sub_.reset();

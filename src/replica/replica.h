@@ -19,8 +19,9 @@ namespace outbox {
 
 // The reference consumer: bootstraps from a snapshot, verifies it, follows the stream from
 // stream.seq + 1, applies upserts and deletes idempotently (versions already applied are
-// skipped), re-bootstraps on a version gap or a new epoch, keeps the checksum current from the
-// deltas and compares it with ?summary=true when the watermarks meet. Single-threaded.
+// skipped), re-bootstraps on a version gap, a new epoch or a stream that can no longer give what
+// comes next, keeps the checksum current from the deltas and compares it with ?summary=true when
+// the watermarks meet. Single-threaded.
 class Replica {
  public:
   struct Options {
@@ -36,6 +37,7 @@ class Replica {
     uint64_t rejectedSnapshots = 0;
     uint64_t gaps = 0;
     uint64_t epochChanges = 0;
+    uint64_t lostStreams = 0;  // the stream missing, or no longer holding what the replica follows
     uint64_t applied = 0;
     uint64_t skippedDuplicates = 0;
     uint64_t verifications = 0;
@@ -45,7 +47,8 @@ class Replica {
   explicit Replica(Options options);
   ~Replica();
 
-  // Fetches, checks and installs a snapshot and subscribes after it.
+  // Fetches, checks and installs a snapshot and subscribes after it (an error when the stream it
+  // names cannot give its next sequence: step() follows it again, or bootstraps again).
   Status bootstrap();
   // Applies what arrives within `wait`; re-bootstraps when needed; verifies when caught up.
   Status step(std::chrono::milliseconds wait);
@@ -64,6 +67,26 @@ class Replica {
   std::string dumpJson() const;
 
  private:
+  // Why a stream cannot give the sequence a replica needs next; `missing`: it does not exist.
+  struct StreamProblem {
+    bool missing = false;
+    std::string why;
+  };
+  // A snapshot named a stream that did not exist: followed again with backoff, and the source
+  // asked every kStall whether it names another (a snapshot per retry reads the table each time).
+  struct Awaiting {
+    std::string stream;
+    std::chrono::steady_clock::time_point since;
+  };
+  static constexpr std::chrono::seconds kStall{30};
+
+  Status connectNats();
+  // replica_stream.cpp: docs/consumers.md section 3, "The stream itself".
+  static std::optional<StreamProblem> problemOf(const std::optional<nats::StreamState>& found, const std::string& stream,
+                                                uint64_t fromSeq);
+  Result<std::optional<StreamProblem>> streamProblem(const std::string& stream, uint64_t fromSeq);
+  Result<std::optional<StreamProblem>> follow();
+  Status streamLost(const StreamProblem& problem);
   Result<std::string> fetch(bool summary);
   Status applyMessage(const nats::StoredMessage& m, bool& needBootstrap);
   Status verify(bool& needBootstrap);
@@ -74,7 +97,10 @@ class Replica {
   std::unique_ptr<nats::Connection> nats_;
   std::unique_ptr<nats::JetStream> js_;
   std::unique_ptr<nats::Subscription> sub_;
+  bool installed_ = false;  // a snapshot is installed: what follows comes from streamName_
   std::string streamName_;
+  uint64_t streamSeq_ = 0;  // of the last message taken from it (the snapshot's stream.seq before)
+  std::optional<Awaiting> awaiting_;
   std::string key_;
   std::vector<std::string> columns_;
   std::vector<bool> numeric_;
