@@ -1,14 +1,16 @@
 // `outbox-bridge replica` when its stream no longer holds what comes next — deleted and recreated
-// under it, purged behind it while the source is quiet — against the real bridge, MariaDB and
-// nats-server: each is a reason to bootstrap (docs/consumers.md section 3, "The stream itself"),
-// and the replica must not wait for a message that cannot come (nats.c's ordered consumer
-// recreates itself on the shorter or emptied stream for ever, without a word).
+// under it, purged or emptied by max_age behind it while the source is quiet, renamed — against
+// the real bridge, MariaDB and nats-server: each is a reason to bootstrap (docs/consumers.md
+// section 3, "The stream itself"), and the replica must not wait for a message that cannot come
+// (nats.c's ordered consumer recreates itself on a missing, shorter or emptied stream for ever,
+// without a word).
 #define BOOST_TEST_MODULE replica_stream
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
 
-#include <fstream>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -85,7 +87,7 @@ void requirePublished(AccountsSource& src, BridgeProcess& bridge, uint64_t versi
 // The stream deleted under a running replica and recreated by the bridge's next publish, shorter
 // than the sequence the replica followed (after an epoch bump the recreated stream holds the
 // bumped epoch's versions alone, from sequence 1): the replica bootstraps and ends equal to the
-// table. Before the fix it stayed at the version it had, for ever.
+// table. Before the fix it stayed at the version it had (15, the source at 18), for ever.
 BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it_bootstraps) {
   AccountsSource src("rsdel");
   BridgeProcess bridge(src.config);
@@ -137,15 +139,21 @@ BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it
   BOOST_TEST(bridge.stop() == 0);
 }
 
-// The stream purged while the source is quiet, behind a replica paused (SIGSTOP) long enough for
-// nats-server to drop its connection (no PONG for ping_interval × ping_max: minutes at the
-// defaults; a TcpProxy drops it at once here) while the last changes were published: nothing
-// more is written, so no later message can show it a gap, and its ordered consumer, recreated from
-// the sequence after the last one it took, waits on an emptied stream. It bootstraps within 15 s
-// of SIGCONT (a reconnect, the summary every 3 s once verified at --verify-interval 0.1, then the
-// stream's first sequence). Before the fix it never did.
-BOOST_AUTO_TEST_CASE(the_stream_purged_behind_a_paused_replica_of_a_quiet_source_it_bootstraps) {
-  AccountsSource src("rspur");
+namespace {
+
+// The stream emptied (purged, or by max_age) while the source is quiet, behind a replica paused
+// (SIGSTOP) long enough for nats-server to drop its connection (no PONG for ping_interval ×
+// ping_max: minutes at the defaults; a TcpProxy drops it at once here) while the last changes
+// were published: nothing more is written, so no later message can show it a gap, and its ordered
+// consumer, recreated from the sequence after the last one it took, waits on an emptied stream.
+// It bootstraps within 15 s of SIGCONT (a reconnect, the summary every 3 s once verified at
+// --verify-interval 0.1, then the stream's first sequence). Before the fix it stayed at 20 (the
+// source at 26).
+void emptiedBehindAPausedReplica(bool purge) {
+  const std::string how = purge ? "purged" : "emptied by max_age";
+  std::map<std::string, std::string> keys;
+  if (!purge) keys = {{"max_age", "\"2s\""}, {"duplicate_window", "\"1s\""}};
+  AccountsSource src(purge ? "rspur" : "rsage", "", keys);
   BridgeProcess bridge(src.config);
   src.seedAndStart(bridge, 20);
   int port = bridge.httpPort();
@@ -164,14 +172,14 @@ BOOST_AUTO_TEST_CASE(the_stream_purged_behind_a_paused_replica_of_a_quiet_source
   requirePublished(src, bridge, final);
   StreamReader reader;
   const std::string stream = src.spec.stream();
-  BOOST_REQUIRE(reader.js().purgeStream(stream).isOk());
-  BOOST_REQUIRE(reader.state(stream).messages == 0u);
+  if (purge) BOOST_REQUIRE(reader.js().purgeStream(stream).isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return reader.state(stream).messages == 0; }, 10s), "the stream is not empty");
   replica.process.signal(SIGCONT);
 
   std::chrono::milliseconds took{};
   const std::string rebootstrapped = fmt::format("] re-bootstrapped: epoch 1, watermark {}, 21 records", final);
   BOOST_REQUIRE_MESSAGE(replica.saysWithin(rebootstrapped, 15s, &took), replica.text());
-  BOOST_TEST_MESSAGE(fmt::format("stream purged, source quiet: re-bootstrapped {} ms after SIGCONT", took.count()));
+  BOOST_TEST_MESSAGE(fmt::format("stream {}, source quiet: re-bootstrapped {} ms after SIGCONT", how, took.count()));
   BOOST_TEST(replica.says(fmt::format("begins at sequence {}: sequence 21 was purged or expired: re-bootstrapping",
                                       reader.state(stream).firstSeq)),
              replica.text());
@@ -180,4 +188,51 @@ BOOST_AUTO_TEST_CASE(the_stream_purged_behind_a_paused_replica_of_a_quiet_source
   BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{}", final)) != std::string::npos, dump);
   BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
   BOOST_TEST(bridge.stop() == 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_stream_purged_behind_a_paused_replica_of_a_quiet_source_it_bootstraps) {
+  emptiedBehindAPausedReplica(true);
+}
+
+BOOST_AUTO_TEST_CASE(the_stream_emptied_by_max_age_behind_a_paused_replica_of_a_quiet_source_it_bootstraps) {
+  emptiedBehindAPausedReplica(false);
+}
+
+// The source's stream renamed (`stream =` changed, the bridge restarted on the same address) and
+// the old one deleted, with one change written after: only the summary names the new stream. The
+// replica bootstraps onto it. Before the fix it waited on the deleted one, at 10, for ever.
+BOOST_AUTO_TEST_CASE(the_stream_renamed_the_replica_bootstraps_onto_the_new_one) {
+  AccountsSource src("rsren");
+  auto bridge = std::make_unique<BridgeProcess>(src.config);
+  src.seedAndStart(*bridge, 10);
+  int port = bridge->httpPort();
+  auto conn = src.database.connect();
+  ReplicaProcess replica(src, port, stack().natsUrl);
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin("] verified at version 10:", 30s), replica.text());
+
+  const std::string old = src.spec.stream();
+  BOOST_REQUIRE(bridge->stop() == 0);
+  StreamReader reader;
+  BOOST_REQUIRE(reader.js().deleteStream(old).isOk());
+  src.spec.extra["stream"] = "\"" + old + "_RENAMED\"";
+  bridge = std::make_unique<BridgeProcess>(writeConfig({src.spec}, fmt::format("[http]\nlisten = \"127.0.0.1:{}\"\n", port)));
+  bridge->start();
+  BOOST_REQUIRE(bridge->httpPort() == port);
+  src.change(*conn, 11, "In the renamed stream");
+  requirePublished(src, *bridge, 11);
+
+  const std::string told =
+      fmt::format("] the source now publishes to stream {}_RENAMED, not {}: re-bootstrapping", old, old);
+  BOOST_REQUIRE_MESSAGE(replica.saysWithin(told, 30s), replica.text());
+  auto at11 = [&] {
+    return replica.says("] re-bootstrapped: epoch 1, watermark 11,") || replica.says("] verified at version 11:");
+  };
+  BOOST_REQUIRE_MESSAGE(waitUntil(at11, 20s), replica.text());
+  BOOST_TEST(replica.says(fmt::format("following {}_RENAMED from sequence", old)), replica.text());
+  BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
+  std::string dump = readFile(replica.dump);
+  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(bridge->stop() == 0);
 }
