@@ -148,7 +148,8 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     std::vector<IdRange> ranges;
     ranges.reserve(holes_.size());
     for (const auto& [first, hole] : holes_) {
-      if (!hole.quiet) ranges.push_back(IdRange{first, hole.last, hole.span});  // quiet: this poll's reading said so
+      // Quiet: this poll's reading said so (none taken: read it all the same).
+      if (!hole.quiet || !read->busy) ranges.push_back(IdRange{first, hole.last, hole.span});
     }
     auto visible = ranges.empty() ? Result<std::vector<ScannedRow>>(std::vector<ScannedRow>{})
                                   : store_.readRanges(ranges, limit);
