@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "db/binlog.h"
+#include "bridged_source.h"
 #include "harness.h"
 
 // Waking up (docs/design.md, "Waking up", issue 20): the binlog doorbell wakes a source's relay when a
@@ -25,33 +26,15 @@ using namespace std::chrono_literals;
 namespace {
 
 // A source with poll_interval 10 s (so only a ring explains a row published at once), its bridge
-// started, and a producer's connection.
-struct WatchedSource {
-  TestDatabase database;
-  SourceSpec source;
-  std::string config;
-  std::string table;
-  BridgeProcess bridge;
-  std::unique_ptr<db::Connection> producer;
-  int port = 0;
+// (started by start()), and a producer's connection.
+struct WatchedSource : BridgedSource {
   uint64_t inserted = 0;
 
   explicit WatchedSource(const std::string& purpose, std::map<std::string, std::string> extra = {})
-      : database(purpose),
-        source{uniqueName("wk", database), &database, withPollInterval(std::move(extra))},
-        config(writeConfig({source})),
-        table(source.outboxTable()),
-        bridge(config),
-        producer(database.connect()) {
-    migrate(config);
-  }
+      : BridgedSource(purpose, "wk", withPollInterval(std::move(extra))) {}
   static std::map<std::string, std::string> withPollInterval(std::map<std::string, std::string> extra) {
     extra.try_emplace("poll_interval", "\"10s\"");
     return extra;
-  }
-  void start() {
-    bridge.start();
-    port = bridge.httpPort();
   }
   std::string page() { return httpRequest(port, "GET", "/metrics").body; }
   double metric(const std::string& name) { return sourceMetric(port, name, source.name); }

@@ -85,6 +85,24 @@ class Running {
   }
 }
 
+/** A source of ten rows, its bridge, and a Running consumer verified at version 10, for `body`;
+ * both closed after it. */
+async function withVerifiedConsumer(body: (source: AccountsSource, r: Running) => Promise<void>): Promise<void> {
+  const source = await AccountsSource.create();
+  let running: Running | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    running = new Running(source);
+    await running.verifiedAt(10, 30_000, "the first bootstrap");
+    await body(source, running);
+  } finally {
+    await running?.close();
+    await source.close();
+  }
+}
+
 test("the stream deleted and recreated under a running consumer: it bootstraps and is equal to the table", async () => {
   const source = await AccountsSource.create();
   let running: Running | null = null;
@@ -124,16 +142,7 @@ test("the stream deleted and recreated under a running consumer: it bootstraps a
 });
 
 test("the stream deleted while the source is quiet: one bootstrap, then the consumer waits for it, and follows", async () => {
-  const source = await AccountsSource.create();
-  let running: Running | null = null;
-  try {
-    await source.seed(10);
-    await source.startBridge();
-    await source.drained();
-    running = new Running(source);
-    const r = running;
-    await r.verifiedAt(10, 30_000, "the first bootstrap");
-
+  await withVerifiedConsumer(async (source, r) => {
     await withJsm((jsm) => jsm.streams.delete(source.stream));
     // Until the bridge's next publish creates it again, the snapshot names a stream that is not
     // there: the consumer waits (a snapshot per retry would read the source's table each time).
@@ -150,23 +159,11 @@ test("the stream deleted while the source is quiet: one bootstrap, then the cons
     assert.equal(r.replica.counters.bootstraps, 2, r.lines.join("\n"));
     await r.verifiedAt(final, 10_000, "the replica to verify");
     await r.assertEqual();
-  } finally {
-    await running?.close();
-    await source.close();
-  }
+  });
 });
 
 test("the stream renamed (stream = changed, the old one deleted): the consumer bootstraps onto the new one", async () => {
-  const source = await AccountsSource.create();
-  let running: Running | null = null;
-  try {
-    await source.seed(10);
-    await source.startBridge();
-    await source.drained();
-    running = new Running(source);
-    const r = running;
-    await r.verifiedAt(10, 30_000, "the first bootstrap");
-
+  await withVerifiedConsumer(async (source, r) => {
     const at = Date.now();
     const renamed = await renameStream(source, true);
     await source.change(11, "In the renamed stream");
@@ -178,10 +175,7 @@ test("the stream renamed (stream = changed, the old one deleted): the consumer b
     assert.equal(r.replica.inbox!.streamName, renamed, r.lines.join("\n"));
     assert.ok(r.replica.counters.bootstraps >= 2, r.lines.join("\n"));
     await r.assertEqual();
-  } finally {
-    await running?.close();
-    await source.close();
-  }
+  });
 });
 
 for (const emptied of ["purged", "emptied by max_age"] as const) {
@@ -222,15 +216,7 @@ for (const emptied of ["purged", "emptied by max_age"] as const) {
 }
 
 test("the stream deleted, then renamed while the consumer waits for it: the source's summary sends it to the new one", async () => {
-  const source = await AccountsSource.create();
-  let running: Running | null = null;
-  try {
-    await source.seed(10);
-    await source.startBridge();
-    await source.drained();
-    running = new Running(source);
-    const r = running;
-    await r.verifiedAt(10, 30_000, "the first bootstrap");
+  await withVerifiedConsumer(async (source, r) => {
     await withJsm((jsm) => jsm.streams.delete(source.stream));
     const waiting = "does not exist (deleted, or renamed): waiting for the bridge";
     await until(() => r.lines.some((l) => l.includes(waiting)), 20_000, () => r.lines.join("\n"));
@@ -247,8 +233,5 @@ test("the stream deleted, then renamed while the consumer waits for it: the sour
     const final = await source.drained();
     await r.verifiedAt(final, 30_000, "the replica to follow the renamed stream");
     await r.assertEqual();
-  } finally {
-    await running?.close();
-    await source.close();
-  }
+  });
 });
