@@ -24,8 +24,9 @@ enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 //   kConnection    — the server went away, or never answered: asking again on a new connection;
 //   kMissingTable  — a table or column the statement names does not exist (a schema not migrated);
 //   kAccessDenied  — a privilege or a login refused;
+//   kDuplicateKey  — a row with that unique key exists already;
 //   kServer        — any other error the server reported.
-enum class Cause { kNone, kLockWait, kRolledBack, kConnection, kMissingTable, kAccessDenied, kServer };
+enum class Cause { kNone, kLockWait, kRolledBack, kConnection, kMissingTable, kAccessDenied, kDuplicateKey, kServer };
 
 class [[nodiscard]] Status {
  public:

@@ -56,6 +56,8 @@ Classified classify(unsigned code) {
       return {Cause::kRolledBack, true};
     case ER_QUERY_INTERRUPTED:
       return {Cause::kServer, true};
+    case ER_DUP_ENTRY:
+      return {Cause::kDuplicateKey, false};
     case ER_NO_SUCH_TABLE:
     case ER_BAD_FIELD_ERROR:  // a column a newer schema file adds
       return {Cause::kMissingTable, false};

@@ -71,7 +71,7 @@ constexpr const char* kClockRefused =
 // The published marks a scan's write carries, each moved forward on its own: within an epoch
 // (which the write guard fixes) a later version always has a later stream sequence, so the two
 // maxima are one pair, whichever of two writes racing (a ride and a mark of the relay thread)
-// commits last. A multi-table UPDATE's assignments have no set order, so neither may read the other.
+// commits last. Each column is moved on its own, so that neither assignment reads the other.
 std::string publishedAssignments(const PublishedMark& published) {
   if (published.version == 0) return "";
   return fmt::format(", s.published_through = GREATEST(s.published_through, {}), s.published_stream_seq = "
@@ -145,16 +145,18 @@ Status MysqlOutboxStore::connect() {
 
 std::string MysqlOutboxStore::guardedStateUpdate(db::Connection& conn, const std::string& assignments,
                                                  const std::string& condition) {
-  std::string join, where = fmt::format("s.source = {}", sourceLiteral_);
-  if (guard_.lease) {
-    join = fmt::format(
-        " JOIN outbox_bridge_lease l ON l.source = s.source AND l.holder_id = {} AND l.lease_epoch = {} "
-        "AND l.expires_at > NOW(6)",
-        conn.quote(guard_.lease->holder), guard_.lease->leaseEpoch);
-  }
+  // One table, the lease as a subquery: a multi-table UPDATE (the lease joined) costs MariaDB
+  // more to open, plan and log than the whole row it guards (docs/design.md, "Cost per row").
+  std::string where = fmt::format("s.source = {}", sourceLiteral_);
   if (guard_.epoch != 0) where += fmt::format(" AND s.epoch = {}", guard_.epoch);
   if (!condition.empty()) where += " AND " + condition;
-  return fmt::format("UPDATE outbox_source_state s{} SET {} WHERE {}", join, assignments, where);
+  if (guard_.lease) {
+    where += fmt::format(
+        " AND EXISTS (SELECT 1 FROM outbox_bridge_lease l WHERE l.source = {} AND l.holder_id = {} AND l.lease_epoch = "
+        "{} AND l.expires_at > NOW(6))",
+        sourceLiteral_, conn.quote(guard_.lease->holder), guard_.lease->leaseEpoch);
+  }
+  return fmt::format("UPDATE outbox_source_state s SET {} WHERE {}", assignments, where);
 }
 
 Status MysqlOutboxStore::guardedStateWrite(db::Connection& conn, const std::string& assignments,
@@ -222,6 +224,7 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
 
 void MysqlOutboxStore::setWriteGuard(WriteGuard guard) {
   guard_ = std::move(guard);
+  joinedThrough_.reset();  // a new session: an epoch bump may have moved the scan below versioned rows
   if (marks_ != nullptr) marks_->forget(source_.name);  // an earlier session's offer
 }
 
@@ -310,6 +313,9 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     };
     if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
     auto inserted = conn.execCount(insert);
+    if (!inserted.isOk() && readLean_ && inserted.status().cause() == Cause::kDuplicateKey) {
+      return Status::transient("a row of the batch has a version already (read without the versions); scanning again");
+    }
     if (!inserted.isOk()) return inserted.status();
     if (*inserted != rows.size()) {
       OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
@@ -317,7 +323,10 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     }
     return recordPins(conn, mark);
   });
-  if (!s.isOk()) return s;
+  if (!s.isOk()) {
+    joinedThrough_.reset();  // the next read is a whole one (readNew)
+    return s;
+  }
   if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
   v = expectedAssignedThrough;
   for (auto& r : rows) r.version = ++v;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -112,8 +113,8 @@ class MysqlOutboxStore final : public OutboxStore {
   Result<bool> lockFree(const std::string& select);
   // The locking probe's read of `ranges`, in id order up or down.
   std::string rangesProbe(const std::vector<IdRange>& ranges, bool downwards) const;
-  // "UPDATE outbox_source_state s [JOIN outbox_bridge_lease ...] SET <assignments> WHERE
-  // s.source = ... [AND s.epoch = ...] AND <condition>", with the write guard's checks.
+  // "UPDATE outbox_source_state s SET <assignments> WHERE s.source = ... [AND s.epoch = ...] AND
+  // <condition> [AND EXISTS (the lease held)]", with the write guard's checks.
   std::string guardedStateUpdate(db::Connection& conn, const std::string& assignments, const std::string& condition);
   // Runs a guarded update that must match the state row: none matched means the guard refused
   // (transient; the connection is kept). On `conn` inside a transaction, or on its own.
@@ -144,6 +145,11 @@ class MysqlOutboxStore final : public OutboxStore {
   bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
+  // readNew leaves out its joins while the cursor is at or above this (the highest outbox id with
+  // a version or quarantined, read once a session and after a failed assign). The prefetch
+  // thread's, as are readNew and assign.
+  std::optional<uint64_t> joinedThrough_;
+  bool readLean_ = false;  // the last readNew left its joins out
   JointMarks* marks_ = nullptr;
   std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above
 };
