@@ -507,11 +507,11 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
   bridge.terminate(std::chrono::seconds(10));
   std::printf("(i)  %-5s %3d source%s, %-8s at rest: bridge %5.2f%%, MariaDB %5.2f%%, %6.1f statements/s | 10 rows/s: "
               "bridge %5.2f%%, MariaDB %5.2f%% (%+.2f%% on the producer alone, %.2fx its own), %6.1f statements/s "
-              "(%.1f a row), p50 %.1f ms, p99 %.1f ms (%zu rows) | %llu connections\n",
+              "(%.1f a row, %.1f beyond those at rest), p50 %.1f ms, p99 %.1f ms (%zu rows) | %llu connections\n",
               binlogFormat.c_str(), sources, sources == 1 ? " " : "s", wake == "auto" ? "doorbell" : "polling",
               rest.bridgeCpu, rest.mysqlCpu, rest.statements, flow.bridgeCpu, flow.mysqlCpu, flow.mysqlCpu - producerCpu,
               producerCpu > 0 ? (flow.mysqlCpu - producerCpu) / producerCpu : 0.0, bridgeStatements,
-              bridgeStatements / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size(),
+              bridgeStatements / 10.0, (bridgeStatements - rest.statements) / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size(),
               static_cast<unsigned long long>(connections));
   std::fflush(stdout);
   for (const auto& stream : streams) (void)js->deleteStream(stream);

@@ -314,7 +314,13 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
     auto inserted = conn.execCount(insert);
     if (!inserted.isOk() && readLean_ && inserted.status().cause() == Cause::kDuplicateKey) {
-      return Status::transient("a row of the batch has a version already (read without the versions); scanning again");
+      // Read without the versions (readNew): a row of the batch may have one (scan again), or the
+      // state row and the versions disagree (a version taken twice: the error stands).
+      auto versioned = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
+      if (versioned.isOk() && versioned->value_or(0) > 0) {
+        return Status::transient(fmt::format("{} row(s) of the batch have a version already; scanning again",
+                                             versioned->value_or(0)));
+      }
     }
     if (!inserted.isOk()) return inserted.status();
     if (*inserted != rows.size()) {

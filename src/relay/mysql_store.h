@@ -145,11 +145,12 @@ class MysqlOutboxStore final : public OutboxStore {
   bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
-  // readNew leaves out its joins while the cursor is at or above this (the highest outbox id with
-  // a version or quarantined, read once a session and after a failed assign). The prefetch
-  // thread's, as are readNew and assign.
+  // readNew leaves out its join of the versions while the cursor is at or above this (the highest
+  // outbox id with a version, read once a session and after a failed assign). The prefetch
+  // thread's, as are readNew and assign; setWriteGuard's reset comes from the relay thread while
+  // no batch is being prepared (a session begins after the prefetcher drained).
   std::optional<uint64_t> joinedThrough_;
-  bool readLean_ = false;  // the last readNew left its joins out
+  bool readLean_ = false;  // the last readNew left the versions out
   JointMarks* marks_ = nullptr;
   std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above
 };

@@ -39,7 +39,7 @@ class Relay {
     std::chrono::milliseconds ackTimeout{5000};      // a publish not acked within this: reconcile
     // The longest acks wait for published_through: until then they ride on the next batch's
     // assign, a trickle's mark costing no commit of its own (docs/design.md, "Marks").
-    std::chrono::milliseconds markInterval{1000};
+    std::chrono::milliseconds markInterval{500};
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
     // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null: the relay
     // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
