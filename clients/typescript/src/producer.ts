@@ -52,6 +52,9 @@ export class OutboxProducer {
     }
     for (const name of ["key", "payload"] as const) {
       if (typeof options[name] !== "string" || options[name].trim() === "") throw new ProducerRuleError(`${name} is empty`);
+      // The statements bind their own values ahead of where's: a placeholder here would take one
+      // of them (and Knex reads a ? in a string literal as one too).
+      if (options[name].includes("?")) throw new ProducerRuleError(`${name} holds a '?': values go in params, after where`);
     }
     this.table = options.table;
     this.entityType = options.entityType;

@@ -202,4 +202,5 @@ test("names that could reach SQL are checked", () => {
   assert.throws(() => new OutboxProducer({ ...ok, from: "a b" }), ProducerRuleError);
   assert.throws(() => new OutboxProducer({ ...ok, entityType: "a.b" }), ProducerRuleError);
   assert.throws(() => new OutboxProducer({ ...ok, key: " " }), ProducerRuleError);
+  assert.throws(() => new OutboxProducer({ ...ok, payload: "JSON_OBJECT('id', ?)" }), /holds a '\?'/);
 });
