@@ -82,9 +82,11 @@ test("the producer appends in the caller's transaction and never ends it", async
   await conn.rollback();
   assert.equal((await outboxRows()).length, before, "the caller's ROLLBACK takes the outbox row back");
 
+  // The seam for any other library: a function that runs a statement on the transaction.
+  const run = (sql: string, params: unknown[]) => conn.query(sql, params);
   await inTransaction(async () => {
     await conn.execute("INSERT INTO accounts VALUES (42, 'Acme')");
-    await accounts.upsert(conn, { where: "id = ?", params: [42], headers: { traceparent } });
+    await accounts.upsert(run, { where: "id = ?", params: [42], headers: { traceparent } });
   });
   await inTransaction(async () => {
     await accounts.delete(conn, { where: "id = ?", params: [42] });
@@ -139,6 +141,7 @@ test("what is no open transaction on one connection is refused before anything i
 
   await conn.execute("INSERT INTO accounts VALUES (7, 'autocommitted')");
   await assert.rejects(accounts.upsert(conn, change), refused(/no transaction is open/));
+  await assert.rejects(accounts.upsert(async () => [], change), refused(/does not say whether a transaction is open/));
 
   const o = mysqlOptions(database);
   const connection = { host: o.host, port: o.port, user: o.user, password: o.password, database };
