@@ -1,9 +1,17 @@
 export { canonical, Checksum, recordHash } from "./checksum.js";
 export type { RecordValues } from "./checksum.js";
 export { escapeSubjectToken, fnv1a32, keyPartition, unescapeSubjectToken } from "./subject.js";
-export { OutboxProducer, OutboxTransaction, ProducerRuleError } from "./producer.js";
-export type { OutboxProducerOptions, PayloadFrom } from "./producer.js";
-export { headersProblem, keyProblem } from "./rules.js";
+export { OutboxProducer, ProducerRuleError } from "./producer.js";
+export type { OutboxProducerOptions, RowChange } from "./producer.js";
+export type {
+  KnexTransaction,
+  Mysql2Transaction,
+  RunSql,
+  TransactionHandle,
+  TypeOrmEntityManager,
+  TypeOrmQueryRunner,
+} from "./producer_handle.js";
+export { hasLoneSurrogate, headersProblem, keyProblem } from "./rules.js";
 export { Incomplete, parseRecord, scanObject, scanValue } from "./json.js";
 export type { RecordField, Scanned } from "./json.js";
 export { readSnapshot, SnapshotRejected } from "./snapshot.js";

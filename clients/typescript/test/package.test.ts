@@ -1,7 +1,8 @@
 // The package as a team gets it from a registry: `npm pack` of a copy of this directory (as a
 // clean checkout has it: no dist/, the repository's LICENSE two levels up), the tarball installed
 // into an empty project with its peer dependencies, and a consumer there that imports it — as an
-// ES module, from CommonJS by import(), its command, and its types under TypeScript's NodeNext.
+// ES module, from CommonJS by import(), its command, and its types under TypeScript's NodeNext —
+// and README's producer examples (mysql2, TypeORM, Knex) run from there against the stack.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -9,8 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
+import mysql from "mysql2/promise";
+
 import { Checksum } from "../src/index.js";
-import { clientRoot, repoRoot } from "./support.js";
+import { clientRoot, mysqlOptions, outboxSchema, repoRoot, suffix } from "./support.js";
 
 const work = mkdtempSync(join(tmpdir(), "outbox-pack-"));
 const app = join(work, "app");
@@ -72,6 +75,8 @@ before(() => {
     `nats@${locked("nats")}`,
     `mysql2@${locked("mysql2")}`,
     `@types/node@${locked("@types/node")}`,
+    `typeorm@${locked("typeorm")}`,
+    `knex@${locked("knex")}`,
   ]);
 });
 
@@ -193,4 +198,44 @@ export const applied: number = replica.appliedVersion;
 `,
   );
   run(app, process.execPath, [join(clientRoot, "node_modules", "typescript", "bin", "tsc"), "-p", "."]);
+});
+
+test("README's producer examples, compiled in the empty project against the tarball, run against MariaDB", async () => {
+  // examples/*.ts import "outbox-bridge-client": here that is the installed tarball.
+  const producer = join(app, "producer");
+  for (const dir of ["examples", "test"]) mkdirSync(join(producer, dir), { recursive: true });
+  for (const f of readdirSync(join(clientRoot, "examples"))) {
+    cpSync(join(clientRoot, "examples", f), join(producer, "examples", f));
+  }
+  cpSync(join(clientRoot, "test", "example_units.ts"), join(producer, "test", "example_units.ts"));
+  const compilerOptions = { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, skipLibCheck: true, outDir: "out" };
+  writeFileSync(join(producer, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["examples/*.ts", "test/*.ts"] }));
+  run(producer, process.execPath, [join(clientRoot, "node_modules", "typescript", "bin", "tsc"), "-p", "."]);
+
+  const database = "t_ts_pack_" + suffix();
+  const admin = await mysql.createConnection(mysqlOptions());
+  try {
+    await admin.query(`CREATE DATABASE ${database}`);
+    await admin.query(`USE ${database}`);
+    await admin.query("CREATE TABLE accounts (id BIGINT UNSIGNED PRIMARY KEY, display_name VARCHAR(64) NOT NULL)");
+    for (const statement of outboxSchema("account_control_outbox")) await admin.query(statement);
+    const ids = Array.from({ length: 9 }, (_, i) => String(2n ** 63n + BigInt(i))); // beyond 2^53
+    const out = run(producer, process.execPath, [join("out", "test", "example_units.js"), database, ...ids]);
+    const threw = `thrown inside the transaction, after the outbox append`;
+    assert.deepEqual(JSON.parse(out), {
+      mysql2: [`opened ${ids[0]}`, `threw ${ids[1]}: ${threw}`, `closed ${ids[2]}`],
+      typeorm: [`opened ${ids[3]}`, `threw ${ids[4]}: ${threw}`, `closed ${ids[5]}`],
+      knex: [`opened ${ids[6]}`, `threw ${ids[7]}: ${threw}`, `closed ${ids[8]}`],
+    });
+    const [accounts] = await admin.query<mysql.RowDataPacket[]>("SELECT CAST(id AS CHAR) AS id FROM accounts ORDER BY id");
+    assert.deepEqual(accounts.map((r) => r.id), [ids[0], ids[3], ids[6]], "the opened accounts, none thrown or closed");
+    const [outbox] = await admin.query<mysql.RowDataPacket[]>("SELECT entity_key, op FROM account_control_outbox ORDER BY id");
+    assert.deepEqual(
+      outbox.map((r) => `${r.op} ${r.entity_key}`),
+      [0, 3, 6].flatMap((i) => [`upsert ${ids[i]}`, `upsert ${ids[i + 2]}`, `delete ${ids[i + 2]}`]),
+    );
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${database}`);
+    await admin.end();
+  }
 });

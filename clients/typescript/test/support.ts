@@ -263,6 +263,21 @@ export class AccountsSource {
   }
 }
 
+/** The statements that make outbox table `table` as `outbox-bridge migrate` does: the project's own
+ * schema files (sql/outbox/001, the table; 003, its headers column). */
+export function outboxSchema(table: string): string[] {
+  return ["001_outbox_table.sql", "003_headers_column.sql"].flatMap((file) =>
+    readFileSync(join(repoRoot, "sql", "outbox", file), "utf8")
+      .replaceAll("{{outbox_table}}", table)
+      .split("\n")
+      .filter((line) => !line.trimStart().startsWith("--"))
+      .join("\n")
+      .split(/;\s*(?:\n|$)/)
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  );
+}
+
 /** A database for a consumer's own tables. */
 export async function consumerDatabase(): Promise<{ name: string; pool: mysql.Pool }> {
   const name = "t_ts_consumer_" + suffix();
