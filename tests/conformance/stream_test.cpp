@@ -1,0 +1,108 @@
+// The conformance suite's streams and checks: what a consumer with its replica in MySQL (--inbox)
+// must bootstrap again for (docs/consumers.md section 3, "The stream itself", and section 4) — a
+// purge behind it while it was stopped, an epoch bump, the stream deleted and recreated, the
+// stream emptied by max_age while the source was quiet, a row changed behind the producer rule's
+// back — and its connections over TLS with client certificates.
+#include "conformance.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+namespace data = boost::unit_test::data;
+
+// (Not in an anonymous namespace: the data test cases are templates whose lambdas capture it.)
+// A source of 20 accounts with its bridge, and a consumer of it verified at version 20.
+struct Following {
+  AccountsSource src;
+  InboxDatabase inbox;
+  BridgeProcess bridge;
+  int port;
+  ConsumerRun run;
+  std::unique_ptr<db::Connection> conn;
+
+  Following(const std::string& consumer, const std::string& purpose, const std::map<std::string, std::string>& keys = {})
+      : src(purpose, "", keys),
+        bridge(src.config),
+        port(src.seedAndStart(bridge, 20)),
+        run(consumer, src, port, inbox.dsn()),
+        conn(src.database.connect()) {
+    run.start();
+    BOOST_REQUIRE_MESSAGE(run.saysWithin("] verified at version 20:", 30s), run.allText());
+  }
+  void changes(int count, const std::string& what) {
+    for (int i = 1; i <= count; ++i) src.change(*conn, i, fmt::format("{} {}", what, i));
+    src.change(*conn, 20, std::nullopt, true);
+    src.change(*conn, 100 + count, what);
+  }
+};
+
+// Stopped at version 20; six changes published, then the stream purged. Restarted, it resumes
+// from its inbox row, finds the stream begins past what it needs next, and bootstraps.
+BOOST_DATA_TEST_CASE(a_purge_behind_a_stopped_consumer, data::make(consumerNames()), consumer) {
+  Following f(consumer, "cfpurge");
+  BOOST_REQUIRE(f.run.stop() == 0);
+  f.changes(4, "Missed");
+  uint64_t final = requireAllPublished(f.src, f.bridge);
+  StreamReader reader;
+  BOOST_REQUIRE(reader.js().purgeStream(f.src.spec.stream()).isOk());
+  f.run.start();
+  BOOST_REQUIRE_MESSAGE(f.run.saysWithin("] resumed from the inbox: epoch 1, version 20, 20 records", 30s), f.run.allText());
+  requireConverged(f.run, f.src, final);
+  BOOST_TEST(f.run.allText().find("purged or expired: re-bootstrapping") != std::string::npos, f.run.allText());
+  BOOST_TEST(f.bridge.stop() == 0);
+}
+
+// `outbox-bridge epoch bump` under a running consumer, then changes in the new epoch.
+BOOST_DATA_TEST_CASE(an_epoch_bump, data::make(consumerNames()), consumer) {
+  Following f(consumer, "cfepoch");
+  auto bumped = runBridge({"epoch", "bump", "--config", f.src.config, "--source", f.src.spec.name, "--reason", "test"});
+  BOOST_REQUIRE_MESSAGE(bumped.exitCode == 0, bumped.err);
+  f.changes(3, "Epoch 2");
+  uint64_t final = requireAllPublished(f.src, f.bridge);
+  BOOST_REQUIRE_MESSAGE(f.run.saysWithin("re-bootstrapped in a new epoch: epoch 2", 30s), f.run.allText());
+  requireConverged(f.run, f.src, final);
+  BOOST_TEST(f.bridge.stop() == 0);
+}
+
+// The stream deleted under a running consumer; the bridge's next publish recreates it from
+// sequence 1, below the sequence the consumer followed.
+BOOST_DATA_TEST_CASE(the_stream_deleted_and_recreated, data::make(consumerNames()), consumer) {
+  Following f(consumer, "cfdelete");
+  StreamReader reader;
+  BOOST_REQUIRE(reader.js().deleteStream(f.src.spec.stream()).isOk());
+  f.changes(3, "Recreated");
+  uint64_t final = requireAllPublished(f.src, f.bridge);
+  requireConverged(f.run, f.src, final);
+  BOOST_TEST(f.run.allText().find(": re-bootstrapping") != std::string::npos, f.run.allText());
+  BOOST_TEST(f.bridge.stop() == 0);
+}
+
+// max_age 2s: the consumer stopped at 20, six changes published and expired while the source is
+// quiet (no later message will show a gap). Restarted, it resumes from its inbox row and
+// bootstraps, not waits.
+BOOST_DATA_TEST_CASE(the_stream_emptied_by_max_age_while_the_source_is_quiet, data::make(consumerNames()), consumer) {
+  Following f(consumer, "cfmaxage", {{"max_age", "\"2s\""}, {"duplicate_window", "\"1s\""}});
+  BOOST_REQUIRE(f.run.stop() == 0);
+  f.changes(4, "Expired");
+  uint64_t final = requireAllPublished(f.src, f.bridge);
+  StreamReader reader;
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return reader.state(f.src.spec.stream()).messages == 0; }, 10s),
+                        "the stream is not empty");
+  f.run.start();
+  requireConverged(f.run, f.src, final, 30s);
+  BOOST_TEST(f.run.allText().find("purged or expired: re-bootstrapping") != std::string::npos, f.run.allText());
+  BOOST_TEST(f.bridge.stop() == 0);
+}
+
+// An account changed with no outbox row (the producer rule broken): no message tells the
+// consumer, its checksum verification does, at the same version three times, and it bootstraps.
+BOOST_DATA_TEST_CASE(a_row_changed_behind_the_producer_rule_is_found_by_verify, data::make(consumerNames()),
+                     consumer) {
+  Following f(consumer, "cfbehind");
+  BOOST_REQUIRE(f.src.database.sql().exec("UPDATE accounts SET display_name = 'Changed behind' WHERE id = 7").isOk());
+  BOOST_REQUIRE_MESSAGE(f.run.saysWithin("] checksum differs at version 20", 30s), f.run.allText());
+  BOOST_REQUIRE_MESSAGE(f.run.saysWithin("] re-bootstrapped: epoch 1, watermark 20, 20 records", 30s), f.run.allText());
+  requireConverged(f.run, f.src, 20);
+  BOOST_TEST(readFile(f.run.dumpPath()).find("{\"id\":7,\"displayName\":\"Changed behind\"}") != std::string::npos);
+  BOOST_TEST(f.bridge.stop() == 0);
+}
