@@ -153,14 +153,12 @@ Command addReplica(CLI::App& app) {
     }
     if (!args->inbox.empty()) options.store = inboxOrExit(args->inbox, args->source);
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
-    uint64_t dumpedAt = UINT64_MAX;
     Replica* self = nullptr;
     auto dump = [&]() {
       if (args->dump.empty() || self == nullptr) return;
       std::string tmp = args->dump + ".tmp";
       std::ofstream(tmp) << self->dumpJson();
       std::rename(tmp.c_str(), args->dump.c_str());
-      dumpedAt = self->lastVerifiedVersion();
     };
     options.report = [&](const std::string& line) {
       printLine(line);
@@ -176,7 +174,9 @@ Command addReplica(CLI::App& app) {
       });
     }
     replica.run(stop);
-    if (dumpedAt != replica.lastVerifiedVersion()) dump();
+    // Always: a re-bootstrap at the version last dumped (a checksum that differed there) changed
+    // the records, and a dump skipped then kept the ones the source no longer has.
+    dump();
     printLine(fmt::format("[{}] stopped at version {} ({} records, checksum verified at version {})", args->source,
                           replica.appliedVersion(), replica.size(), replica.lastVerifiedVersion()));
     if (timer.joinable()) timer.join();

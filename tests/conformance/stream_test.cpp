@@ -65,15 +65,27 @@ BOOST_DATA_TEST_CASE(an_epoch_bump, data::make(consumerNames()), consumer) {
 }
 
 // The stream deleted under a running consumer; the bridge's next publish recreates it from
-// sequence 1, below the sequence the consumer followed.
+// sequence 1, shorter than the sequence the consumer followed (after an epoch bump the recreated
+// stream holds the new epoch's versions alone).
 BOOST_DATA_TEST_CASE(the_stream_deleted_and_recreated, data::make(consumerNames()), consumer) {
   Following f(consumer, "cfdelete");
+  auto bumped = runBridge({"epoch", "bump", "--config", f.src.config, "--source", f.src.spec.name, "--reason", "test"});
+  BOOST_REQUIRE_MESSAGE(bumped.exitCode == 0, bumped.err);
+  f.changes(3, "Epoch 2");
+  uint64_t before = requireAllPublished(f.src, f.bridge);
+  BOOST_REQUIRE_MESSAGE(f.run.saysWithin(fmt::format("] verified at version {}:", before), 30s), f.run.allText());
   StreamReader reader;
-  BOOST_REQUIRE(reader.js().deleteStream(f.src.spec.stream()).isOk());
-  f.changes(3, "Recreated");
+  const std::string stream = f.src.spec.stream();
+  uint64_t followed = reader.state(stream).lastSeq;
+  BOOST_REQUIRE(reader.js().deleteStream(stream).isOk());
+  f.changes(2, "Recreated");
   uint64_t final = requireAllPublished(f.src, f.bridge);
+  BOOST_REQUIRE_MESSAGE(reader.state(stream).lastSeq < followed, "the recreated stream is not shorter: this would not "
+                                                                  "test the recreation");
   requireConverged(f.run, f.src, final);
-  BOOST_TEST(f.run.allText().find(": re-bootstrapping") != std::string::npos, f.run.allText());
+  const std::string all = f.run.allText();
+  BOOST_TEST(all.find("re-bootstrapped", all.find("re-bootstrapped in a new epoch: epoch 2") + 1) != std::string::npos,
+             all);
   BOOST_TEST(f.bridge.stop() == 0);
 }
 

@@ -188,18 +188,15 @@ if (inboxDsn !== undefined) {
 const memory = new MemoryStore();
 const store = inbox?.store ?? memory;
 let replica = null;
-let dumpedAt = -1;
 let dumping = Promise.resolve();
 // The replica as --dump writes it; with --inbox, read back from the database (what a restart
 // would resume from), row and records as of one moment.
 async function dumpNow() {
   if (values.dump === undefined || replica === null) return;
-  const verified = replica.lastVerifiedVersion;
   const { row, records } = inbox ? await inbox.read() : { row: replica.inbox, records: memory.records(values.source) };
   const tmp = `${values.dump}.tmp`;
   writeFileSync(tmp, dumpJson(values.source, row, records));
   renameSync(tmp, values.dump);
-  dumpedAt = verified;
 }
 // One at a time, in the order asked.
 const dump = () => (dumping = dumping.then(dumpNow));
@@ -242,12 +239,12 @@ if (inbox) {
 await replica.run(stop.signal);
 clearTimeout(timer);
 await dumping.catch(() => undefined);
-if (dumpedAt !== replica.lastVerifiedVersion) {
-  try {
-    await dump();
-  } catch (e) {
-    printLine(`[${values.source}] the last --dump was not written: ${e.message}`);
-  }
+// Always: a re-bootstrap at the version last dumped (a checksum that differed there) changed the
+// records, and a dump skipped then kept the ones the source no longer has.
+try {
+  await dump();
+} catch (e) {
+  printLine(`[${values.source}] the last --dump was not written: ${e.message}`);
 }
 const row = replica.inbox;
 printLine(
