@@ -55,7 +55,7 @@ void buildTypeScriptClient() {
 }
 
 ConsumerRun::ConsumerRun(const std::string& consumer, AccountsSource& src, int port, std::string inboxDsn,
-                         std::vector<std::string> extra)
+                         std::vector<std::string> extra, const std::string& natsUrl)
     : name_(consumer), src_(src) {
   const Consumer& c = consumerNamed(consumer);
   if (c.name == "typescript") buildTypeScriptClient();
@@ -68,7 +68,7 @@ ConsumerRun::ConsumerRun(const std::string& consumer, AccountsSource& src, int p
   dump_ = base_ + ".json";
   std::filesystem::remove(dump_);
   for (const std::string& a : {std::string("--url"), fmt::format("http://127.0.0.1:{}", port), std::string("--source"),
-                               src.spec.name, std::string("--nats"), stack().natsUrl, std::string("--dump"), dump_,
+                               src.spec.name, std::string("--nats"), natsUrl.empty() ? stack().natsUrl : natsUrl, std::string("--dump"), dump_,
                                std::string("--verify-interval"), std::string("0.1"), std::string("--inbox"), inboxDsn}) {
     argv_.push_back(a);
   }

@@ -53,9 +53,10 @@ void buildTypeScriptClient();
 // password by OUTBOX_REPLICA_INBOX_PASSWORD), its --dump; each start logs to a file of its own.
 class ConsumerRun {
  public:
-  // `inboxDsn`: mysql://... without a password (the stack's by environment); `extra`: more flags.
+  // `inboxDsn`: mysql://... without a password (the stack's by environment); `extra`: more flags;
+  // `natsUrl`: the stack's nats-server when empty.
   ConsumerRun(const std::string& consumer, AccountsSource& src, int port, std::string inboxDsn,
-              std::vector<std::string> extra = {});
+              std::vector<std::string> extra = {}, const std::string& natsUrl = "");
   ~ConsumerRun();
   void start();
   void kill();                // SIGKILL, reaped
