@@ -185,15 +185,17 @@ BOOST_DATA_TEST_CASE(twenty_sigkills_with_the_mysql_inbox, data::make(consumerNa
   run.start();
   requireConverged(run, src, final, 90s);
   std::string all = run.allText();
+  int resumes = 0;
+  for (size_t at = 0; (at = all.find("resumed from the inbox", at)) != std::string::npos; ++at) ++resumes;
   BOOST_TEST_MESSAGE(fmt::format("{}: 20 SIGKILLs ({} while a bootstrap was being written), {} changes, converged at "
                                  "version {}; {} resumes from the inbox",
-                                 consumer, duringBootstrap, written.load(), final,
-                                 [&] {
-                                   int n = 0;
-                                   for (size_t at = 0; (at = all.find("resumed from the inbox", at)) != std::string::npos; ++at) ++n;
-                                   return n;
-                                 }()));
+                                 consumer, duringBootstrap, written.load(), final, resumes));
   BOOST_TEST(duringBootstrap >= 3);
-  BOOST_TEST(all.find("resumed from the inbox: epoch 3,") != std::string::npos, all);
+  BOOST_TEST(resumes >= 5, all);
+  // In epoch 3 in the end (the restarts after the last bump may all have been killed before its
+  // bootstrap committed: the last start then makes it).
+  BOOST_TEST((all.find("bootstrapped: epoch 3,") != std::string::npos ||
+              all.find("resumed from the inbox: epoch 3,") != std::string::npos),
+             all);
   BOOST_TEST(bridge.stop() == 0);
 }

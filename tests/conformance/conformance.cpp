@@ -43,25 +43,35 @@ std::string onPath(const std::string& program) {
 
 }  // namespace
 
-void buildTypeScriptClient() {
+std::string typeScriptCli() {
   static std::once_flag once;
+  static std::string cli;
   std::call_once(once, [] {
+    // A copy of its own, in the build tree: the clients suite (tools/test's lane a) runs tsc into
+    // clients/typescript/dist meanwhile, and a node starting there could read a file half written.
+    // Its bin beside its dist, as in the package; its packages those of the checkout.
+    const std::string client = stack().sourceRoot + "/clients/typescript";
+    const std::string copy = tempDir() + "/conformance-typescript";
     auto built = runCommand(fmt::format(
-        "cd '{}/clients/typescript' && {{ [ -f node_modules/.package-lock.json ] && [ ! package-lock.json -nt "
-        "node_modules/.package-lock.json ] || npm ci --no-audit --no-fund; }} && npx tsc -p .",
-        stack().sourceRoot));
+        "set -e; cd '{0}'; if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt "
+        "node_modules/.package-lock.json ]; then npm ci --no-audit --no-fund; fi; rm -rf '{1}'; mkdir -p '{1}/bin'; "
+        "cp package.json '{1}/'; cp bin/outbox-replica.mjs '{1}/bin/'; ln -s '{0}/node_modules' '{1}/node_modules'; "
+        "npx tsc -p . --outDir '{1}/dist'",
+        client, copy));
     if (built.exitCode != 0) throw std::runtime_error("the TypeScript client does not build:\n" + built.out + built.err);
+    cli = copy + "/bin/outbox-replica.mjs";
   });
+  return cli;
 }
 
 ConsumerRun::ConsumerRun(const std::string& consumer, AccountsSource& src, int port, std::string inboxDsn,
                          std::vector<std::string> extra, const std::string& natsUrl)
     : name_(consumer), src_(src) {
   const Consumer& c = consumerNamed(consumer);
-  if (c.name == "typescript") buildTypeScriptClient();
   for (const auto& a : c.command) {
-    argv_.push_back(fmt::format(fmt::runtime(a), fmt::arg("bridge", stack().bridgeBinary),
-                                fmt::arg("root", stack().sourceRoot)));
+    argv_.push_back(a.find("{typescript_cli}") == std::string::npos
+                        ? fmt::format(fmt::runtime(a), fmt::arg("bridge", stack().bridgeBinary))
+                        : typeScriptCli());
   }
   argv_[0] = onPath(argv_[0]);
   base_ = fmt::format("{}/conformance-{}-{}", tempDir(), src.spec.name, consumer);

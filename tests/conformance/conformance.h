@@ -27,8 +27,8 @@ namespace outbox::test {
 
 struct Consumer {
   std::string name;
-  // argv: argv[0] a path or a program on PATH; {bridge} is the outbox-bridge binary, {root} the
-  // repository.
+  // argv: argv[0] a path or a program on PATH; {bridge} is the outbox-bridge binary,
+  // {typescript_cli} clients/typescript/bin/outbox-replica.mjs, built (typeScriptCli()).
   std::vector<std::string> command;
 };
 
@@ -36,7 +36,7 @@ struct Consumer {
 inline const std::vector<Consumer>& consumers() {
   static const std::vector<Consumer> all = {
       {"cpp", {"{bridge}", "replica"}},
-      {"typescript", {"node", "{root}/clients/typescript/bin/outbox-replica.mjs"}},
+      {"typescript", {"node", "{typescript_cli}"}},
   };
   return all;
 }
@@ -45,9 +45,9 @@ inline const std::vector<Consumer>& consumers() {
 std::vector<std::string> consumerNames();
 const Consumer& consumerNamed(const std::string& name);
 
-// The TypeScript client built (npm ci when its lock file changed, then tsc), once a run: its CLI
-// runs from dist/.
-void buildTypeScriptClient();
+// The TypeScript client's CLI, built once a run (npm ci when its lock file changed, then tsc) into
+// a copy of its own under tempDir(): its path.
+std::string typeScriptCli();
 
 // One consumer's process on one source: its flags, its inbox database (the stack's MariaDB, the
 // password by OUTBOX_REPLICA_INBOX_PASSWORD), its --dump; each start logs to a file of its own.
