@@ -118,3 +118,53 @@ BOOST_DATA_TEST_CASE(a_row_changed_behind_the_producer_rule_is_found_by_verify, 
   BOOST_TEST(readFile(f.run.dumpPath()).find("{\"id\":7,\"displayName\":\"Changed behind\"}") != std::string::npos);
   BOOST_TEST(f.bridge.stop() == 0);
 }
+
+// --inbox's DSN is a source's, read by the bridge's rules; a password in it (it would show in
+// `ps`) or a bad one exits 2 naming --inbox, before anything connects, and never echoes it.
+BOOST_DATA_TEST_CASE(inbox_dsn_refused_before_anything_connects, data::make(consumerNames()), consumer) {
+  AccountsSource src("cfdsn");
+  const std::string secret = "dsn-pw-4e1b";
+  registerSecret(secret);
+  for (const std::string& dsn :
+       {fmt::format("mysql://u:{}@127.0.0.1:3306/db", secret), std::string("mysql://u@127.0.0.1/db?ssl-mode=SOMETIMES"),
+        std::string("mysql://u@127.0.0.1/db?ssl-ca=/nonexistent/ca.pem&ssl-mode=PREFERRED"),
+        std::string("postgres://u@127.0.0.1/db")}) {
+    BOOST_TEST_CONTEXT(dsn) {
+      ConsumerRun run(consumer, src, 1, dsn);
+      run.start();
+      BOOST_REQUIRE(waitUntil([&] { return !run.running(); }, 20s));
+      BOOST_TEST(run.stop().value_or(-1) == 2, run.allText());
+      BOOST_TEST(run.text().find("--inbox") != std::string::npos, run.text());
+      BOOST_TEST(run.text().find(secret) == std::string::npos, run.text());
+    }
+  }
+}
+
+// One inbox handed from each consumer to the next, and back to the first (their tables are the
+// same): each resumes from the row and records the one before left, follows the changes made
+// meanwhile and while it runs, and ends equal to the table.
+BOOST_AUTO_TEST_CASE(one_inbox_handed_from_each_consumer_to_the_next) {
+  AccountsSource src("cfhand");
+  InboxDatabase inbox;
+  BridgeProcess bridge(src.config);
+  int port = src.seedAndStart(bridge, 20);
+  auto conn = src.database.connect();
+  int round = 0;
+  std::vector<std::string> names = consumerNames();
+  names.push_back(names.front());
+  for (const auto& name : names) {
+    BOOST_TEST_CONTEXT(name) {
+      ConsumerRun run(name, src, port, inbox.dsn());
+      run.start();
+      if (round > 0) {
+        BOOST_REQUIRE_MESSAGE(run.saysWithin("] resumed from the inbox: epoch 1,", 30s), run.allText());
+      }
+      for (uint64_t i = 1; i <= 4; ++i) src.change(*conn, i + round, fmt::format("{} {}", name, i));
+      src.change(*conn, 10 + round, std::nullopt, true);
+      requireConverged(run, src, requireAllPublished(src, bridge));
+      src.change(*conn, 30 + round, "Written between two consumers");
+      ++round;
+    }
+  }
+  BOOST_TEST(bridge.stop() == 0);
+}
