@@ -47,7 +47,7 @@ int64_t firstWatermark(const std::string& log) {
 }  // namespace
 
 // 200,000 records, and 500 changes (updates, deletes, new keys) written from the moment the
-// consumer starts, over the 3 s its snapshot is read and loaded into its inbox: it ends equal to
+// consumer starts, over the 5 s its snapshot is read and loaded into its inbox: it ends equal to
 // the table, its bootstrap's watermark before the last change.
 BOOST_DATA_TEST_CASE(a_bootstrap_of_200000_records_under_500_concurrent_changes, data::make(consumerNames()), consumer) {
   constexpr int kRecords = 200'000;
@@ -66,7 +66,7 @@ BOOST_DATA_TEST_CASE(a_bootstrap_of_200000_records_under_500_concurrent_changes,
       auto next = std::chrono::steady_clock::now();
       for (int i = 0; i < 500; ++i) {
         changeNumber(src, *conn, i, kRecords);
-        next += 6ms;
+        next += 10ms;
         std::this_thread::sleep_until(next);
       }
     } catch (const std::exception& e) {
