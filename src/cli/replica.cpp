@@ -46,9 +46,9 @@ std::string secretFromEnvironment(const std::string& var) {
 
 // The store behind --inbox (its variables are OUTBOX_REPLICA_*, not OUTBOX_BRIDGE_*: the bridge
 // refuses an OUTBOX_BRIDGE_ variable that is no config key, and a replica may run in its
-// environment), its tables created; Exit{2} for a DSN the bridge would refuse, a
-// password in it (a flag shows in `ps`), or TLS files that cannot be loaded. A database that
-// cannot be reached now is retried, as nats-server is.
+// environment); Exit{2} for a DSN the bridge would refuse, a password in it (a flag shows in
+// `ps`), or TLS files that cannot be loaded. Its tables are created at its first connection: a
+// database that cannot be reached now is retried, as nats-server is.
 std::shared_ptr<ReplicaStore> inboxOrExit(const std::string& text, const std::string& source) {
   Dsn dsn;
   try {

@@ -131,7 +131,10 @@ BOOST_DATA_TEST_CASE(inbox_dsn_refused_before_anything_connects, data::make(cons
   for (const std::string& dsn :
        {fmt::format("mysql://u:{}@127.0.0.1:3306/db", secret), std::string("mysql://u@127.0.0.1/db?ssl-mode=SOMETIMES"),
         std::string("mysql://u@127.0.0.1/db?ssl-ca=/nonexistent/ca.pem&ssl-mode=PREFERRED"),
-        std::string("postgres://u@127.0.0.1/db")}) {
+        std::string("postgres://u@127.0.0.1/db"), std::string("mysql://u@::1/db"),
+        std::string("mysql://u@127.0.0.1/db?socket=/run/mysqld/mysqld.sock"),
+        std::string("mysql://u@127.0.0.1/db?ssl-mode=REQUIRED&ssl-cert=/tmp/c.pem"), std::string("mysql://@127.0.0.1/db"),
+        std::string("mysql://u@127.0.0.1/db-name"), std::string("mysql://u@127.0.0.1:99999/db")}) {
     BOOST_TEST_CONTEXT(dsn) {
       ConsumerRun run(consumer, src, 1, dsn);
       run.start();
