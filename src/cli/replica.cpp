@@ -9,6 +9,8 @@
 #include "cli/cli.h"
 #include "common/signal_watcher.h"
 #include "common/stop_token.h"
+#include "common/tls_files.h"
+#include "replica/mysql_inbox.h"
 #include "replica/replica.h"
 
 namespace outbox::cli {
@@ -42,6 +44,33 @@ std::string secretFromEnvironment(const std::string& var) {
   return line;
 }
 
+// The store behind --inbox (its variables are OUTBOX_REPLICA_*, not OUTBOX_BRIDGE_*: the bridge
+// refuses an OUTBOX_BRIDGE_ variable that is no config key, and a replica may run in its
+// environment); Exit{2} for a DSN the bridge would refuse, a password in it (a flag shows in
+// `ps`), or TLS files that cannot be loaded. Its tables are created at its first connection: a
+// database that cannot be reached now is retried, as nats-server is.
+std::shared_ptr<ReplicaStore> inboxOrExit(const std::string& text, const std::string& source) {
+  Dsn dsn;
+  try {
+    dsn = Dsn::parse("--inbox", text);
+  } catch (const ConfigError& e) {
+    throw Exit{kExitUsage, fmt::format("replica: {}: {}", e.key(), e.reason())};
+  }
+  if (!dsn.password.empty()) {
+    throw Exit{kExitUsage, "replica: --inbox: no password in the DSN (it would show in `ps`): set "
+                           "OUTBOX_REPLICA_INBOX_PASSWORD or OUTBOX_REPLICA_INBOX_PASSWORD_FILE"};
+  }
+  dsn.password = secretFromEnvironment("OUTBOX_REPLICA_INBOX_PASSWORD");
+  auto require = [](const Status& s) {
+    if (!s.isOk()) throw Exit{kExitUsage, "replica: " + s.message()};
+  };
+  if (!dsn.sslCa.empty()) require(tls::checkCaFile("--inbox (ssl-ca)", dsn.sslCa));
+  if (!dsn.sslCert.empty() || !dsn.sslKey.empty()) {
+    require(tls::checkCertificateAndKey("--inbox (ssl-cert)", dsn.sslCert, "--inbox (ssl-key)", dsn.sslKey));
+  }
+  return std::make_shared<MysqlInbox>(db::paramsFrom(dsn), source);
+}
+
 }  // namespace
 
 Command addReplica(CLI::App& app) {
@@ -49,7 +78,7 @@ Command addReplica(CLI::App& app) {
       "replica",
       "The reference consumer: bootstrap from a snapshot, verify it, follow the stream, print the state changes");
   struct Args {
-    std::string url, source, nats = "nats://127.0.0.1:4222", dump;
+    std::string url, source, nats = "nats://127.0.0.1:4222", dump, inbox;
     NatsConfig connect;
     double verifyInterval = 1.0;
     double duration = 0;
@@ -83,6 +112,11 @@ Command addReplica(CLI::App& app) {
             return CLI::ExistingDirectory(dir).empty() ? "" : fmt::format("the directory '{}' does not exist", dir);
           },
           "FILE"));
+  cmd->add_option("--inbox", args->inbox,
+                  "keep the replica and its inbox row in this MySQL/MariaDB database (a DSN as a source's, "
+                  "mysql://USER@HOST[:PORT]/DATABASE[?ssl-mode=...&ssl-ca=...&ssl-cert=...&ssl-key=...]; the password "
+                  "by OUTBOX_REPLICA_INBOX_PASSWORD or _FILE): a restart resumes from it (default: in memory)")
+      ->envname("OUTBOX_REPLICA_INBOX");
   cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
       ->check(secondsBetween(0.001, 86400));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
@@ -117,15 +151,14 @@ Command addReplica(CLI::App& app) {
         !s.isOk()) {
       throw Exit{kExitUsage, "replica: " + s.message()};
     }
+    if (!args->inbox.empty()) options.store = inboxOrExit(args->inbox, args->source);
     options.verifyInterval = std::chrono::milliseconds(static_cast<int64_t>(args->verifyInterval * 1000));
-    uint64_t dumpedAt = UINT64_MAX;
     Replica* self = nullptr;
     auto dump = [&]() {
       if (args->dump.empty() || self == nullptr) return;
       std::string tmp = args->dump + ".tmp";
       std::ofstream(tmp) << self->dumpJson();
       std::rename(tmp.c_str(), args->dump.c_str());
-      dumpedAt = self->lastVerifiedVersion();
     };
     options.report = [&](const std::string& line) {
       printLine(line);
@@ -141,7 +174,9 @@ Command addReplica(CLI::App& app) {
       });
     }
     replica.run(stop);
-    if (dumpedAt != replica.lastVerifiedVersion()) dump();
+    // Always: a re-bootstrap at the version last dumped (a checksum that differed there) changed
+    // the records, and a dump skipped then kept the ones the source no longer has.
+    dump();
     printLine(fmt::format("[{}] stopped at version {} ({} records, checksum verified at version {})", args->source,
                           replica.appliedVersion(), replica.size(), replica.lastVerifiedVersion()));
     if (timer.joinable()) timer.join();

@@ -80,6 +80,11 @@ Status Replica::bootstrap() {
   sum_ = snap.checksum;
   lastVerified_ = snap.watermark;
   mismatchCount_ = 0;
+  if (options_.store) {
+    auto stored = options_.store->replace(inboxRow(), records_);
+    if (!stored.isOk()) return forget(stored.status());
+    generation_ = stored->generation;
+  }
   counters_.bootstraps++;
   say(fmt::format("{}: epoch {}, watermark {}, {} records, checksum {}; following {} from sequence {}",
                   counters_.bootstraps == 1 ? "bootstrapped" : (changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped"),
@@ -136,24 +141,47 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
     return Status::ok();
   }
   const std::string key = headerOr(m, "Outbox-Entity-Key");
-  const std::string op = headerOr(m, "Outbox-Op");
-  auto existing = records_.find(key);
-  if (op == "delete") {
-    if (existing != records_.end()) {
-      sum_ -= recordHash(existing->second);
-      records_.erase(existing);
-    }
-  } else {
-    auto values = valuesOf(m.data);
-    if (!values.isOk()) {
-      say(fmt::format("version {}: {}: re-bootstrapping", version, values.status().message()));
+  std::optional<RecordValues> values;  // nullopt: a delete
+  if (headerOr(m, "Outbox-Op") != "delete") {
+    auto read = valuesOf(m.data);
+    if (!read.isOk()) {
+      say(fmt::format("version {}: {}: re-bootstrapping", version, read.status().message()));
       needBootstrap = true;
       return Status::ok();
     }
-    if (existing != records_.end()) sum_ -= recordHash(existing->second);
-    sum_ += recordHash(*values);
-    records_[key] = std::move(values).value();
+    values = std::move(read).value();
   }
+  auto existing = records_.find(key);
+  uint64_t sum = sum_;
+  size_t count = records_.size();
+  if (existing != records_.end()) {
+    sum -= recordHash(existing->second);
+    --count;
+  }
+  if (values) {
+    sum += recordHash(*values);
+    ++count;
+  }
+  if (options_.store) {  // there first: what is in memory never runs ahead of it
+    InboxRow from = inboxRow();
+    InboxRow to = from;
+    to.appliedVersion = version;
+    to.streamSeq = m.seq;
+    to.sum = sum;
+    to.recordCount = count;
+    auto done = options_.store->apply(from, to, key, values);
+    if (!done.isOk()) return forget(done.status());
+    if (!*done) {
+      say(fmt::format("the inbox row moved past version {} under this consumer: reading it again", applied_));
+      return forget(Status::ok());
+    }
+  }
+  if (values) {
+    records_[key] = std::move(*values);
+  } else if (existing != records_.end()) {
+    records_.erase(existing);
+  }
+  sum_ = sum;
   applied_ = version;
   streamSeq_ = m.seq;
   counters_.applied++;
@@ -220,7 +248,7 @@ Status Replica::verify(bool& needBootstrap) {
 }
 
 Status Replica::step(std::chrono::milliseconds wait) {
-  if (!installed_) return bootstrap();
+  if (!installed_) return options_.store && !loaded_ ? resume() : bootstrap();
   if (!sub_) {
     auto problem = follow();
     if (!problem.isOk()) return problem.status();
@@ -271,24 +299,9 @@ std::string Replica::dumpJson() const {
   out += "\",\"records\":[";
   bool first = true;
   for (const auto& [key, values] : records_) {
-    out += first ? "{" : ",{";
+    out += first ? "" : ",";
     first = false;
-    for (size_t i = 0; i < columns_.size() && i < values.size(); ++i) {
-      if (i > 0) out.push_back(',');
-      out.push_back('"');
-      appendJsonEscaped(out, columns_[i]);
-      out += "\":";
-      if (!values[i]) {
-        out += "null";
-      } else if (numeric_[i]) {
-        out += *values[i];
-      } else {
-        out.push_back('"');
-        appendJsonEscaped(out, *values[i]);
-        out.push_back('"');
-      }
-    }
-    out.push_back('}');
+    out += recordJson(columns_, numeric_, values);
   }
   out += fmt::format("],\"recordCount\":{},\"checksum\":\"{}\"}}", records_.size(), formatChecksum(sum_));
   return out;

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "common/stop_token.h"
 #include "nats/jetstream.h"
+#include "replica/store.h"
 #include "snapshot/document.h"
 
 namespace outbox {
@@ -31,6 +32,9 @@ class Replica {
     std::chrono::milliseconds verifyInterval{1000};
     int mismatchesBeforeRebootstrap = 3;  // a summary may already reflect unpublished changes
     std::function<void(const std::string&)> report;  // one line per state change
+    // Where the replica and its inbox row are kept between runs (nullptr: in memory only, a new
+    // process bootstraps); each change is applied there before it is in memory.
+    std::shared_ptr<ReplicaStore> store;
   };
   struct Counters {
     uint64_t bootstraps = 0;
@@ -81,6 +85,13 @@ class Replica {
   static constexpr std::chrono::seconds kStall{30};
 
   Status connectNats();
+  // replica_inbox.cpp: the replica as its store kept it, followed from its stream_seq + 1 (a
+  // bootstrap when the store holds nothing).
+  Status resume();
+  InboxRow inboxRow() const;
+  // What is in memory may not be what the store holds (a write failed, or another consumer moved
+  // the row): read it again at the next step.
+  Status forget(Status why);
   // replica_stream.cpp: docs/consumers.md section 3, "The stream itself".
   static std::optional<StreamProblem> problemOf(const std::optional<nats::StreamState>& found, const std::string& stream,
                                                 uint64_t fromSeq);
@@ -98,6 +109,8 @@ class Replica {
   std::unique_ptr<nats::JetStream> js_;
   std::unique_ptr<nats::Subscription> sub_;
   bool installed_ = false;  // a snapshot is installed: what follows comes from streamName_
+  bool loaded_ = false;     // the store was read since the replica last forgot what it held
+  uint64_t generation_ = 0;  // of the store's row
   std::string streamName_;
   uint64_t streamSeq_ = 0;  // of the last message taken from it (the snapshot's stream.seq before)
   std::optional<Awaiting> awaiting_;

@@ -28,6 +28,11 @@ Options:
                               as the same settings of the bridge's [nats] config; the password
                               and the token by OUTBOX_BRIDGE_NATS_PASSWORD / _TOKEN (or _FILE) only
   --dump TEXT:FILE            write the replica as JSON to this file after each verification and at exit
+  --inbox TEXT (Env:OUTBOX_REPLICA_INBOX)
+                              keep the replica and its inbox row in this MySQL/MariaDB database (a DSN
+                              as a source's, mysql://USER@HOST[:PORT]/DATABASE[?ssl-mode=...&ssl-ca=...
+                              &ssl-cert=...&ssl-key=...]; the password by OUTBOX_REPLICA_INBOX_PASSWORD
+                              or _FILE): a restart resumes from it (default: in memory)
   --verify-interval FLOAT:SECONDS
                               seconds between checks against ?summary=true (default 1)
   --duration FLOAT:SECONDS    stop after this many seconds (default: run until SIGTERM)
@@ -54,6 +59,7 @@ const options = {
   source: { type: "string" },
   nats: { type: "string" },
   dump: { type: "string" },
+  inbox: { type: "string" },
   "verify-interval": { type: "string" },
   duration: { type: "string" },
 };
@@ -149,16 +155,51 @@ function printLine(line) {
   process.stdout.write(`${stamp}Z ${line}\n`);
 }
 
-const store = new MemoryStore();
-let replica = null;
-let dumpedAt = -1;
-function dump() {
-  if (values.dump === undefined || replica === null) return;
-  const tmp = `${values.dump}.tmp`;
-  writeFileSync(tmp, dumpJson(values.source, replica.inbox, store.records(values.source)));
-  renameSync(tmp, values.dump);
-  dumpedAt = replica.lastVerifiedVersion;
+// --inbox: MysqlInbox and the records beside it (src/cli_inbox.ts), loaded only then: mysql2 is an
+// optional dependency of the package.
+let inbox = null;
+const inboxDsn = flagOrEnv("inbox", "OUTBOX_REPLICA_INBOX");
+if (inboxDsn !== undefined) {
+  let cliInbox;
+  try {
+    cliInbox = await import("../dist/src/cli_inbox.js");
+  } catch (e) {
+    usageError(`--inbox: the mysql2 package cannot be loaded (npm install mysql2): ${e.message}`);
+  }
+  let dsn;
+  try {
+    dsn = cliInbox.parseMysqlDsn(inboxDsn);
+  } catch (e) {
+    usageError(`replica: --inbox: ${e.message}`);
+  }
+  if (dsn.password !== "") {
+    usageError(
+      "replica: --inbox: no password in the DSN (it would show in `ps`): set OUTBOX_REPLICA_INBOX_PASSWORD or " +
+        "OUTBOX_REPLICA_INBOX_PASSWORD_FILE",
+    );
+  }
+  try {
+    inbox = await cliInbox.CliInbox.open(inboxDsn, secret("OUTBOX_REPLICA_INBOX_PASSWORD") ?? "", values.source);
+  } catch (e) {
+    usageError(`replica: --inbox: ${e.message}`);
+  }
 }
+
+const memory = new MemoryStore();
+const store = inbox?.store ?? memory;
+let replica = null;
+let dumping = Promise.resolve();
+// The replica as --dump writes it; with --inbox, read back from the database (what a restart
+// would resume from), row and records as of one moment.
+async function dumpNow() {
+  if (values.dump === undefined || replica === null) return;
+  const { row, records } = inbox ? await inbox.read() : { row: replica.inbox, records: memory.records(values.source) };
+  const tmp = `${values.dump}.tmp`;
+  writeFileSync(tmp, dumpJson(values.source, row, records));
+  renameSync(tmp, values.dump);
+}
+// One at a time, in the order asked.
+const dump = () => (dumping = dumping.then(dumpNow));
 
 replica = new Replica({
   url: values.url,
@@ -169,11 +210,7 @@ replica = new Replica({
   report: (line) => {
     printLine(line);
     if (!line.includes("] verified at version")) return;
-    try {
-      dump();
-    } catch (e) {
-      printLine(`[${values.source}] --dump: ${e.message}`);
-    }
+    dump().catch((e) => printLine(`[${values.source}] --dump: ${e.message}`));
   },
 });
 
@@ -186,14 +223,28 @@ const arm = () => {
   timer = setTimeout(() => (Date.now() >= stopAt ? stop.abort() : arm()), Math.min(stopAt - Date.now(), 2 ** 31 - 1));
 };
 if (duration > 0) arm();
+if (inbox) {
+  // Until the tables exist, nothing can be resumed or applied: a database that cannot be reached
+  // yet is retried, as nats-server is.
+  for (let delay = 200; !stop.signal.aborted; delay = Math.min(delay * 2, 10_000)) {
+    try {
+      await inbox.createTables();
+      break;
+    } catch (e) {
+      printLine(`[${values.source}] the inbox's tables: ${e.message}; retrying in ${delay} ms`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
 await replica.run(stop.signal);
 clearTimeout(timer);
-if (dumpedAt !== replica.lastVerifiedVersion) {
-  try {
-    dump();
-  } catch (e) {
-    printLine(`[${values.source}] the last --dump was not written: ${e.message}`);
-  }
+await dumping.catch(() => undefined);
+// Always: a re-bootstrap at the version last dumped (a checksum that differed there) changed the
+// records, and a dump skipped then kept the ones the source no longer has.
+try {
+  await dump();
+} catch (e) {
+  printLine(`[${values.source}] the last --dump was not written: ${e.message}`);
 }
 const row = replica.inbox;
 printLine(
@@ -201,4 +252,5 @@ printLine(
     `verified at version ${replica.lastVerifiedVersion})`,
 );
 await replica.close();
+await inbox?.close();
 process.exit(0);

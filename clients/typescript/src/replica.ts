@@ -24,6 +24,7 @@ import { readSnapshot, SnapshotRejected, type SnapshotSummary } from "./snapshot
 import type { Bootstrap, Change, InboxRow, ReplicaStore } from "./store.js";
 import { MemoryStore } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
+import { ipIdentityCheck } from "./tls_identity.js";
 
 /** How to reach nats-server: the bridge's [nats] settings. */
 export interface NatsOptions {
@@ -279,8 +280,9 @@ export class Replica {
   private async connection(): Promise<JetStreamClient> {
     if (this.nc && this.js && !this.nc.isClosed()) return this.js;
     const o = this.options.nats;
+    const servers = typeof o.servers === "string" ? o.servers.split(",").map((s) => s.trim()) : o.servers;
     const opts: ConnectionOptions = {
-      servers: typeof o.servers === "string" ? o.servers.split(",").map((s) => s.trim()) : o.servers,
+      servers,
       name: "outbox-replica",
       maxReconnectAttempts: -1,
     };
@@ -297,7 +299,7 @@ export class Replica {
       opts.tls = {
         ...(o.tlsCa ? { caFile: o.tlsCa } : {}),
         ...(o.tlsCert ? { certFile: o.tlsCert, keyFile: o.tlsKey } : {}),
-        ...(o.tlsServerName ? { servername: o.tlsServerName } : {}),
+        ...(o.tlsServerName ? { servername: o.tlsServerName } : { checkServerIdentity: ipIdentityCheck(servers) }),
       } as ConnectionOptions["tls"];
     }
     try {
