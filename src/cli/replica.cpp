@@ -51,7 +51,7 @@ Command addReplica(CLI::App& app) {
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump;
     NatsConfig connect;
-    double verifyInterval = 1.0;
+    double verifyInterval = 300.0;
     double duration = 0;
   };
   auto args = std::make_shared<Args>();
@@ -83,8 +83,9 @@ Command addReplica(CLI::App& app) {
             return CLI::ExistingDirectory(dir).empty() ? "" : fmt::format("the directory '{}' does not exist", dir);
           },
           "FILE"));
-  cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
-      ->check(secondsBetween(0.001, 86400));
+  cmd->add_option("--verify-interval", args->verifyInterval,
+                  "seconds between checks against ?summary=true, ±20% (default 300; 0: never)")
+      ->check(secondsBetween(0, 86400));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
       ->check(secondsBetween(0, kMaxFlagSeconds));
   return [args]() {
