@@ -29,7 +29,7 @@ Options:
                               and the token by OUTBOX_BRIDGE_NATS_PASSWORD / _TOKEN (or _FILE) only
   --dump TEXT:FILE            write the replica as JSON to this file after each verification and at exit
   --verify-interval FLOAT:SECONDS
-                              seconds between checks against ?summary=true (default 1)
+                              seconds between checks against ?summary=true, ±20% (default 300; 0: never)
   --duration FLOAT:SECONDS    stop after this many seconds (default: run until SIGTERM)
 `;
 
@@ -97,7 +97,7 @@ function seconds(flag, fallback, min, max) {
   if (value < min || value > max) usageError(`--${flag}: must be a number of seconds from ${min} to ${max}`);
   return value;
 }
-const verifyInterval = seconds("verify-interval", 1, 0.001, 86400);
+const verifyInterval = seconds("verify-interval", 300, 0, 86400);
 const duration = seconds("duration", 0, 0, 9223372036.854);
 
 if (values.dump !== undefined) {
