@@ -66,9 +66,9 @@ Verifier::Verdict Verifier::offer(const ServedSummary& summary, Clock::time_poin
   pending_ = summary;
   // Ahead of the replica, or not matched while changes still arrive: compared as they do (a
   // replica that stops getting them asks again within 30 s, which shows it the stall).
-  nextAt_ = now + std::min<Clock::duration>(
-                      jittered(), std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(30'000) +
-                                                                               std::chrono::milliseconds(5'000) * random_()));
+  auto stallCheck = std::chrono::duration_cast<Clock::duration>(std::chrono::milliseconds(30'000) +
+                                                                std::chrono::milliseconds(5'000) * random_());
+  nextAt_ = now + std::min<Clock::duration>(jittered(), stallCheck);
   if (summary.header.watermark > history_.back().version) return {Verdict::Kind::kLater};
   if (auto at = match(summary.header)) {
     pending_.reset();
