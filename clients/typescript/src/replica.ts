@@ -6,7 +6,7 @@
 
 import { connect, DeliverPolicy, type JetStreamClient, type JsMsg, type NatsConnection } from "nats";
 
-import { parseRecord } from "./json.js";
+import { changeOf } from "./change.js";
 import { connectionOptions, type NatsOptions } from "./nats_options.js";
 import { readSnapshot, SnapshotRejected, type SnapshotSummary } from "./snapshot.js";
 import { bodyText, fetchSummary, get, Verifier, type Verdict, type VersionState } from "./verify.js";
@@ -338,49 +338,12 @@ export class Replica {
       this.say(`gap: expected version ${row.appliedVersion + 1}, got ${version} (sequence ${m.seq}): re-bootstrapping`);
       return true;
     }
-    const op = header("Outbox-Op") === "delete" ? "delete" : "upsert";
-    const payload = m.data.length > 0 ? new TextDecoder().decode(m.data) : "";
-    let from = row;
-    let values: (string | null)[] | null = null;
-    if (op === "upsert") {
-      let fields;
-      try {
-        fields = parseRecord(payload);
-      } catch (e) {
-        this.say(`version ${version}: payload is ${(e as Error).message}: re-bootstrapping`);
-        return true;
-      }
-      if (from.columns.length === 0) {
-        // The snapshot was empty: the first change tells the columns.
-        from = { ...from, columns: fields.map((f) => f.name), numeric: fields.map((f) => f.numeric) };
-      }
-      // A name given twice: the last one counts, as in a JSON object read into a map.
-      const byName = new Map(fields.map((f) => [f.name, f.text] as const));
-      values = from.columns.map((c) => byName.get(c) ?? null);
+    const read = changeOf(m, this.options.source, row);
+    if ("problem" in read) {
+      this.say(`version ${version}: ${read.problem}: re-bootstrapping`);
+      return true;
     }
-    // Built only for an application that reads them: most read the record alone.
-    let headers: Map<string, string> | undefined;
-    const headersOf = (): Map<string, string> => {
-      headers = new Map();
-      for (const [k, v] of m.headers ?? []) headers.set(k, v.join(","));
-      return headers;
-    };
-    const change: Change = {
-      source: this.options.source,
-      epoch,
-      version,
-      streamSeq: m.seq,
-      subject: m.subject,
-      entityType: header("Outbox-Entity-Type"),
-      key: header("Outbox-Entity-Key"),
-      op,
-      columns: from.columns,
-      values,
-      payload,
-      get headers() {
-        return headers ?? headersOf();
-      },
-    };
+    const { change, from } = read;
     const next = await this.store.apply(change, from);
     if (next === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
