@@ -187,6 +187,7 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
 
 // Asks ?summary=true and hands it to the verifier. `idle`: nothing arrived in this step.
 Status Replica::verify(bool idle, bool& needBootstrap) {
+  verifier_.asking(std::chrono::steady_clock::now());  // a bridge that does not answer: an interval later
   auto summary = fetchSummary();
   if (!summary.isOk()) return summary.status();
   const SnapshotHeader& h = summary->header;

@@ -49,6 +49,8 @@ class Verifier {
 
   bool enabled() const { return interval_.count() > 0; }
   bool due(Clock::time_point now) const { return enabled() && now >= nextAt_; }
+  // A summary is being asked for: the next ask is an interval away unless what it says moves it.
+  void asking(Clock::time_point now) { nextAt_ = now + jittered(); }
   // A new state to verify from: a bootstrap (itself checked: next check after a whole interval).
   void reset(const VersionState& state, Clock::time_point now);
   // The state after a version applied: a pending summary it matches is verified, one the replica

@@ -159,7 +159,9 @@ export class Replica {
       // then whether it can still give what comes next (a purge on a quiet source shows no gap).
       needBootstrap = this.judged(this.verifier.idle(now)) || (await this.watch(now));
     }
-    if (!needBootstrap && this.inboxRow && this.verifier.due(now)) needBootstrap = await this.verify(m === null);
+    if (!needBootstrap && this.loaded && this.inboxRow && this.verifier.due(now)) {
+      needBootstrap = await this.verify(m === null);
+    }
     if (needBootstrap) await this.bootstrap();
   }
 
@@ -386,6 +388,7 @@ export class Replica {
   // Asks ?summary=true and hands it to the verifier; true when a bootstrap is needed. `idle`:
   // nothing arrived in this step.
   private async verify(idle: boolean): Promise<boolean> {
+    this.verifier.asking(Date.now()); // a bridge that does not answer is asked again an interval later
     const summary = await this.summary();
     const row = this.inboxRow as InboxRow;
     if (summary.epoch !== row.epoch) {

@@ -157,6 +157,11 @@ export class Verifier {
     return this.enabled && now >= this.nextAt;
   }
 
+  /** A summary is being asked for: the next ask is an interval away unless what it says moves it. */
+  asking(now: number): void {
+    this.nextAt = now + this.jittered();
+  }
+
   /** The watermark of the summary waiting for the replica to get past it, or null. */
   get waitingFor(): number | null {
     return this.pending?.watermark ?? null;
