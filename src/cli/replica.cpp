@@ -80,7 +80,7 @@ Command addReplica(CLI::App& app) {
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump, inbox;
     NatsConfig connect;
-    double verifyInterval = 1.0;
+    double verifyInterval = 300.0;
     double duration = 0;
   };
   auto args = std::make_shared<Args>();
@@ -117,8 +117,9 @@ Command addReplica(CLI::App& app) {
                   "mysql://USER@HOST[:PORT]/DATABASE[?ssl-mode=...&ssl-ca=...&ssl-cert=...&ssl-key=...]; the password "
                   "by OUTBOX_REPLICA_INBOX_PASSWORD or _FILE): a restart resumes from it (default: in memory)")
       ->envname("OUTBOX_REPLICA_INBOX");
-  cmd->add_option("--verify-interval", args->verifyInterval, "seconds between checks against ?summary=true (default 1)")
-      ->check(secondsBetween(0.001, 86400));
+  cmd->add_option("--verify-interval", args->verifyInterval,
+                  "seconds between checks against ?summary=true, ±20% (default 300; 0: never)")
+      ->check(secondsBetween(0, 86400));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
       ->check(secondsBetween(0, kMaxFlagSeconds));
   return [args]() {

@@ -114,6 +114,9 @@ struct SourceConfig {
   std::string latestStream;
   int batchSize = 1000;
   Duration pollInterval{250};
+  // ?summary=true reads the whole table at most once per this (docs/design.md, "The snapshot");
+  // 0: a read per request (requests that arrive during one still share it).
+  Duration summaryInterval{60'000};
   std::string snapshotKey;   // empty: the first column of snapshot_query
   std::string snapshotPath;  // empty: no alias route
   OnPoison onPoison = OnPoison::kHalt;

@@ -51,6 +51,7 @@ std::string renderMasked(const Config& c) {
                        quoted(s.dsn.masked()), quoted(s.outboxTable), quoted(s.snapshotQuery));
     out += fmt::format("stream = {}\nsubject_prefix = {}\nbatch_size = {}\npoll_interval = {}\n", quoted(s.stream),
                        quoted(s.subjectPrefix), s.batchSize, quoted(formatDuration(s.pollInterval)));
+    out += fmt::format("summary_interval = {}\n", quoted(formatDuration(s.summaryInterval)));
     out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
                        quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
     out += fmt::format("subject = {}\n", quoted(SubjectTemplate::forSource(s.subject, s.subjectPrefix).text()));

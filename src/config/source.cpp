@@ -119,6 +119,13 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
     }
     s.pollInterval = *v;
   }
+  if (auto v = sec.duration("summary_interval")) {
+    if (v->count() != 0 && (*v < std::chrono::seconds(1) || *v > std::chrono::hours(24))) {
+      throw ConfigError(sec.keyName("summary_interval"), fmt::format("{} must be 0 (a read per request) or from 1s to 24h",
+                                                                     formatDuration(*v)));
+    }
+    s.summaryInterval = *v;
+  }
   s.snapshotKey = sec.str("snapshot_key").value_or("");
   s.snapshotPath = sec.str("snapshot_path").value_or("");
   if (std::string problem = s.snapshotPath.empty() ? "" : snapshotPathProblem(s.snapshotPath); !problem.empty()) {

@@ -9,23 +9,8 @@
 #include "common/log.h"
 #include "http/json_response.h"
 #include "http/metrics_page.h"
-#include "snapshot/snapshot.h"
 
 namespace outbox {
-
-namespace {
-
-// Route patterns are regular expressions; a configured path is matched literally.
-std::string escapeRegex(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
-    out.push_back(c);
-  }
-  return out;
-}
-
-}  // namespace
 
 bool splitListen(const std::string& listen, std::string& host, int& port) {
   auto colon = listen.rfind(':');
@@ -42,7 +27,10 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
       sources_(std::move(sources)),
       nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
-  for (const auto& s : sources_) probes_.push_back(std::make_unique<SourceProbe>(*s.config, probePools_));
+  for (const auto& s : sources_) {
+    probes_.push_back(std::make_unique<SourceProbe>(*s.config, probePools_));
+    summaries_.emplace(s.config->name, std::make_unique<SummaryCache>(s.config->summaryInterval));
+  }
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -210,85 +198,6 @@ void HttpServer::healthRoutes(std::vector<Route>& routes) {
   routes.push_back({"GET", std::regex("/metrics"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
     res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_(), metricPools()), "text/plain; version=0.0.4; charset=utf-8");
   }});
-}
-
-void HttpServer::snapshotRoutes(std::vector<Route>& routes) {
-  auto snapshot = [this](const SourceConfig& source, const HttpRequest& req, HttpResponse& res) {
-    bool summaryOnly = false;
-    if (req.hasParam("summary")) {
-      const std::string& v = req.params.at("summary");
-      if (v == "true" || v == "1") {
-        summaryOnly = true;
-      } else if (v != "false" && v != "0") {
-        jsonError(res, 400, "summary must be true or false");
-        snapshotMetrics_->record(source.name, 400, 0, 0);
-        return;
-      }
-    }
-    if (req.method == "HEAD") {
-      // The headers a GET would send, from them alone: no snapshot is opened (a read of the whole
-      // table that the answer never shows). The body is of unknown length, and never produced.
-      res.setHeader("Cache-Control", "no-store");
-      res.contentType = "application/json";
-      res.stream = [](const HttpResponse::Write&) { return true; };
-      return;
-    }
-    if (activeSnapshots_.fetch_add(1) >= options_.maxSnapshotStreams) {
-      activeSnapshots_.fetch_sub(1);
-      res.setHeader("Retry-After", "1");
-      jsonError(res, 503, fmt::format("{} snapshot streams are in progress; retry shortly", options_.maxSnapshotStreams));
-      snapshotMetrics_->record(source.name, 503, 0, 0);
-      return;
-    }
-    // The stream's slot is given back when the answer is done with (written, cut short or a HEAD).
-    std::shared_ptr<void> slot(nullptr, [this](void*) { activeSnapshots_.fetch_sub(1); });
-    auto begin = std::chrono::steady_clock::now();
-    auto opened = SnapshotStream::open(source, summaryOnly);
-    if (!opened.isOk()) {
-      sourceLogger(source.name)->warn("snapshot failed: {}", opened.status().message());
-      bool transient = opened.status().isTransient();
-      jsonError(res, transient ? 503 : 500,
-                transient ? fmt::format("the database of source {} is not reachable; retry", source.name)
-                          : opened.status().cause() == Cause::kNone  // our own words, no server's
-                                ? opened.status().message()
-                                : fmt::format("the snapshot of source {} failed; see the bridge's log", source.name));
-      snapshotMetrics_->record(source.name, res.status, 0, 0);
-      return;
-    }
-    std::shared_ptr<SnapshotStream> stream = std::move(opened).value();
-    res.setHeader("Cache-Control", "no-store");
-    res.contentType = "application/json";
-    res.stream = [this, stream, slot, &source, begin](const HttpResponse::Write& write) {
-      Status s = stream->writeTo([this, &write](std::string_view piece) { return !stopping_.load() && write(piece); });
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      if (!s.isOk()) {
-        sourceLogger(source.name)->warn("snapshot cut short after {} records: {}", stream->header().recordCount,
-                                        s.message());
-        snapshotMetrics_->record(source.name, 499, elapsed, 0);
-        return false;
-      }
-      const auto& sum = stream->header();
-      sourceLogger(source.name)->info("snapshot: {} records, epoch {}, watermark {}, {:.0f} ms", sum.recordCount,
-                                      sum.epoch, sum.watermark, elapsed * 1000);
-      snapshotMetrics_->record(source.name, 200, elapsed, sum.recordCount);
-      return true;
-    };
-  };
-
-  routes.push_back({"GET", std::regex(R"(/v1/sources/([^/]+)/control-snapshot)"), Pool::kApi,
-                    [this, snapshot](const HttpRequest& req, HttpResponse& res) {
-                      const std::string& name = req.matches[1];
-                      for (const auto& s : sources_) {
-                        if (s.config->name == name) return snapshot(*s.config, req, res);
-                      }
-                      jsonError(res, 404, fmt::format("unknown source '{}'", name));
-                    }});
-  for (const auto& s : sources_) {
-    if (s.config->snapshotPath.empty()) continue;
-    const SourceConfig* config = s.config;
-    routes.push_back({"GET", std::regex(escapeRegex(config->snapshotPath)), Pool::kApi,
-                      [config, snapshot](const HttpRequest& req, HttpResponse& res) { snapshot(*config, req, res); }});
-  }
 }
 
 const HttpSource* HttpServer::findSource(const std::string& name) const {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -17,6 +18,7 @@
 #include "http/transport.h"
 #include "metrics/snapshot_metrics.h"
 #include "metrics/source_metrics.h"
+#include "snapshot/summary_cache.h"
 
 namespace outbox {
 
@@ -85,7 +87,9 @@ class HttpServer {
     Pool pool;
     Handler handler;
   };
-  void snapshotRoutes(std::vector<Route>& routes);
+  void snapshotRoutes(std::vector<Route>& routes);  // snapshot_routes.cpp
+  // ?summary=true of `source`: from its SummaryCache (snapshot_routes.cpp).
+  void summary(const SourceConfig& source, HttpResponse& res);
   void healthRoutes(std::vector<Route>& routes);
   void adminRoutes(std::vector<Route>& routes);
   // Finds the route of `request` and runs it on its pool; 404 or 405 when there is none.
@@ -120,6 +124,8 @@ class HttpServer {
     int metrics = 0;
   } ports_;
   std::unique_ptr<SnapshotMetrics> snapshotMetrics_;
+  // Each source's summaries, by name: at most one read of its table per summary_interval.
+  std::map<std::string, std::unique_ptr<SummaryCache>> summaries_;
   std::mutex deniedMu_;
   std::chrono::steady_clock::time_point deniedLoggedAt_;  // GUARDED_BY(deniedMu_)
   uint64_t deniedSuppressed_ = 0;                         // GUARDED_BY(deniedMu_)

@@ -19,6 +19,11 @@ class SnapshotMetrics {
   // One finished request: its status (499 when the client went away mid-stream), and for a 200 how
   // long the whole stream took and how many records it carried.
   void record(const std::string& source, int status, double seconds, uint64_t records);
+  // A request counted by its status alone: a summary that read nothing (no duration, no records).
+  void countRequest(const std::string& source, int status);
+  // A summary served, by where it came from: "read" (this request read the table), "shared" (it
+  // waited for a read under way) or "cache" (kept from a read less than summary_interval ago).
+  void recordSummary(const std::string& source, const std::string& from);
 
   // Declares the snapshot families and adds every source's samples.
   void addTo(PrometheusPage& page) const;
@@ -29,6 +34,7 @@ class SnapshotMetrics {
     std::array<uint64_t, kDurationBuckets.size() + 1> buckets{};
     double seconds = 0;
     uint64_t records = 0;
+    std::map<std::string, uint64_t> summaries;  // from -> count
   };
   mutable std::mutex mu_;
   std::map<std::string, PerSource> sources_;  // GUARDED_BY(mu_)

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,8 @@ std::string headerOr(const nats::StoredMessage& m, const char* name) {
 
 }  // namespace
 
-Replica::Replica(Options options) : options_(std::move(options)) {}
+Replica::Replica(Options options)
+    : options_(std::move(options)), verifier_(options_.verifyInterval, options_.verifyHistory) {}
 
 Replica::~Replica() = default;
 
@@ -41,6 +43,28 @@ Result<std::string> Replica::fetch(bool summary) {
     return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
   }
   return std::move(res->body);
+}
+
+Result<ServedSummary> Replica::fetchSummary() {
+  httplib::Client client(options_.baseUrl);
+  client.set_connection_timeout(std::chrono::seconds(5));
+  client.set_read_timeout(std::chrono::seconds(120));
+  std::string path = fmt::format("/v1/sources/{}/control-snapshot?summary=true", options_.source);
+  auto res = client.Get(path);
+  if (!res) return Status::transient(fmt::format("GET {}{}: {}", options_.baseUrl, path, httplib::to_string(res.error())));
+  if (res->status != 200) {
+    return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
+  }
+  auto parsed = parseSnapshot(res->body, false);
+  if (!parsed.isOk()) return Status::transient("summary rejected: " + parsed.status().message());
+  ServedSummary served;
+  served.header = *parsed;
+  served.readAt = res->get_header_value("Outbox-Summary-Read-At");
+  int64_t freshFor = 0;
+  std::string text = res->get_header_value("Outbox-Summary-Fresh-For");
+  std::from_chars(text.data(), text.data() + text.size(), freshFor);
+  served.freshFor = std::chrono::milliseconds(std::max<int64_t>(0, freshFor));
+  return served;
 }
 
 Status Replica::bootstrap() {
@@ -79,7 +103,7 @@ Status Replica::bootstrap() {
   applied_ = snap.watermark;
   sum_ = snap.checksum;
   lastVerified_ = snap.watermark;
-  mismatchCount_ = 0;
+  verifier_.reset(state(), std::chrono::steady_clock::now());
   if (options_.store) {
     auto stored = options_.store->replace(inboxRow(), records_);
     if (!stored.isOk()) return forget(stored.status());
@@ -185,30 +209,31 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
   applied_ = version;
   streamSeq_ = m.seq;
   counters_.applied++;
+  judged(verifier_.applied(state(), std::chrono::steady_clock::now()), needBootstrap);
   return Status::ok();
 }
 
-Status Replica::verify(bool& needBootstrap) {
-  lastVerifyAttempt_ = std::chrono::steady_clock::now();
-  auto body = fetch(true);
-  if (!body.isOk()) return body.status();
-  auto summary = parseSnapshot(*body, false);
-  if (!summary.isOk()) return Status::transient("summary rejected: " + summary.status().message());
-  if (summary->epoch != epoch_) {
-    if (summary->epoch > epoch_) {
+// Asks ?summary=true and hands it to the verifier. `idle`: nothing arrived in this step.
+Status Replica::verify(bool idle, bool& needBootstrap) {
+  verifier_.asking(std::chrono::steady_clock::now());  // a bridge that does not answer: an interval later
+  auto summary = fetchSummary();
+  if (!summary.isOk()) return summary.status();
+  const SnapshotHeader& h = summary->header;
+  if (h.epoch != epoch_) {
+    if (h.epoch > epoch_) {
       counters_.epochChanges++;
-      say(fmt::format("epoch changed from {} to {}: re-bootstrapping", epoch_, summary->epoch));
+      say(fmt::format("epoch changed from {} to {}: re-bootstrapping", epoch_, h.epoch));
       needBootstrap = true;
     }
     return Status::ok();
   }
-  if (summary->streamName != streamName_) {
+  if (h.streamName != streamName_) {
     counters_.lostStreams++;
-    say(fmt::format("the source now publishes to stream {}, not {}: re-bootstrapping", summary->streamName, streamName_));
+    say(fmt::format("the source now publishes to stream {}, not {}: re-bootstrapping", h.streamName, streamName_));
     needBootstrap = true;
     return Status::ok();
   }
-  if (summary->watermark > applied_) {
+  if (idle && h.watermark > applied_) {
     // The source is ahead and nothing arrived: a stream that no longer holds the next sequence
     // will not send it (a purge or max_age on a quiet source shows no gap, and nats.c recreates
     // an ordered consumer on a missing or shorter stream for ever).
@@ -218,32 +243,48 @@ Status Replica::verify(bool& needBootstrap) {
       counters_.lostStreams++;
       say((*problem)->why + ": re-bootstrapping");
       needBootstrap = true;
+      return Status::ok();
     }
-    return Status::ok();  // the watermarks have not met yet
   }
-  if (summary->watermark != applied_) return Status::ok();  // the watermarks have not met yet
+  judged(verifier_.offer(*summary, std::chrono::steady_clock::now(), idle), needBootstrap);
+  return Status::ok();
+}
+
+void Replica::judged(const Verifier::Verdict& verdict, bool& needBootstrap) {
+  using Kind = Verifier::Verdict::Kind;
+  if (verdict.kind == Kind::kVerified) {
+    counters_.verifications++;
+    if (lastVerified_ != verdict.version || counters_.verifications == 1) {
+      auto at = verifier_.at(verdict.version).value_or(state());
+      lastVerified_ = verdict.version;  // before the line: the CLI dumps on it
+      say(fmt::format("verified at version {}: {} records, checksum {}", verdict.version, at.recordCount,
+                      formatChecksum(at.sum)));
+    }
+    return;
+  }
+  if (verdict.kind != Kind::kMismatch) return;
   counters_.verifications++;
-  if (summary->checksum == sum_ && summary->recordCount == records_.size()) {
-    if (lastVerified_ != applied_ || counters_.verifications == 1) {
-      say(fmt::format("verified at version {}: {} records, checksum {}", applied_, records_.size(),
-                      formatChecksum(sum_)));
-    }
-    lastVerified_ = applied_;
-    mismatchCount_ = 0;
-    return Status::ok();
-  }
   counters_.mismatches++;
-  mismatchCount_ = mismatchVersion_ == applied_ ? mismatchCount_ + 1 : 1;
-  mismatchVersion_ = applied_;
   // A summary may reflect changes committed but not yet published (invariant 6): only a
-  // difference that stays at the same version means the replica is wrong.
-  if (mismatchCount_ < 2) return Status::ok();
-  say(fmt::format("checksum differs at version {}: replica {} ({} records), source {} ({} records){}", applied_,
-                  formatChecksum(sum_), records_.size(), formatChecksum(summary->checksum), summary->recordCount,
-                  mismatchCount_ >= options_.mismatchesBeforeRebootstrap
-                      ? ": re-bootstrapping"
-                      : "; checking again"));
-  if (mismatchCount_ >= options_.mismatchesBeforeRebootstrap) needBootstrap = true;
+  // difference that stays over distinct reads of the table means the replica is wrong.
+  if (verdict.inARow < 2) return;
+  const bool rebootstrap = verdict.inARow >= options_.mismatchesBeforeRebootstrap;
+  say(fmt::format("checksum differs at version {}: replica {} ({} records), source {} ({} records, watermark {}){}",
+                  verdict.state.version, formatChecksum(verdict.state.sum), verdict.state.recordCount,
+                  formatChecksum(verdict.summary.checksum), verdict.summary.recordCount, verdict.summary.watermark,
+                  rebootstrap ? ": re-bootstrapping" : "; checking again"));
+  if (rebootstrap) needBootstrap = true;
+}
+
+Status Replica::watch(std::chrono::steady_clock::time_point now, bool& needBootstrap) {
+  if (now - lastWatch_ < kStall) return Status::ok();
+  lastWatch_ = now;
+  auto problem = streamProblem(streamName_, streamSeq_ + 1);
+  if (!problem.isOk()) return problem.status();
+  if (!*problem) return Status::ok();
+  counters_.lostStreams++;
+  say((*problem)->why + ": re-bootstrapping");
+  needBootstrap = true;
   return Status::ok();
 }
 
@@ -269,10 +310,12 @@ Status Replica::step(std::chrono::milliseconds wait) {
       lastProgressReport_ = now;
     }
   } else {
-    // Caught up: check against the source now and then (rarely once verified).
-    auto interval = applied_ == lastVerified_ ? options_.verifyInterval * 30 : options_.verifyInterval;
-    if (now - lastVerifyAttempt_ >= interval) OUTBOX_RETURN_IF_ERROR(verify(needBootstrap));
+    // Caught up: a summary the replica has now reached is judged, and the stream asked now and
+    // then whether it can still give what comes next (a purge on a quiet source shows no gap).
+    judged(verifier_.idle(now), needBootstrap);
+    if (!needBootstrap) OUTBOX_RETURN_IF_ERROR(watch(now, needBootstrap));
   }
+  if (!needBootstrap && verifier_.due(now)) OUTBOX_RETURN_IF_ERROR(verify(!next->has_value(), needBootstrap));
   if (needBootstrap) return bootstrap();
   return Status::ok();
 }

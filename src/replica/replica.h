@@ -14,6 +14,7 @@
 #include "common/stop_token.h"
 #include "nats/jetstream.h"
 #include "replica/store.h"
+#include "replica/verifier.h"
 #include "snapshot/document.h"
 
 namespace outbox {
@@ -21,16 +22,17 @@ namespace outbox {
 // The reference consumer: bootstraps from a snapshot, verifies it, follows the stream from
 // stream.seq + 1, applies upserts and deletes idempotently (versions already applied are
 // skipped), re-bootstraps on a version gap, a new epoch or a stream that can no longer give what
-// comes next, keeps the checksum current from the deltas and compares it with ?summary=true when
-// the watermarks meet. Single-threaded.
+// comes next, keeps the checksum current from the deltas and compares it with ?summary=true every
+// few minutes, at the summary's watermark (verifier.h). Single-threaded.
 class Replica {
  public:
   struct Options {
     std::string baseUrl;   // e.g. http://127.0.0.1:8080
     std::string source;
     NatsConfig nats;  // url, login and TLS; jsDomain (the others are the bridge's, unused here)
-    std::chrono::milliseconds verifyInterval{1000};
-    int mismatchesBeforeRebootstrap = 3;  // a summary may already reflect unpublished changes
+    std::chrono::milliseconds verifyInterval{300'000};  // ±20%; 0: never
+    size_t verifyHistory = 500;  // versions whose checksum is kept to compare a summary at
+    int mismatchesBeforeRebootstrap = 3;  // distinct reads in a row: a summary may reflect unpublished changes
     std::function<void(const std::string&)> report;  // one line per state change
     // Where the replica and its inbox row are kept between runs (nullptr: in memory only, a new
     // process bootstraps); each change is applied there before it is in memory.
@@ -99,8 +101,14 @@ class Replica {
   Result<std::optional<StreamProblem>> follow();
   Status streamLost(const StreamProblem& problem);
   Result<std::string> fetch(bool summary);
+  Result<ServedSummary> fetchSummary();
   Status applyMessage(const nats::StoredMessage& m, bool& needBootstrap);
-  Status verify(bool& needBootstrap);
+  Status verify(bool idle, bool& needBootstrap);
+  // What the verifier said, in lines and counters; needBootstrap when the replica is wrong.
+  void judged(const Verifier::Verdict& verdict, bool& needBootstrap);
+  // Every kStall while nothing arrives: whether the stream can still give what comes next.
+  Status watch(std::chrono::steady_clock::time_point now, bool& needBootstrap);
+  VersionState state() const { return {applied_, sum_, records_.size()}; }
   Result<RecordValues> valuesOf(std::string_view payload);
   void say(const std::string& line);
 
@@ -122,9 +130,8 @@ class Replica {
   uint64_t applied_ = 0;
   uint64_t sum_ = 0;
   uint64_t lastVerified_ = 0;
-  uint64_t mismatchVersion_ = 0;
-  int mismatchCount_ = 0;
-  std::chrono::steady_clock::time_point lastVerifyAttempt_{};
+  Verifier verifier_;
+  std::chrono::steady_clock::time_point lastWatch_{};
   std::chrono::steady_clock::time_point lastProgressReport_{};
   uint64_t reportedVersion_ = 0;
   Counters counters_;

@@ -1,5 +1,7 @@
 // The replica and its store (docs/consumers.md section 5): resuming from the inbox row and the
 // records it kept, and forgetting what is in memory when it may differ from them.
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "common/json.h"
@@ -70,8 +72,8 @@ Status Replica::resume() {
   applied_ = row.appliedVersion;
   sum_ = row.sum;
   generation_ = row.generation;
-  lastVerified_ = 0;  // not by this process: verify when the watermarks meet
-  mismatchCount_ = 0;
+  lastVerified_ = 0;  // not by this process: its history starts here
+  verifier_.reset(state(), std::chrono::steady_clock::now());
   say(fmt::format("resumed from the inbox: epoch {}, version {}, {} records, checksum {}", epoch_, applied_,
                   records_.size(), formatChecksum(sum_)));
   auto problem = follow();

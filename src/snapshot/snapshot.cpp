@@ -9,6 +9,38 @@ namespace outbox {
 
 namespace {
 constexpr size_t kChunkBytes = 64 * 1024;
+
+// The document up to "records" (from its first byte to the key's closing quote), and after them.
+void appendHead(std::string& out, const SnapshotHeader& s) {
+  out += R"({"schemaVersion":1,"source":")";
+  appendJsonEscaped(out, s.source);
+  out += fmt::format(R"(","sourceEpoch":{},"watermark":{},"stream":{{"name":")", s.epoch, s.watermark);
+  appendJsonEscaped(out, s.streamName);
+  out += fmt::format(R"(","seq":{}}},"key":")", s.streamSeq);
+  appendJsonEscaped(out, s.key);
+  out.push_back('"');
+}
+
+void appendTail(std::string& out, const SnapshotHeader& s) {
+  out += fmt::format(R"(,"recordCount":{},"checksum":"{}"}})", s.recordCount, formatChecksum(s.checksum));
+}
+}  // namespace
+
+std::string summaryDocument(const SnapshotHeader& header) {
+  std::string out;
+  appendHead(out, header);
+  appendTail(out, header);
+  return out;
+}
+
+Result<SnapshotHeader> readSummary(const SourceConfig& source, const std::function<bool()>& going) {
+  auto opened = SnapshotStream::open(source, true);
+  if (!opened.isOk()) return opened.status();
+  SnapshotStream& stream = **opened;
+  // The summary's document is its header alone: what the read writes is dropped here and written
+  // again from the header (summaryDocument) for each request it serves.
+  OUTBOX_RETURN_IF_ERROR(stream.writeTo([&going](std::string_view) { return going(); }));
+  return stream.header();
 }
 
 struct SnapshotStream::Impl {
@@ -101,13 +133,8 @@ Status SnapshotStream::writeTo(const SnapshotSink& sink) {
   const auto& columns = d.rows.columns();
   std::string buffer;
   buffer.reserve(kChunkBytes + 4096);
-  buffer += R"({"schemaVersion":1,"source":")";
-  appendJsonEscaped(buffer, s.source);
-  buffer += fmt::format(R"(","sourceEpoch":{},"watermark":{},"stream":{{"name":")", s.epoch, s.watermark);
-  appendJsonEscaped(buffer, s.streamName);
-  buffer += fmt::format(R"(","seq":{}}},"key":")", s.streamSeq);
-  appendJsonEscaped(buffer, s.key);
-  buffer += d.summaryOnly ? "\"" : "\",\"records\":[";
+  appendHead(buffer, s);
+  if (!d.summaryOnly) buffer += ",\"records\":[";
 
   auto flush = [&]() {
     bool ok = sink(buffer);
@@ -149,7 +176,7 @@ Status SnapshotStream::writeTo(const SnapshotSink& sink) {
   d.readInFull = true;
   s.checksum = sum;
   if (!d.summaryOnly) buffer.push_back(']');
-  buffer += fmt::format(R"(,"recordCount":{},"checksum":"{}"}})", s.recordCount, formatChecksum(sum));
+  appendTail(buffer, s);
   if (!flush()) return Status::transient("the client went away");
   return Status::ok();
 }

@@ -44,4 +44,11 @@ class SnapshotStream {
   SnapshotHeader header_;
 };
 
+// A summary (?summary=true) as one read of the whole table, without a document: its header, the
+// count and checksum included. `going` is asked between pieces; false gives the read up.
+Result<SnapshotHeader> readSummary(const SourceConfig& source, const std::function<bool()>& going);
+
+// The summary document of `header`: byte for byte what a summary's stream writes.
+std::string summaryDocument(const SnapshotHeader& header);
+
 }  // namespace outbox

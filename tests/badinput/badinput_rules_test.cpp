@@ -45,6 +45,20 @@ BOOST_AUTO_TEST_CASE(durations_that_overflow_or_that_nats_server_refuses) {
   });
 }
 
+// Issue 34: summary_interval is 0 (a read per request) or from 1s to 24h; the default is a minute.
+BOOST_AUTO_TEST_CASE(summary_interval_is_zero_or_from_a_second_to_a_day) {
+  check({
+      refused(Via::kFile, "summary_interval 500ms", baseConfig("summary_interval = \"500ms\"\n"),
+              {"config error: source.a.summary_interval:", "from 1s to 24h"}),
+      refused(Via::kEnv, "summary_interval 2d", baseConfig(), {"config error: source.a.summary_interval:", "24h"},
+              {{"OUTBOX_BRIDGE_SOURCE_A_SUMMARY_INTERVAL", "2d"}}),
+      refused(Via::kFile, "summary_interval not a duration", baseConfig("summary_interval = \"soon\"\n"),
+              {"source.a.summary_interval"}),
+      accepted("summary_interval 0", baseConfig("summary_interval = \"0\"\n"), {"summary_interval = \"0\""}),
+      accepted("summary_interval unset: a minute", baseConfig(), {"summary_interval = \"1m\""}),
+  });
+}
+
 // Item 6: sources that would share a state row, a table, subjects or a route.
 BOOST_AUTO_TEST_CASE(two_sources_that_would_share_something_are_refused_naming_both) {
   check({

@@ -146,7 +146,7 @@ namespace {
 // ping_max: minutes at the defaults; a TcpProxy drops it at once here) while the last changes
 // were published: nothing more is written, so no later message can show it a gap, and its ordered
 // consumer, recreated from the sequence after the last one it took, waits on an emptied stream.
-// It bootstraps within 15 s of SIGCONT (a reconnect, the summary every 3 s once verified at
+// It bootstraps within 15 s of SIGCONT (a reconnect, the summary every 0.1 s ± 20% at
 // --verify-interval 0.1, then the stream's first sequence). Before the fix it stayed at 20 (the
 // source at 26).
 void emptiedBehindAPausedReplica(bool purge) {

@@ -48,6 +48,7 @@ stream = "ACCT"
 subject_prefix = "ctl.acct"
 batch_size = 50
 poll_interval = "90s"
+summary_interval = "5m"
 snapshot_key = "id"
 snapshot_path = "/account/control-snapshot"
 on_poison = "quarantine"
@@ -95,7 +96,8 @@ dsn = "mysql://watcher:w4tch@DB.internal:3307/?ssl-mode=VERIFY_IDENTITY"
     BOOST_TEST(b.subjectPrefix == a.subjectPrefix);
     BOOST_TEST(b.snapshotKey == a.snapshotKey);
     BOOST_TEST(b.snapshotPath == a.snapshotPath);
-    BOOST_TEST((b.batchSize == a.batchSize && b.pollInterval == a.pollInterval && b.onPoison == a.onPoison &&
+    BOOST_TEST((b.batchSize == a.batchSize && b.pollInterval == a.pollInterval && b.summaryInterval == a.summaryInterval &&
+                b.onPoison == a.onPoison &&
                 b.wake == a.wake && b.duplicateWindow == a.duplicateWindow && b.replicas == a.replicas && b.maxAge == a.maxAge));
   }
   BOOST_TEST(c.sources[1].snapshotKey == "k\x01\x7f\"\\");

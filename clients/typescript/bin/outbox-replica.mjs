@@ -34,7 +34,7 @@ Options:
                               &ssl-cert=...&ssl-key=...]; the password by OUTBOX_REPLICA_INBOX_PASSWORD
                               or _FILE): a restart resumes from it (default: in memory)
   --verify-interval FLOAT:SECONDS
-                              seconds between checks against ?summary=true (default 1)
+                              seconds between checks against ?summary=true, ±20% (default 300; 0: never)
   --duration FLOAT:SECONDS    stop after this many seconds (default: run until SIGTERM)
 `;
 
@@ -103,7 +103,7 @@ function seconds(flag, fallback, min, max) {
   if (value < min || value > max) usageError(`--${flag}: must be a number of seconds from ${min} to ${max}`);
   return value;
 }
-const verifyInterval = seconds("verify-interval", 1, 0.001, 86400);
+const verifyInterval = seconds("verify-interval", 300, 0, 86400);
 const duration = seconds("duration", 0, 0, 9223372036.854);
 
 if (values.dump !== undefined) {

@@ -20,5 +20,6 @@ export { MemoryStore, nextRow } from "./store.js";
 export type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
 export { MysqlInbox } from "./mysql_inbox.js";
 export type { InboxHandler, MysqlInboxOptions } from "./mysql_inbox.js";
-export { dumpJson, Replica, RetryableError } from "./replica.js";
+export { dumpJson } from "./dump.js";
+export { Replica, RetryableError } from "./replica.js";
 export type { NatsOptions, ReplicaCounters, ReplicaOptions } from "./replica.js";

@@ -1,53 +1,31 @@
 // The consumer (docs/consumers.md): bootstraps from the snapshot, streamed; follows the stream
 // from stream.seq + 1; bootstraps again on a version gap or a new epoch; keeps the checksum
-// current and compares it with ?summary=true when caught up; hands each change to its store,
-// which applies it with the inbox row in one step. What `outbox-bridge replica` does in C++
-// (src/replica/replica.cpp), with the same lines.
+// current and compares it with ?summary=true every few minutes (verify.ts); hands each change to
+// its store, which applies it with the inbox row in one step. What `outbox-bridge replica` does in
+// C++ (src/replica/replica.cpp), with the same lines.
 
-import { readFileSync } from "node:fs";
-import http from "node:http";
-import https from "node:https";
+import { connect, DeliverPolicy, type JetStreamClient, type JsMsg, type NatsConnection } from "nats";
 
-import {
-  connect,
-  credsAuthenticator,
-  DeliverPolicy,
-  nkeyAuthenticator,
-  type ConnectionOptions,
-  type JetStreamClient,
-  type JsMsg,
-  type NatsConnection,
-} from "nats";
-
-import { parseRecord } from "./json.js";
+import { changeOf } from "./change.js";
+import { connectionOptions, type NatsOptions } from "./nats_options.js";
 import { readSnapshot, SnapshotRejected, type SnapshotSummary } from "./snapshot.js";
+import { bodyText, fetchSummary, get, Verifier, type Verdict, type VersionState } from "./verify.js";
 import type { Bootstrap, Change, InboxRow, ReplicaStore } from "./store.js";
 import { MemoryStore } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
-import { ipIdentityCheck } from "./tls_identity.js";
 
-/** How to reach nats-server: the bridge's [nats] settings. */
-export interface NatsOptions {
-  servers: string | string[]; // URLs, or one string of comma-separated URLs
-  user?: string;
-  password?: string;
-  token?: string;
-  credsFile?: string;
-  nkeySeedFile?: string;
-  tlsCa?: string;
-  tlsCert?: string;
-  tlsKey?: string;
-  tlsServerName?: string;
-  jsDomain?: string;
-}
+export type { NatsOptions } from "./nats_options.js";
 
 export interface ReplicaOptions {
   url: string; // the bridge's base URL, e.g. http://127.0.0.1:8080
   source: string;
   nats: NatsOptions;
   store?: ReplicaStore; // default: a MemoryStore
-  verifyIntervalMs?: number; // between checks against ?summary=true while not yet verified (default 1000)
-  mismatchesBeforeRebootstrap?: number; // default 3: a summary may reflect unpublished changes
+  verifyIntervalMs?: number; // between checks against ?summary=true, ±20% (default 300000); 0: never
+  verifyHistory?: number; // versions whose checksum is kept to compare a summary at (default 500)
+  // Distinct reads of the table that differ, in a row, before a bootstrap (default 3): a summary
+  // may reflect unpublished changes.
+  mismatchesBeforeRebootstrap?: number;
   report?: (line: string) => void; // one line per state change, "[source] ..."
   onApplied?: (change: Change) => void | Promise<void>; // after the store applied it
   snapshotBatch?: number; // records handed to the store at a time (default 1000)
@@ -78,24 +56,6 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     });
   });
 
-/** A GET of the bridge's HTTP API: the response, streaming. */
-function get(url: string): Promise<http.IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const lib = url.startsWith("https:") ? https : http;
-    const req = lib.get(url, { timeout: 120_000 }, resolve);
-    req.on("timeout", () => req.destroy(new Error("no answer within 120 s")));
-    req.on("error", reject);
-  });
-}
-
-async function bodyText(res: http.IncomingMessage, limit = 4096): Promise<string> {
-  let text = "";
-  for await (const chunk of res) {
-    if (text.length < limit) text += chunk.toString();
-  }
-  return text.slice(0, limit);
-}
-
 export class Replica {
   readonly counters: ReplicaCounters = {
     bootstraps: 0,
@@ -119,9 +79,8 @@ export class Replica {
   // The stream a bootstrap named did not exist: followed again with backoff, and the source asked
   // every STALL_MS whether it names another (a snapshot per retry would read the table each time).
   private awaiting: { stream: string; since: number } | null = null;
-  private mismatchVersion = 0;
-  private mismatchCount = 0;
-  private lastVerifyAttempt = 0;
+  private readonly verifier: Verifier;
+  private lastWatch = 0; // the stream last asked whether it can give what comes next (STALL_MS)
   private lastProgressReport = 0;
   private reportedVersion = 0;
 
@@ -132,6 +91,10 @@ export class Replica {
   constructor(options: ReplicaOptions) {
     this.options = options;
     this.store = options.store ?? new MemoryStore();
+    this.verifier = new Verifier({
+      intervalMs: options.verifyIntervalMs ?? 300_000,
+      historySize: options.verifyHistory ?? 500,
+    });
   }
 
   /** The inbox row: epoch, applied version, checksum; null before the first bootstrap. */
@@ -168,6 +131,7 @@ export class Replica {
       this.loaded = true;
       if (this.inboxRow) {
         this.lastVerified = 0;
+        this.verifier.reset(stateOf(this.inboxRow), Date.now(), false);
         this.say(
           `resumed from the inbox: epoch ${this.inboxRow.epoch}, version ${this.inboxRow.appliedVersion}, ` +
             `${this.inboxRow.recordCount} records, checksum ${formatChecksum(this.inboxRow.sum)}`,
@@ -191,9 +155,12 @@ export class Replica {
         this.lastProgressReport = now;
       }
     } else {
-      // Caught up: check against the source now and then (rarely once verified).
-      const every = (this.options.verifyIntervalMs ?? 1000) * (this.appliedVersion === this.lastVerified ? 30 : 1);
-      if (now - this.lastVerifyAttempt >= every) needBootstrap = await this.verify();
+      // Caught up: a summary the replica has now reached is judged, and the stream asked now and
+      // then whether it can still give what comes next (a purge on a quiet source shows no gap).
+      needBootstrap = this.judged(this.verifier.idle(now)) || (await this.watch(now));
+    }
+    if (!needBootstrap && this.loaded && this.inboxRow && this.verifier.due(now)) {
+      needBootstrap = await this.verify(m === null);
     }
     if (needBootstrap) await this.bootstrap();
   }
@@ -246,7 +213,7 @@ export class Replica {
     this.inboxRow = stored;
     this.loaded = true;
     this.lastVerified = row.appliedVersion;
-    this.mismatchCount = 0;
+    this.verifier.reset(stateOf(stored), Date.now(), true);
     this.counters.bootstraps++;
     const what =
       this.counters.bootstraps === 1 ? "bootstrapped" : changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped";
@@ -280,30 +247,8 @@ export class Replica {
   private async connection(): Promise<JetStreamClient> {
     if (this.nc && this.js && !this.nc.isClosed()) return this.js;
     const o = this.options.nats;
-    const servers = typeof o.servers === "string" ? o.servers.split(",").map((s) => s.trim()) : o.servers;
-    const opts: ConnectionOptions = {
-      servers,
-      name: "outbox-replica",
-      maxReconnectAttempts: -1,
-    };
-    if (o.user) {
-      opts.user = o.user;
-      opts.pass = o.password ?? "";
-    }
-    if (o.token) opts.token = o.token;
-    if (o.credsFile) opts.authenticator = credsAuthenticator(readFileSync(o.credsFile));
-    if (o.nkeySeedFile) {
-      opts.authenticator = nkeyAuthenticator(new TextEncoder().encode(readFileSync(o.nkeySeedFile, "utf8").trim()));
-    }
-    if (o.tlsCa || o.tlsCert || o.tlsServerName) {
-      opts.tls = {
-        ...(o.tlsCa ? { caFile: o.tlsCa } : {}),
-        ...(o.tlsCert ? { certFile: o.tlsCert, keyFile: o.tlsKey } : {}),
-        ...(o.tlsServerName ? { servername: o.tlsServerName } : { checkServerIdentity: ipIdentityCheck(servers) }),
-      } as ConnectionOptions["tls"];
-    }
     try {
-      this.nc = await connect(opts);
+      this.nc = await connect(connectionOptions(o));
     } catch (e) {
       throw new RetryableError(`nats: ${(e as Error).message}`);
     }
@@ -395,49 +340,12 @@ export class Replica {
       this.say(`gap: expected version ${row.appliedVersion + 1}, got ${version} (sequence ${m.seq}): re-bootstrapping`);
       return true;
     }
-    const op = header("Outbox-Op") === "delete" ? "delete" : "upsert";
-    const payload = m.data.length > 0 ? new TextDecoder().decode(m.data) : "";
-    let from = row;
-    let values: (string | null)[] | null = null;
-    if (op === "upsert") {
-      let fields;
-      try {
-        fields = parseRecord(payload);
-      } catch (e) {
-        this.say(`version ${version}: payload is ${(e as Error).message}: re-bootstrapping`);
-        return true;
-      }
-      if (from.columns.length === 0) {
-        // The snapshot was empty: the first change tells the columns.
-        from = { ...from, columns: fields.map((f) => f.name), numeric: fields.map((f) => f.numeric) };
-      }
-      // A name given twice: the last one counts, as in a JSON object read into a map.
-      const byName = new Map(fields.map((f) => [f.name, f.text] as const));
-      values = from.columns.map((c) => byName.get(c) ?? null);
+    const read = changeOf(m, this.options.source, row);
+    if ("problem" in read) {
+      this.say(`version ${version}: ${read.problem}: re-bootstrapping`);
+      return true;
     }
-    // Built only for an application that reads them: most read the record alone.
-    let headers: Map<string, string> | undefined;
-    const headersOf = (): Map<string, string> => {
-      headers = new Map();
-      for (const [k, v] of m.headers ?? []) headers.set(k, v.join(","));
-      return headers;
-    };
-    const change: Change = {
-      source: this.options.source,
-      epoch,
-      version,
-      streamSeq: m.seq,
-      subject: m.subject,
-      entityType: header("Outbox-Entity-Type"),
-      key: header("Outbox-Entity-Key"),
-      op,
-      columns: from.columns,
-      values,
-      payload,
-      get headers() {
-        return headers ?? headersOf();
-      },
-    };
+    const { change, from } = read;
     const next = await this.store.apply(change, from);
     if (next === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
@@ -448,8 +356,9 @@ export class Replica {
     }
     this.inboxRow = next;
     this.counters.applied++;
+    const judged = this.judged(this.verifier.applied(stateOf(next), Date.now()));
     await this.options.onApplied?.(change);
-    return false;
+    return judged;
   }
 
   // The source is ahead and nothing has arrived: after STALL_MS with no version applied, the
@@ -472,22 +381,14 @@ export class Replica {
   }
 
   /** ?summary=true: the snapshot without its records. */
-  private async summary(): Promise<SnapshotSummary> {
-    const url = `${this.options.url}/v1/sources/${encodeURIComponent(this.options.source)}/control-snapshot?summary=true`;
-    const res = await get(url).catch((e: Error) => {
-      throw new RetryableError(`GET ${url}: ${e.message}`);
-    });
-    if (res.statusCode !== 200) throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
-    try {
-      return await readSnapshot(res, async () => undefined, { expectRecords: false });
-    } catch (e) {
-      throw new RetryableError(`summary rejected: ${(e as Error).message}`);
-    }
+  private summary() {
+    return fetchSummary(this.options.url, this.options.source, (m) => new RetryableError(m));
   }
 
-  // Compares with ?summary=true; true when a bootstrap is needed.
-  private async verify(): Promise<boolean> {
-    this.lastVerifyAttempt = Date.now();
+  // Asks ?summary=true and hands it to the verifier; true when a bootstrap is needed. `idle`:
+  // nothing arrived in this step.
+  private async verify(idle: boolean): Promise<boolean> {
+    this.verifier.asking(Date.now()); // a bridge that does not answer is asked again an interval later
     const summary = await this.summary();
     const row = this.inboxRow as InboxRow;
     if (summary.epoch !== row.epoch) {
@@ -501,7 +402,7 @@ export class Replica {
       this.say(`the source now publishes to stream ${summary.streamName}, not ${row.streamName}: re-bootstrapping`);
       return true;
     }
-    if (summary.watermark > row.appliedVersion) {
+    if (idle && summary.watermark > row.appliedVersion) {
       // The source is ahead and nothing arrived: a stream that no longer holds the next sequence
       // will not send it (a purge or max_age on a quiet source shows no gap).
       const problem = await streamProblem(await this.connection(), row.streamName, row.streamSeq + 1);
@@ -512,54 +413,54 @@ export class Replica {
       }
       if (await this.stalled(summary.watermark, row)) return false;
     }
-    if (summary.watermark !== row.appliedVersion) return false; // the watermarks have not met yet
-    this.counters.verifications++;
-    if (summary.sum === row.sum && summary.recordCount === row.recordCount) {
-      const first = this.lastVerified !== row.appliedVersion || this.counters.verifications === 1;
-      this.lastVerified = row.appliedVersion; // before the line: the CLI dumps on it
+    return this.judged(this.verifier.offer(summary, Date.now(), idle));
+  }
+
+  // What the verifier said, in lines and counters; true when a bootstrap is needed.
+  private judged(verdict: Verdict): boolean {
+    if (verdict.kind === "verified") {
+      this.counters.verifications++;
+      const first = this.lastVerified !== verdict.version || this.counters.verifications === 1;
+      this.lastVerified = verdict.version; // before the line: the CLI dumps on it
+      const state = this.verifier.history.at(verdict.version) as VersionState;
       if (first) {
-        this.say(`verified at version ${row.appliedVersion}: ${row.recordCount} records, checksum ${formatChecksum(row.sum)}`);
+        const checksum = formatChecksum(state.sum);
+        this.say(`verified at version ${verdict.version}: ${state.recordCount} records, checksum ${checksum}`);
       }
-      this.mismatchCount = 0;
       return false;
     }
+    if (verdict.kind !== "mismatch") return false;
+    this.counters.verifications++;
     this.counters.mismatches++;
-    this.mismatchCount = this.mismatchVersion === row.appliedVersion ? this.mismatchCount + 1 : 1;
-    this.mismatchVersion = row.appliedVersion;
     // A summary may reflect changes committed but not yet published (invariant 6): only a
-    // difference that stays at the same version means the replica is wrong.
-    if (this.mismatchCount < 2) return false;
+    // difference that stays over distinct reads of the table means the replica is wrong.
+    if (verdict.inARow < 2) return false;
     const limit = this.options.mismatchesBeforeRebootstrap ?? 3;
+    const { summary, state } = verdict;
     this.say(
-      `checksum differs at version ${row.appliedVersion}: replica ${formatChecksum(row.sum)} (${row.recordCount} ` +
-        `records), source ${summary.checksum} (${summary.recordCount} records)` +
-        (this.mismatchCount >= limit ? ": re-bootstrapping" : "; checking again"),
+      `checksum differs at version ${state.version}: replica ${formatChecksum(state.sum)} (${state.recordCount} ` +
+        `records), source ${summary.checksum} (${summary.recordCount} records, watermark ${summary.watermark})` +
+        (verdict.inARow >= limit ? ": re-bootstrapping" : "; checking again"),
     );
-    return this.mismatchCount >= limit;
+    return verdict.inARow >= limit;
+  }
+
+  // Every STALL_MS while nothing arrives: whether the stream can still give what comes next
+  // (nats-server alone: no summary, no read of the source). True when a bootstrap is needed.
+  private async watch(now: number): Promise<boolean> {
+    if (now - this.lastWatch < Replica.STALL_MS) return false;
+    this.lastWatch = now;
+    const row = this.inboxRow as InboxRow;
+    const problem = await streamProblem(await this.connection(), row.streamName, row.streamSeq + 1);
+    if (!problem) return false;
+    this.counters.lostStreams++;
+    this.say(`${problem.why}: re-bootstrapping`);
+    return true;
   }
 }
 
-/**
- * The replica held by a MemoryStore as `outbox-bridge replica --dump` writes it: snapshot-shaped
- * JSON, records in the byte order of their keys.
- */
-export function dumpJson(source: string, row: InboxRow | null, records: ReadonlyMap<string, (string | null)[]>): string {
-  const keys = [...records.keys()].sort((a, b) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")));
-  const columns = row?.columns ?? [];
-  const numeric = row?.numeric ?? [];
-  const parts: string[] = [];
-  for (const key of keys) {
-    const values = records.get(key) as (string | null)[];
-    const fields: string[] = [];
-    for (let i = 0; i < columns.length && i < values.length; ++i) {
-      const v = values[i];
-      fields.push(JSON.stringify(columns[i]) + ":" + (v === null ? "null" : numeric[i] ? v : JSON.stringify(v)));
-    }
-    parts.push("{" + fields.join(",") + "}");
-  }
-  return (
-    `{"source":${JSON.stringify(source)},"sourceEpoch":${row?.epoch ?? 0},"appliedVersion":${row?.appliedVersion ?? 0},` +
-    `"key":${JSON.stringify(row?.key ?? "")},"records":[${parts.join(",")}],"recordCount":${records.size},` +
-    `"checksum":"${formatChecksum(row?.sum ?? 0n)}"}`
-  );
-}
+const stateOf = (row: InboxRow): VersionState => ({
+  version: row.appliedVersion,
+  sum: row.sum,
+  recordCount: row.recordCount,
+});
