@@ -1,8 +1,9 @@
+// MysqlOutboxStore: its connections (the session's setup, the server's kind), the state row and
+// the write guard every write of the source's state goes under. A batch's writes are in
+// mysql_store_assign.cpp, the scan's reads in mysql_store_read.cpp and mysql_store_holes.cpp.
 #include "relay/mysql_store.h"
 
-#include <algorithm>
 #include <atomic>
-#include <iterator>
 #include <memory>
 
 #include <fmt/format.h>
@@ -67,17 +68,6 @@ namespace {
 constexpr const char* kClockRefused =
     "could not take the user lock outbox_bridge_clock_<connection id> ({}): open holes then die only once the "
     "connections that may hold them are seen between statements (slower, never a row lost)";
-
-// The published marks a scan's write carries, each moved forward on its own: within an epoch
-// (which the write guard fixes) a later version always has a later stream sequence, so the two
-// maxima are one pair, whichever of two writes racing (a ride and a mark of the relay thread)
-// commits last. Each column is moved on its own, so that neither assignment reads the other.
-std::string publishedAssignments(const PublishedMark& published) {
-  if (published.version == 0) return "";
-  return fmt::format(", s.published_through = GREATEST(s.published_through, {}), s.published_stream_seq = "
-                     "GREATEST(s.published_stream_seq, {})",
-                     published.version, published.seq);
-}
 }  // namespace
 
 db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds idleTransactionTimeout) {
@@ -147,6 +137,8 @@ std::string MysqlOutboxStore::guardedStateUpdate(db::Connection& conn, const std
                                                  const std::string& condition) {
   // One table, the lease as a subquery: a multi-table UPDATE (the lease joined) costs MariaDB
   // more to open, plan and log than the whole row it guards (docs/design.md, "Cost per row").
+  // At REPEATABLE READ, which every connection sets, InnoDB reads the subquery's lease row with a
+  // shared lock, as it did the joined one: a takeover waits for this write to commit.
   std::string where = fmt::format("s.source = {}", sourceLiteral_);
   if (guard_.epoch != 0) where += fmt::format(" AND s.epoch = {}", guard_.epoch);
   if (!condition.empty()) where += " AND " + condition;
@@ -226,140 +218,6 @@ void MysqlOutboxStore::setWriteGuard(WriteGuard guard) {
   guard_ = std::move(guard);
   joinedThrough_.reset();  // a new session: an epoch bump may have moved the scan below versioned rows
   if (marks_ != nullptr) marks_->forget(source_.name);  // an earlier session's offer
-}
-
-Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
-  const std::string assignments =
-      fmt::format("s.scan_cursor = {}, s.scan_floor = {}{}", mark.cursor, mark.floor, publishedAssignments(mark.published));
-  Status s = mark.pin.empty() && mark.unpin.empty()
-                 ? guardedStateWrite(assignments, "", "recording the scan")
-                 : session_->transaction([&](db::Connection& conn) -> Status {
-                     OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
-                     return recordPins(conn, mark);
-                   });
-  if (s.isOk() && marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
-  return s;
-}
-
-Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) {
-  // Deletes first: a range pinned again after it was unpinned keeps its first id.
-  if (!mark.unpin.empty()) {
-    std::string firsts;
-    for (uint64_t first : mark.unpin) firsts += (firsts.empty() ? "" : ",") + std::to_string(first);
-    OUTBOX_RETURN_IF_ERROR(conn.exec(
-        fmt::format("DELETE FROM outbox_scan_holes WHERE source = {} AND first_id IN ({})", sourceLiteral_, firsts)));
-  }
-  if (mark.pin.empty()) return Status::ok();
-  std::string values;
-  for (const IdRange& r : mark.pin) {
-    values += fmt::format("{}({}, {}, {})", values.empty() ? "" : ",", sourceLiteral_, r.first, r.last);
-  }
-  return conn.exec(fmt::format(
-      "INSERT INTO outbox_scan_holes (source, first_id, last_id) VALUES {} ON DUPLICATE KEY UPDATE last_id = "
-      "GREATEST(last_id, VALUES(last_id))",
-      values));
-}
-
-Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) {
-  if (rows.empty()) return saveScan(mark);
-  // The versions follow id order. The outbox rows are not touched.
-  const bool folded = rows.size() <= kFoldedCheckRows;
-  std::string pairs, ids;
-  pairs.reserve(rows.size() * 24);
-  ids.reserve(rows.size() * 12);
-  uint64_t v = expectedAssignedThrough;
-  for (const auto& r : rows) {
-    const bool first = ids.empty();
-    ++v;
-    if (folded && first) {
-      fmt::format_to(std::back_inserter(pairs), "SELECT {} AS version, {} AS outbox_id", v, r.id);
-    } else if (folded) {
-      fmt::format_to(std::back_inserter(pairs), " UNION ALL SELECT {}, {}", v, r.id);
-    } else {
-      fmt::format_to(std::back_inserter(pairs), "{}({},{})", first ? "" : ",", v, r.id);
-    }
-    fmt::format_to(std::back_inserter(ids), "{}{}", first ? "" : ",", r.id);
-  }
-  // A quarantine takes the state row's lock first too, so it committed before the claim below or
-  // waits for this transaction: a locking read after the claim sees what it wrote (a plain one at
-  // READ COMMITTED or a snapshot may not). One of the two wins, never both. A large batch reads
-  // the quarantine, then inserts one VALUES list; a small one (a trickle's row) checks in its
-  // INSERT ... SELECT, which reads the quarantine with shared locks too (and no earlier read of
-  // the transaction fixed a snapshot): all of it or none of it is inserted.
-  const std::string quarantined = fmt::format(
-      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
-      rows.front().id, rows.back().id, ids);
-  const std::string insert =
-      folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
-                           versions_, pairs, quarantined)
-             : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
-  Status s = session_->transaction([&](db::Connection& conn) -> Status {
-    auto claimed = conn.execCount(guardedStateUpdate(conn,
-        fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
-                    rows.size(), mark.cursor, mark.floor, publishedAssignments(mark.published)),
-        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
-    if (!claimed.isOk()) return claimed.status();
-    if (*claimed != 1) {
-      return Status::transient(
-          "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
-          "moved the source to a new epoch");
-    }
-    auto refuseQuarantined = [&]() -> Status {
-      auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
-      if (!row.isOk()) return row.status();
-      if (!row->has_value()) return Status::ok();
-      return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
-                                           **row));
-    };
-    if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
-    auto inserted = conn.execCount(insert);
-    if (!inserted.isOk() && readLean_ && inserted.status().cause() == Cause::kDuplicateKey) {
-      // Read without the versions (readNew): a row of the batch may have one (scan again), or the
-      // state row and the versions disagree (a version taken twice: the error stands).
-      auto versioned = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
-      if (versioned.isOk() && versioned->value_or(0) > 0) {
-        return Status::transient(fmt::format("{} row(s) of the batch have a version already; scanning again",
-                                             versioned->value_or(0)));
-      }
-    }
-    if (!inserted.isOk()) return inserted.status();
-    if (*inserted != rows.size()) {
-      OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
-      return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
-    }
-    return recordPins(conn, mark);
-  });
-  if (!s.isOk()) {
-    joinedThrough_.reset();  // the next read is a whole one (readNew)
-    return s;
-  }
-  if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
-  v = expectedAssignedThrough;
-  for (auto& r : rows) r.version = ++v;
-  return Status::ok();
-}
-
-void MysqlOutboxStore::offerMark(const PublishedMark& mark) {
-  if (marks_ != nullptr) marks_->offer(source_.name, guard_, mark);
-}
-
-Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
-  if (marks_ != nullptr && guard_.lease) {
-    marks_->offer(source_.name, guard_, PublishedMark{version, seq});
-    if (marks_->write(source_.name).isOk()) return Status::ok();
-    // Another source's row may be what failed it (a lock held long): this source's mark alone.
-  }
-  Status s = session_->run([&](db::Connection& conn) {
-    return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
-                                        fmt::format("s.published_through < {}", version)));
-  });
-  if (s.isOk() && marks_ != nullptr) marks_->carried(source_.name, version);
-  return s;
-}
-
-Status MysqlOutboxStore::setPublished(uint64_t version, uint64_t seq) {
-  return guardedStateWrite(fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq), "",
-                           "setting the published marks");
 }
 
 }  // namespace outbox

@@ -1,6 +1,6 @@
 // MysqlOutboxStore's halts, quarantines and epochs: a stale tail given back, a halt set and
 // cleared, a row quarantined, an epoch bumped and its bump finished (mysql_store.cpp has the
-// session, the state and the assign; mysql_store_read.cpp the scan's reads).
+// session and the state, mysql_store_assign.cpp the assign, mysql_store_read.cpp the scan's reads).
 #include "relay/mysql_store.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // MysqlOutboxStore's reads of the outbox table (docs/design.md, "Contract v2: finding late
 // commits"): new rows, where a new scan starts, and the assigned tail. The open holes' reads and
-// probes are in mysql_store_holes.cpp; its writes (the state row, versions, halts, quarantine, the
-// epoch bump) in mysql_store.cpp.
+// probes are in mysql_store_holes.cpp; a batch's writes in mysql_store_assign.cpp; halts,
+// quarantine and the epoch bump in mysql_store_epoch.cpp; the state row in mysql_store.cpp.
 #include <algorithm>
 #include <functional>
 
