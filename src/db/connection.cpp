@@ -122,6 +122,9 @@ Rows::Rows(MYSQL_RES* res) : res_(res) {
       default:
         break;
     }
+    // A ZEROFILL column's text keeps its zeros ("000042"), which JSON has no number for: the
+    // snapshot writes it as a string, the same text (docs/consumers.md, "The snapshot").
+    if ((fields[i].flags & ZEROFILL_FLAG) != 0) kind = ColumnKind::kText;
     columns_.push_back({std::string(fields[i].name, fields[i].name_length), kind});
   }
 }
