@@ -2,9 +2,6 @@
 
 #include <httplib.h>
 
-#include <algorithm>
-#include <charconv>
-
 #include <fmt/format.h>
 
 #include "common/backoff.h"
@@ -32,7 +29,7 @@ void Replica::say(const std::string& line) {
   if (options_.report) options_.report(fmt::format("[{}] {}", options_.source, line));
 }
 
-Result<std::string> Replica::fetch(bool summary) {
+Result<Replica::Fetched> Replica::fetch(bool summary) {
   httplib::Client client(options_.baseUrl);
   client.set_connection_timeout(std::chrono::seconds(5));
   client.set_read_timeout(std::chrono::seconds(120));
@@ -42,36 +39,15 @@ Result<std::string> Replica::fetch(bool summary) {
   if (res->status != 200) {
     return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
   }
-  return std::move(res->body);
-}
-
-Result<ServedSummary> Replica::fetchSummary() {
-  httplib::Client client(options_.baseUrl);
-  client.set_connection_timeout(std::chrono::seconds(5));
-  client.set_read_timeout(std::chrono::seconds(120));
-  std::string path = fmt::format("/v1/sources/{}/control-snapshot?summary=true", options_.source);
-  auto res = client.Get(path);
-  if (!res) return Status::transient(fmt::format("GET {}{}: {}", options_.baseUrl, path, httplib::to_string(res.error())));
-  if (res->status != 200) {
-    return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
-  }
-  auto parsed = parseSnapshot(res->body, false);
-  if (!parsed.isOk()) return Status::transient("summary rejected: " + parsed.status().message());
-  ServedSummary served;
-  served.header = *parsed;
-  served.readAt = res->get_header_value("Outbox-Summary-Read-At");
-  int64_t freshFor = 0;
-  std::string text = res->get_header_value("Outbox-Summary-Fresh-For");
-  std::from_chars(text.data(), text.data() + text.size(), freshFor);
-  served.freshFor = std::chrono::milliseconds(std::max<int64_t>(0, freshFor));
-  return served;
+  return Fetched{std::move(res->body), res->get_header_value("Outbox-Summary-Read-At"),
+                 res->get_header_value("Outbox-Summary-Fresh-For")};
 }
 
 Status Replica::bootstrap() {
   sub_.reset();
-  auto body = fetch(false);
-  if (!body.isOk()) return body.status();
-  auto parsed = parseSnapshot(*body, true);
+  auto got = fetch(false);
+  if (!got.isOk()) return got.status();
+  auto parsed = parseSnapshot(got->body, true);
   if (!parsed.isOk()) {
     counters_.rejectedSnapshots++;
     say("snapshot rejected: " + parsed.status().message() + "; retrying");
@@ -211,69 +187,6 @@ Status Replica::applyMessage(const nats::StoredMessage& m, bool& needBootstrap) 
   counters_.applied++;
   judged(verifier_.applied(state(), std::chrono::steady_clock::now()), needBootstrap);
   return Status::ok();
-}
-
-// Asks ?summary=true and hands it to the verifier. `idle`: nothing arrived in this step.
-Status Replica::verify(bool idle, bool& needBootstrap) {
-  verifier_.asking(std::chrono::steady_clock::now());  // a bridge that does not answer: an interval later
-  auto summary = fetchSummary();
-  if (!summary.isOk()) return summary.status();
-  const SnapshotHeader& h = summary->header;
-  if (h.epoch != epoch_) {
-    if (h.epoch > epoch_) {
-      counters_.epochChanges++;
-      say(fmt::format("epoch changed from {} to {}: re-bootstrapping", epoch_, h.epoch));
-      needBootstrap = true;
-    }
-    return Status::ok();
-  }
-  if (h.streamName != streamName_) {
-    counters_.lostStreams++;
-    say(fmt::format("the source now publishes to stream {}, not {}: re-bootstrapping", h.streamName, streamName_));
-    needBootstrap = true;
-    return Status::ok();
-  }
-  if (idle && h.watermark > applied_) {
-    // The source is ahead and nothing arrived: a stream that no longer holds the next sequence
-    // will not send it (a purge or max_age on a quiet source shows no gap, and nats.c recreates
-    // an ordered consumer on a missing or shorter stream for ever).
-    auto problem = streamProblem(streamName_, streamSeq_ + 1);
-    if (!problem.isOk()) return problem.status();
-    if (*problem) {
-      counters_.lostStreams++;
-      say((*problem)->why + ": re-bootstrapping");
-      needBootstrap = true;
-      return Status::ok();
-    }
-  }
-  judged(verifier_.offer(*summary, std::chrono::steady_clock::now(), idle), needBootstrap);
-  return Status::ok();
-}
-
-void Replica::judged(const Verifier::Verdict& verdict, bool& needBootstrap) {
-  using Kind = Verifier::Verdict::Kind;
-  if (verdict.kind == Kind::kVerified) {
-    counters_.verifications++;
-    if (lastVerified_ != verdict.version || counters_.verifications == 1) {
-      auto at = verifier_.at(verdict.version).value_or(state());
-      lastVerified_ = verdict.version;  // before the line: the CLI dumps on it
-      say(fmt::format("verified at version {}: {} records, checksum {}", verdict.version, at.recordCount,
-                      formatChecksum(at.sum)));
-    }
-    return;
-  }
-  if (verdict.kind != Kind::kMismatch) return;
-  counters_.verifications++;
-  counters_.mismatches++;
-  // A summary may reflect changes committed but not yet published (invariant 6): only a
-  // difference that stays over distinct reads of the table means the replica is wrong.
-  if (verdict.inARow < 2) return;
-  const bool rebootstrap = verdict.inARow >= options_.mismatchesBeforeRebootstrap;
-  say(fmt::format("checksum differs at version {}: replica {} ({} records), source {} ({} records, watermark {}){}",
-                  verdict.state.version, formatChecksum(verdict.state.sum), verdict.state.recordCount,
-                  formatChecksum(verdict.summary.checksum), verdict.summary.recordCount, verdict.summary.watermark,
-                  rebootstrap ? ": re-bootstrapping" : "; checking again"));
-  if (rebootstrap) needBootstrap = true;
 }
 
 Status Replica::watch(std::chrono::steady_clock::time_point now, bool& needBootstrap) {

@@ -100,7 +100,14 @@ class Replica {
   Result<std::optional<StreamProblem>> streamProblem(const std::string& stream, uint64_t fromSeq);
   Result<std::optional<StreamProblem>> follow();
   Status streamLost(const StreamProblem& problem);
-  Result<std::string> fetch(bool summary);
+  // GET of the snapshot, or with `summary` of ?summary=true: the body, and the summary's headers.
+  struct Fetched {
+    std::string body;
+    std::string readAt;    // Outbox-Summary-Read-At
+    std::string freshFor;  // Outbox-Summary-Fresh-For
+  };
+  Result<Fetched> fetch(bool summary);
+  // replica_verify.cpp: docs/consumers.md section 4.
   Result<ServedSummary> fetchSummary();
   Status applyMessage(const nats::StoredMessage& m, bool& needBootstrap);
   Status verify(bool idle, bool& needBootstrap);

@@ -71,15 +71,14 @@ Status Replica::streamLost(const StreamProblem& problem) {
   auto now = std::chrono::steady_clock::now();
   if (problem.missing && awaiting_ && awaiting_->stream == streamName_) {
     if (now - awaiting_->since < kStall) return Status::transient(why + ": waiting for the bridge to create it");
-    auto body = fetch(true);
-    if (!body.isOk()) return body.status();
-    auto summary = parseSnapshot(*body, false);
-    if (!summary.isOk()) return Status::transient("summary rejected: " + summary.status().message());
-    if (summary->streamName == streamName_ && summary->epoch <= epoch_) {
+    auto summary = fetchSummary();
+    if (!summary.isOk()) return summary.status();
+    const SnapshotHeader& h = summary->header;
+    if (h.streamName == streamName_ && h.epoch <= epoch_) {
       awaiting_->since = now;
       return Status::transient(why + ", and the source still names it: waiting for the bridge to create it");
     }
-    if (summary->streamName != streamName_) why += "; the source now publishes to stream " + summary->streamName;
+    if (h.streamName != streamName_) why += "; the source now publishes to stream " + h.streamName;
   }
   counters_.lostStreams++;
   say(why + ": re-bootstrapping");
