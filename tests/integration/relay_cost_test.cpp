@@ -1,0 +1,136 @@
+#define BOOST_TEST_MODULE relay_cost
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+
+// The cost per row's measures that a test can see (docs/design.md, "Cost per row"): the read of
+// new rows leaves out its join of the versions above the highest outbox id with a version, and a
+// row that has a version all the same is scanned again, not published twice and not halted on.
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The server's general log in mysql.general_log while it lives: the statements a bridge sent.
+struct GeneralLog {
+  TestDatabase& database;
+  explicit GeneralLog(TestDatabase& db) : database(db) {
+    BOOST_REQUIRE(database.sql().exec("SET GLOBAL log_output = 'TABLE'").isOk());
+    BOOST_REQUIRE(database.sql().exec("TRUNCATE mysql.general_log").isOk());
+    BOOST_REQUIRE(database.sql().exec("SET GLOBAL general_log = 1").isOk());
+  }
+  ~GeneralLog() {
+    (void)database.sql().exec("SET GLOBAL general_log = 0");
+    (void)database.sql().exec("SET GLOBAL log_output = 'FILE'");
+    (void)database.sql().exec("TRUNCATE mysql.general_log");
+  }
+  // The statements logged so far that contain every one of `parts`.
+  std::vector<std::string> statements(const std::vector<std::string>& parts) {
+    std::string where = "command_type = 'Query' AND thread_id <> CONNECTION_ID()";
+    for (const auto& p : parts) where += fmt::format(" AND INSTR(argument, '{}') > 0", p);
+    auto rows = database.sql().query(fmt::format("SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log "
+                                                 "WHERE {} ORDER BY event_time",
+                                                 where));
+    BOOST_REQUIRE(rows.isOk());
+    std::vector<std::string> out;
+    while (rows->next()) out.emplace_back(rows->text(0));
+    return out;
+  }
+};
+
+void insertRow(TestDatabase& database, const SourceSpec& source, int key) {
+  BOOST_REQUIRE(database.sql()
+                    .exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('account', '{}', "
+                                      "'upsert', '{{\"id\": {}}}')",
+                                      source.outboxTable(), key, key))
+                    .isOk());
+}
+
+}  // namespace
+
+// A trickle of one-row commits: every read of new rows is the lean one (no versions join), the
+// rows are published once in order all the same.
+BOOST_AUTO_TEST_CASE(a_trickle_is_read_without_the_versions_join) {
+  TestDatabase database("lean");
+  SourceSpec source{uniqueName("lean", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  insertRow(database, source, 0);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 1; }, 20s),
+                        bridge.log());
+  GeneralLog log(database);
+  const int kRows = 20;
+  for (int i = 1; i <= kRows; ++i) {
+    insertRow(database, source, i);
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == uint64_t(i + 1); }, 20s),
+                          bridge.log());
+  }
+  // readNew's statement: "... WHERE o.id > CURSOR ... LIMIT N" on the outbox table.
+  const std::string table = "`" + source.outboxTable() + "` o";
+  auto reads = log.statements({table, "o.id > ", " LIMIT "});
+  auto whole = log.statements({table, "o.id > ", " LIMIT ", source.outboxTable() + "_versions"});
+  BOOST_TEST(reads.size() >= size_t(kRows), reads.size() << " reads of new rows for " << kRows << " rows");
+  BOOST_TEST(whole.empty(), (whole.empty() ? "" : whole.front()));
+
+  StreamReader reader;
+  auto messages = reader.readAll(source.stream(), "control." + source.name);
+  BOOST_REQUIRE_EQUAL(messages.size(), size_t(kRows + 1));
+  for (size_t i = 0; i < messages.size(); ++i) {
+    BOOST_TEST(messages[i].headers.at("Outbox-Version") == std::to_string(i + 1));
+    BOOST_TEST(messages[i].headers.at("Outbox-Entity-Key") == std::to_string(i));
+  }
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// A row above the cursor that has a version all the same (nothing the bridge does leaves one: an
+// operator's hand, here) meets the versions' unique outbox_id in the assign after a lean read:
+// the batch is scanned again with the join, the versioned row is passed over, the others get the
+// next versions in order, and the source goes on (no halt, no row twice).
+BOOST_AUTO_TEST_CASE(a_versioned_row_above_the_cursor_is_scanned_again_not_halted_on) {
+  TestDatabase database("leandup");
+  SourceSpec source{uniqueName("leandup", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  for (int i = 1; i <= 3; ++i) insertRow(database, source, i);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 3; }, 20s),
+                        bridge.log());
+  // The next three rows in one commit, the middle one given a version far above the others'.
+  const std::string versions = source.outboxTable() + "_versions";
+  const uint64_t next = database.scalar(fmt::format("SELECT MAX(id) + 1 FROM {}", source.outboxTable()));
+  BOOST_REQUIRE(database.sql().exec(fmt::format("INSERT INTO {} (version, outbox_id) VALUES (1000000, {})", versions,
+                                                next + 1))
+                    .isOk());
+  BOOST_REQUIRE(database.sql()
+                    .exec(fmt::format("INSERT INTO {} (id, entity_type, entity_key, op, payload) VALUES ({}, "
+                                      "'account', '4', 'upsert', '{{}}'), ({}, 'account', '5', 'upsert', '{{}}'), "
+                                      "({}, 'account', '6', 'upsert', '{{}}')",
+                                      source.outboxTable(), next, next + 1, next + 2))
+                    .isOk());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 5; }, 20s),
+                        bridge.log());
+  BOOST_TEST(bridge.log().find("have a version already; scanning again") != std::string::npos, bridge.log());
+  auto state = database.state(source.name);
+  BOOST_TEST(state.assignedThrough == 5u);
+  BOOST_TEST(state.haltedReason.empty(), state.haltedReason);
+  BOOST_TEST(database.scalar(fmt::format("SELECT outbox_id FROM {} WHERE version = 4", versions)) == next);
+  BOOST_TEST(database.scalar(fmt::format("SELECT outbox_id FROM {} WHERE version = 5", versions)) == next + 2);
+
+  StreamReader reader;
+  auto messages = reader.readAll(source.stream(), "control." + source.name);
+  BOOST_REQUIRE_EQUAL(messages.size(), 5u);
+  BOOST_TEST(messages[3].headers.at("Outbox-Entity-Key") == "4");
+  BOOST_TEST(messages[4].headers.at("Outbox-Entity-Key") == "6");
+  BOOST_TEST(messages[4].headers.at("Outbox-Version") == "5");
+  BOOST_TEST(bridge.stop() == 0);
+}
