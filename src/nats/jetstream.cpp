@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/c_deleter.h"
+#include "nats/outgoing.h"
 
 namespace outbox::nats {
 
@@ -79,8 +80,15 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
   // Runs on a nats.c thread: copy what the relay needs, queue it, never block.
   auto* self = static_cast<JetStream*>(closure);
   AckEvent event;
-  const char* id = nullptr;
-  if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) event.msgId = id;
+  {
+    std::lock_guard lock(self->mu_);
+    if (auto it = self->msgIds_.find(msg); it != self->msgIds_.end()) {
+      event.msgId = std::move(it->second);
+      self->msgIds_.erase(it);
+    }
+  }
+  const char* id = nullptr;  // not recorded (abandoned meanwhile): read from the message
+  if (event.msgId.empty() && natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) event.msgId = id;
   if (pa != nullptr) {
     event.ok = true;
     event.seq = pa->Sequence;
@@ -229,24 +237,25 @@ Status JetStream::deleteMessage(const std::string& stream, uint64_t seq) {
 
 Status JetStream::publishAsync(const OutgoingMessage& message) {
   OUTBOX_RETURN_IF_ERROR(follow());
-  natsMsg* raw = nullptr;
-  natsStatus s = natsMsg_Create(&raw, message.subject.c_str(), nullptr, message.data.data(),
-                                static_cast<int>(message.data.size()));
-  if (s != NATS_OK) return fromNats(s, 0, "create message");
-  MsgPtr msg(raw);
-  for (const auto& [key, value] : message.headers) {
-    s = natsMsgHeader_Set(raw, key, value.c_str());
-    if (s != NATS_OK) return fromNats(s, 0, "set header");
+  auto made = makeMessage(message, scratch_);
+  if (!made.isOk()) return made.status();
+  natsMsg* owned = *made;
+  // Its Nats-Msg-Id for the ack, by the message's address (the ack handler gets the same
+  // natsMsg back): reading it back from the message would parse every header again. Recorded
+  // before the publish, whose ack may come before js_PublishMsgAsync returns.
+  std::string msgId(msgIdOf(message));
+  {
+    std::lock_guard lock(mu_);
+    msgIds_[owned] = std::move(msgId);
   }
-  for (const auto& [key, value] : message.moreHeaders) {
-    s = natsMsgHeader_Add(raw, key.c_str(), value.c_str());
-    if (s != NATS_OK) return fromNats(s, 0, "add header");
-  }
-  natsMsg* owned = msg.release();
   // No per-message MaxWait: nats.c would arm a timer for every message. The relay keeps its
   // own deadline for acks and abandons what is pending when it passes.
-  s = js_PublishMsgAsync(js_.get(), &owned, nullptr);
+  natsStatus s = js_PublishMsgAsync(js_.get(), &owned, nullptr);
   // On success nats.c took the message and cleared `owned`; on failure it is still ours.
+  if (owned != nullptr) {
+    std::lock_guard lock(mu_);
+    msgIds_.erase(owned);
+  }
   natsMsg_Destroy(owned);
   if (s != NATS_OK) return fromNats(s, 0, "publish");
   // Only now has nats.c set up its pending list (see abandonPending).
@@ -275,6 +284,7 @@ void JetStream::abandonPending() {
   // Acks already queued belong to the publishes just abandoned: the next session must not see them.
   std::lock_guard lock(mu_);
   acks_.clear();
+  msgIds_.clear();
 }
 
 }  // namespace outbox::nats

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -216,6 +217,9 @@ class JetStream {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AckEvent> acks_;  // GUARDED_BY(mu_)
+  // The Nats-Msg-Id of each message in flight, by the natsMsg nats.c hands back to onAck.
+  std::unordered_map<const natsMsg*, std::string> msgIds_;  // GUARDED_BY(mu_)
+  std::string scratch_;  // publishAsync's: a message is encoded into it
   // Last, so it is destroyed first: its ack handler uses the members above.
   NatsHandle<jsCtx> js_;
 };
