@@ -7,6 +7,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/outbox-go-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$here/vendor.sh" "$work/module"
+export OUTBOX_REPO=${OUTBOX_REPO:-$(cd "$here/../.." && pwd)}  # tests/vectors
 cd "$work/module"
 export GOFLAGS=-mod=vendor GOPROXY=off GO111MODULE=on
 unformatted=$(gofmt -l $(find . -path ./vendor -prune -o -name '*.go' -print))
@@ -15,4 +16,4 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-go test -count=1 "$@" ./...
+go test -p 1 -count=1 "$@" ./...
