@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -53,39 +54,76 @@ func AppendJSONString(b *strings.Builder, s string) {
 // DumpJSON is the replica of source, its row and records, as `outbox-bridge replica --dump`
 // writes it: snapshot-shaped JSON, records in the byte order of their keys.
 func DumpJSON(source string, row *InboxRow, records map[string][]Value) string {
-	var r InboxRow
+	var b strings.Builder
+	d := NewDumpWriter(&b, source, row)
+	for _, key := range sortedKeys(records) {
+		_ = d.Record(records[key])
+	}
+	_ = d.Close()
+	return b.String()
+}
+
+// DumpWriter writes a --dump record by record (a replica of millions needs the memory of one):
+// the caller hands them in the byte order of their keys.
+type DumpWriter struct {
+	w     io.Writer
+	row   InboxRow
+	count uint64
+	err   error
+}
+
+// NewDumpWriter begins the dump of source's replica at row (nil: nothing bootstrapped) on w.
+func NewDumpWriter(w io.Writer, source string, row *InboxRow) *DumpWriter {
+	d := &DumpWriter{w: w}
 	if row != nil {
-		r = *row
+		d.row = *row
 	}
 	var b strings.Builder
 	b.WriteString(`{"source":`)
 	AppendJSONString(&b, source)
-	fmt.Fprintf(&b, `,"sourceEpoch":%d,"appliedVersion":%d,"key":`, r.Epoch, r.AppliedVersion)
-	AppendJSONString(&b, r.Key)
+	fmt.Fprintf(&b, `,"sourceEpoch":%d,"appliedVersion":%d,"key":`, d.row.Epoch, d.row.AppliedVersion)
+	AppendJSONString(&b, d.row.Key)
 	b.WriteString(`,"records":[`)
-	for n, key := range sortedKeys(records) {
-		if n > 0 {
+	d.write(b.String())
+	return d
+}
+
+func (d *DumpWriter) write(s string) {
+	if d.err == nil {
+		_, d.err = io.WriteString(d.w, s)
+	}
+}
+
+// Record writes one record, its values in the row's column order.
+func (d *DumpWriter) Record(values []Value) error {
+	var b strings.Builder
+	if d.count > 0 {
+		b.WriteByte(',')
+	}
+	d.count++
+	b.WriteByte('{')
+	for i := 0; i < len(d.row.Columns) && i < len(values); i++ {
+		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteByte('{')
-		values := records[key]
-		for i := 0; i < len(r.Columns) && i < len(values); i++ {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			AppendJSONString(&b, r.Columns[i])
-			b.WriteByte(':')
-			switch v := values[i]; {
-			case v == nil:
-				b.WriteString("null")
-			case r.Numeric[i]:
-				b.WriteString(*v)
-			default:
-				AppendJSONString(&b, *v)
-			}
+		AppendJSONString(&b, d.row.Columns[i])
+		b.WriteByte(':')
+		switch v := values[i]; {
+		case v == nil:
+			b.WriteString("null")
+		case d.row.Numeric[i]:
+			b.WriteString(*v)
+		default:
+			AppendJSONString(&b, *v)
 		}
-		b.WriteByte('}')
 	}
-	fmt.Fprintf(&b, `],"recordCount":%d,"checksum":"%s"}`, len(records), FormatChecksum(r.Sum))
-	return b.String()
+	b.WriteByte('}')
+	d.write(b.String())
+	return d.err
+}
+
+// Close ends the dump with the count of the records written and the row's checksum.
+func (d *DumpWriter) Close() error {
+	d.write(fmt.Sprintf(`],"recordCount":%d,"checksum":"%s"}`, d.count, FormatChecksum(d.row.Sum)))
+	return d.err
 }

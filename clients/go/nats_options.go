@@ -50,7 +50,7 @@ func (o NatsOptions) options() ([]nats.Option, error) {
 	if o.TLSCA != "" || o.TLSCert != "" || o.TLSServerName != "" {
 		config, err := o.tlsConfig()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("nats-server TLS: %w", err)
 		}
 		opts = append(opts, nats.Secure(config))
 	}
@@ -64,18 +64,18 @@ func (o NatsOptions) tlsConfig() (*tls.Config, error) {
 	if o.TLSCA != "" {
 		pem, err := os.ReadFile(o.TLSCA)
 		if err != nil {
-			return nil, fmt.Errorf("tls ca: %w", err)
+			return nil, fmt.Errorf("cannot read '%s': %w", o.TLSCA, errors.Unwrap(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca: %s holds no PEM certificate", o.TLSCA)
+			return nil, fmt.Errorf("'%s' holds no PEM CA certificate", o.TLSCA)
 		}
 		config.RootCAs = pool
 	}
 	if o.TLSCert != "" {
 		pair, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
-			return nil, fmt.Errorf("tls cert and key: %w", err)
+			return nil, fmt.Errorf("'%s' and '%s' are no certificate and key: %w", o.TLSCert, o.TLSKey, err)
 		}
 		config.Certificates = []tls.Certificate{pair}
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"strings"
 
 	outbox "outbox-bridge/clients/go"
@@ -89,40 +90,48 @@ func (c *cliInbox) createTables(ctx context.Context) error {
 	return err
 }
 
-// read: the inbox row and the records as of one moment, for --dump.
-func (c *cliInbox) read(ctx context.Context) (*outbox.InboxRow, map[string][]outbox.Value, error) {
+// dump writes the inbox row and the records as of one moment to w, for --dump: read in the
+// byte order of their keys (entity_key is VARBINARY) and written one at a time.
+func (c *cliInbox) dump(ctx context.Context, w io.Writer) error {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer conn.ExecContext(context.Background(), "COMMIT") //nolint:errcheck
-	records := map[string][]outbox.Value{}
 	row, err := loadOn(ctx, conn, c.source)
-	if err != nil || row == nil {
-		return row, records, err
-	}
-	rows, err := conn.QueryContext(ctx, `SELECT entity_key, record_values FROM `+recordsTable+` WHERE source = ?`,
-		c.source)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var key, values []byte
-		if err := rows.Scan(&key, &values); err != nil {
-			return nil, nil, err
+	d := outbox.NewDumpWriter(w, c.source, row)
+	if row != nil {
+		rows, err := conn.QueryContext(ctx, `SELECT record_values FROM `+recordsTable+` WHERE source = ?
+		    ORDER BY entity_key`, c.source)
+		if err != nil {
+			return err
 		}
-		var texts []*string
-		if err := json.Unmarshal(values, &texts); err != nil {
-			return nil, nil, err
+		defer rows.Close()
+		for rows.Next() {
+			var values []byte
+			var texts []*string
+			if err := rows.Scan(&values); err != nil {
+				return err
+			}
+			if err := json.Unmarshal(values, &texts); err != nil {
+				return err
+			}
+			if err := d.Record(texts); err != nil {
+				return err
+			}
 		}
-		records[string(key)] = texts
+		if err := rows.Err(); err != nil {
+			return err
+		}
 	}
-	return row, records, rows.Err()
+	return d.Close()
 }
 
 // loadOn: the inbox row read on conn (inside its transaction).

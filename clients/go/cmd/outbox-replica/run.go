@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/signal"
@@ -53,15 +54,24 @@ func run(source, url string, o outbox.NatsOptions, inboxDSN, dump string, verify
 		if dump == "" {
 			return nil
 		}
-		row, records := replica.Inbox(), memory.Records(source)
-		if inbox != nil {
-			var err error
-			if row, records, err = inbox.read(context.Background()); err != nil {
-				return err
-			}
-		}
 		tmp := dump + ".tmp"
-		if err := os.WriteFile(tmp, []byte(outbox.DumpJSON(source, row, records)), 0o644); err != nil {
+		f, err := os.Create(tmp)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, 1<<16)
+		if inbox != nil {
+			err = inbox.dump(context.Background(), w)
+		} else {
+			_, err = w.WriteString(outbox.DumpJSON(source, replica.Inbox(), memory.Records(source)))
+		}
+		if err == nil {
+			err = w.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 		return os.Rename(tmp, dump)
