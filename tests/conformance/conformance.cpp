@@ -118,7 +118,17 @@ void ConsumerRun::start() {
 
 void ConsumerRun::kill() { process_.kill(); }
 
-std::optional<int> ConsumerRun::stop() { return process_.terminate(std::chrono::seconds(20)); }
+uint64_t ConsumerRun::readPeakRssKb() {
+  if (!process_.running()) return 0;
+  std::string status = readFile(fmt::format("/proc/{}/status", process_.pid()));
+  size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? 0 : std::stoull(status.substr(at + 6));
+}
+
+std::optional<int> ConsumerRun::stop() {
+  peakRssKb_ = readPeakRssKb();
+  return process_.terminate(std::chrono::seconds(20));
+}
 
 std::string ConsumerRun::text() const { return starts_ == 0 ? "" : readFile(logOf(starts_)); }
 

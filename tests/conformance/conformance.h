@@ -76,6 +76,11 @@ class ConsumerRun {
   bool saysWithin(const std::string& line, std::chrono::milliseconds limit);
   const std::string& dumpPath() const { return dump_; }
   int starts() const { return starts_; }
+  // The process's peak resident memory so far (VmHWM, what /usr/bin/time -v calls its maximum
+  // resident set size), in kB; 0 when it is not running.
+  uint64_t readPeakRssKb();
+  // As stop() last read it, before its SIGTERM.
+  uint64_t peakRssKb() const { return peakRssKb_; }
 
  private:
   std::string logOf(int start) const;
@@ -84,6 +89,7 @@ class ConsumerRun {
   std::vector<std::string> argv_;
   std::string base_, dump_;
   int starts_ = 0;
+  uint64_t peakRssKb_ = 0;
   Subprocess process_;
 };
 
