@@ -59,6 +59,16 @@ BOOST_DATA_TEST_CASE(a_bootstrap_of_200000_records_under_500_concurrent_changes,
   ConsumerRun run(consumer, src, bridge.httpPort(), inbox.dsn());
   auto begin = std::chrono::steady_clock::now();
   run.start();
+  // How long until its bootstrap is in its inbox (the "bootstrapped:" line), and its peak memory
+  // by then.
+  std::atomic<int64_t> bootstrapMs{-1};
+  std::atomic<uint64_t> bootstrapRssKb{0};
+  std::thread timer([&] {
+    if (run.saysWithin("] bootstrapped: epoch", 180s)) {
+      bootstrapRssKb = run.readPeakRssKb();
+      bootstrapMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - begin).count();
+    }
+  });
   std::atomic<bool> failed{false};
   std::thread writer([&] {
     try {
@@ -75,12 +85,16 @@ BOOST_DATA_TEST_CASE(a_bootstrap_of_200000_records_under_500_concurrent_changes,
     }
   });
   writer.join();
+  timer.join();
   BOOST_REQUIRE(!failed);
   uint64_t final = requireAllPublished(src, bridge);
   requireConverged(run, src, final, 180s);
-  BOOST_TEST_MESSAGE(fmt::format("{}: 200,000 records and 500 changes: converged at version {} in {} ms", consumer,
-                                 final, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            std::chrono::steady_clock::now() - begin).count()));
+  BOOST_TEST_MESSAGE(fmt::format("{}: 200,000 records and 500 changes: bootstrapped in {} ms (peak RSS {} MB), "
+                                 "converged at version {} in {} ms (peak RSS {} MB, its --dumps included)",
+                                 consumer, bootstrapMs.load(), bootstrapRssKb.load() / 1024, final,
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - begin).count(),
+                                 run.peakRssKb() / 1024));
   int64_t watermark = firstWatermark(run.allText());
   BOOST_TEST(watermark >= 0, run.allText());
   BOOST_TEST(static_cast<uint64_t>(watermark) < final, "the snapshot came after every change: " << run.allText());

@@ -64,14 +64,30 @@ std::string typeScriptCli() {
   return cli;
 }
 
+std::string goCli() {
+  static std::once_flag once;
+  static std::string cli;
+  std::call_once(once, [] {
+    const std::string out = tempDir() + "/conformance-go/outbox-replica";
+    auto built = runCommand(fmt::format("'{}/clients/go/build.sh' '{}'", stack().sourceRoot, out));
+    if (built.exitCode != 0) throw std::runtime_error("the Go client does not build:\n" + built.out + built.err);
+    cli = out;
+  });
+  return cli;
+}
+
 ConsumerRun::ConsumerRun(const std::string& consumer, AccountsSource& src, int port, std::string inboxDsn,
                          std::vector<std::string> extra, const std::string& natsUrl)
     : name_(consumer), src_(src) {
   const Consumer& c = consumerNamed(consumer);
   for (const auto& a : c.command) {
-    argv_.push_back(a.find("{typescript_cli}") == std::string::npos
-                        ? fmt::format(fmt::runtime(a), fmt::arg("bridge", stack().bridgeBinary))
-                        : typeScriptCli());
+    if (a.find("{typescript_cli}") != std::string::npos) {
+      argv_.push_back(typeScriptCli());
+    } else if (a.find("{go_cli}") != std::string::npos) {
+      argv_.push_back(goCli());
+    } else {
+      argv_.push_back(fmt::format(fmt::runtime(a), fmt::arg("bridge", stack().bridgeBinary)));
+    }
   }
   argv_[0] = onPath(argv_[0]);
   base_ = fmt::format("{}/conformance-{}-{}", tempDir(), src.spec.name, consumer);
@@ -102,7 +118,17 @@ void ConsumerRun::start() {
 
 void ConsumerRun::kill() { process_.kill(); }
 
-std::optional<int> ConsumerRun::stop() { return process_.terminate(std::chrono::seconds(20)); }
+uint64_t ConsumerRun::readPeakRssKb() {
+  if (!process_.running()) return 0;
+  std::string status = readFile(fmt::format("/proc/{}/status", process_.pid()));
+  size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? 0 : std::stoull(status.substr(at + 6));
+}
+
+std::optional<int> ConsumerRun::stop() {
+  peakRssKb_ = readPeakRssKb();
+  return process_.terminate(std::chrono::seconds(20));
+}
 
 std::string ConsumerRun::text() const { return starts_ == 0 ? "" : readFile(logOf(starts_)); }
 

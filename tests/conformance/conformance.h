@@ -28,15 +28,18 @@ namespace outbox::test {
 struct Consumer {
   std::string name;
   // argv: argv[0] a path or a program on PATH; {bridge} is the outbox-bridge binary,
-  // {typescript_cli} clients/typescript/bin/outbox-replica.mjs, built (typeScriptCli()).
+  // {typescript_cli} clients/typescript/bin/outbox-replica.mjs, built (typeScriptCli()); {go_cli}
+  // the Go client's outbox-replica, built (goCli()).
   std::vector<std::string> command;
 };
 
-// The consumers every scenario runs: the C++ reference consumer and the TypeScript client's CLI.
+// The consumers every scenario runs: the C++ reference consumer, the TypeScript client's CLI and
+// the Go client's.
 inline const std::vector<Consumer>& consumers() {
   static const std::vector<Consumer> all = {
       {"cpp", {"{bridge}", "replica"}},
       {"typescript", {"node", "{typescript_cli}"}},
+      {"go", {"{go_cli}"}},
   };
   return all;
 }
@@ -48,6 +51,10 @@ const Consumer& consumerNamed(const std::string& name);
 // The TypeScript client's CLI, built once a run (npm ci when its lock file changed, then tsc) into
 // a copy of its own under tempDir(): its path.
 std::string typeScriptCli();
+
+// The Go client's CLI, built once a run by clients/go/build.sh (offline, from Debian's Go
+// packages) into tempDir(): its path.
+std::string goCli();
 
 // One consumer's process on one source: its flags, its inbox database (the stack's MariaDB, the
 // password by OUTBOX_REPLICA_INBOX_PASSWORD), its --dump; each start logs to a file of its own.
@@ -69,6 +76,11 @@ class ConsumerRun {
   bool saysWithin(const std::string& line, std::chrono::milliseconds limit);
   const std::string& dumpPath() const { return dump_; }
   int starts() const { return starts_; }
+  // The process's peak resident memory so far (VmHWM, what /usr/bin/time -v calls its maximum
+  // resident set size), in kB; 0 when it is not running.
+  uint64_t readPeakRssKb();
+  // As stop() last read it, before its SIGTERM.
+  uint64_t peakRssKb() const { return peakRssKb_; }
 
  private:
   std::string logOf(int start) const;
@@ -77,6 +89,7 @@ class ConsumerRun {
   std::vector<std::string> argv_;
   std::string base_, dump_;
   int starts_ = 0;
+  uint64_t peakRssKb_ = 0;
   Subprocess process_;
 };
 

@@ -175,6 +175,37 @@ BOOST_AUTO_TEST_CASE(one_inbox_handed_from_each_consumer_to_the_next) {
   BOOST_TEST(bridge.stop() == 0);
 }
 
+// Every consumer of one source at once, each with its inbox: at the last version their --dumps are
+// the same bytes (records in the byte order of their keys, strings escaped alike: quotes,
+// backslashes, control characters, UTF-8, NULL), not only the same records.
+BOOST_AUTO_TEST_CASE(the_dumps_of_every_consumer_of_one_source_are_identical) {
+  AccountsSource src("cfsame");
+  BridgeProcess bridge(src.config);
+  int port = src.seedAndStart(bridge, 20);
+  auto conn = src.database.connect();
+  std::vector<std::unique_ptr<InboxDatabase>> inboxes;
+  std::vector<std::unique_ptr<ConsumerRun>> runs;
+  for (const auto& name : consumerNames()) {
+    inboxes.push_back(std::make_unique<InboxDatabase>());
+    runs.push_back(std::make_unique<ConsumerRun>(name, src, port, inboxes.back()->dsn()));
+    runs.back()->start();
+  }
+  const std::vector<std::optional<std::string>> names = {
+      "quote \" backslash \\ slash / tab \t", "control \x01\x1f del \x7f", "Zürich ☃ 東京 😀", "", std::nullopt,
+      "<html> & 'single'", "line\nbreak\r\n"};
+  for (size_t i = 0; i < names.size(); ++i) src.change(*conn, 3 + i, names[i]);
+  src.change(*conn, 1000, "After a key of four digits");
+  src.change(*conn, 5, std::nullopt, true);
+  uint64_t final = requireAllPublished(src, bridge);
+  for (auto& run : runs) requireConverged(*run, src, final);
+  const std::string first = readFile(runs.front()->dumpPath());
+  for (size_t i = 1; i < runs.size(); ++i) {
+    BOOST_TEST(readFile(runs[i]->dumpPath()) == first, consumerNames()[i] << "'s dump differs from "
+                                                                           << consumerNames().front() << "'s");
+  }
+  BOOST_TEST(bridge.stop() == 0);
+}
+
 // The MariaDB that holds the inbox (the stack's: the source's too) restarted under a consumer
 // following a producer that writes 20 changes a second through it: a change whose COMMIT got no
 // answer is read back from the row, never guessed, and the consumer ends equal to the table.

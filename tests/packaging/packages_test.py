@@ -284,6 +284,23 @@ class TheListIsTheOneList(unittest.TestCase):
         missing = [" | ".join(alts) for alts in wanted if not any(a in reach or a in provided for a in alts)]
         self.assertEqual(missing, [], "the package's build dependencies missing from tools/packages.txt (roles build, test)")
 
+    def test_the_go_client_s_modules_are_in_the_test_list(self):
+        # clients/go/vendor.sh builds from Debian's Go source tree, one directory a module of
+        # go.mod (direct and indirect): each must come from a package that role test brings, and
+        # the go command too.
+        with open(os.path.join(REPO, "clients", "go", "go.mod"), encoding="utf-8") as f:
+            text = f.read()
+        modules = re.findall(r"^\s*(?:require\s+)?([a-z0-9.-]+\.[a-z]+/[^\s]+)\s+v[0-9]", text, re.M)
+        self.assertGreaterEqual(len(modules), 5, f"go.mod's modules not found: {modules}")
+        missing = []
+        for module in modules:
+            path = os.path.join("/usr/share/gocode/src", module)
+            package = owner(os.path.join(path, "go.mod")) or owner(path)
+            if package is None or not covered(package, ["test"]):
+                missing.append(f"{module} ({path}) comes from {package}")
+        missing += uncovered(["go"], "test", os.environ.get("PATH", ""))
+        self.assertEqual(missing, [], "the Go client's modules missing from tools/packages.txt (role test)")
+
     def test_the_stack_programs_are_in_the_stack_list(self):
         text = open(os.path.join(REPO, "tools", "stack"), encoding="utf-8").read()
         m = re.search(r"for t in ([^;]+); do", text)
