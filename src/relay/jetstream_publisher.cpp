@@ -28,19 +28,25 @@ constexpr int kMaxTipProbe = 10'000;
 std::vector<std::pair<const char*, std::string>> bridgeHeaders(const SourceConfig& source, const OutboxRow& row,
                                                                uint64_t version, uint64_t epoch,
                                                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion) {
-  std::vector<std::pair<const char*, std::string>> headers = {
-      {"Nats-Msg-Id", fmt::format("{}:{}", source.name, version)},
-      {"Nats-Expected-Last-Sequence", std::to_string(expectedLastSeq)},
+  // The server's own headers first, before any value that comes from a row: nats-server before
+  // 2.14 finds a header by the first occurrence of its name in the whole block, and gives up when
+  // that is not at a line's start — an entity key holding "Nats-Expected-Last-Msg-Id" ahead of
+  // the fence's line would switch the fence off (docs/design.md, "Headers, encoded once").
+  std::vector<std::pair<const char*, std::string>> headers;
+  headers.reserve(10);
+  headers.emplace_back("Nats-Msg-Id", fmt::format("{}:{}", source.name, version));
+  headers.emplace_back("Nats-Expected-Last-Sequence", std::to_string(expectedLastSeq));
+  if (fenceOnPreviousVersion) {
+    headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, version - 1));
+  }
+  headers.insert(headers.end(), {
       {"Outbox-Source", source.name},
       {"Outbox-Epoch", std::to_string(epoch)},
       {"Outbox-Version", std::to_string(version)},
       {"Outbox-Entity-Type", row.entityType},
       {"Outbox-Entity-Key", row.entityKey},
       {"Outbox-Op", row.op},
-  };
-  if (fenceOnPreviousVersion) {
-    headers.emplace_back("Nats-Expected-Last-Msg-Id", fmt::format("{}:{}", source.name, version - 1));
-  }
+  });
   if (row.op == "upsert") headers.emplace_back("Content-Type", "application/json");
   return headers;
 }

@@ -116,6 +116,27 @@ BOOST_AUTO_TEST_CASE(a_failed_first_publish_and_abandon_leave_the_publisher_usab
 // (Nats-Expected-Last-Msg-Id) cannot be met by a foreign message; after a nats-server restart,
 // when the last message is older than the duplicate window and the server has forgotten its id,
 // a session's first publish (sequence fence only) sets it again.
+// nats-server before 2.14 finds a header by the first occurrence of its name anywhere in the
+// header block: a row's entity key or type that holds a fence's name, written before the fence's
+// own line, hid the fence (the server stored a stale writer's message). Found by review when the
+// bridge began to write its headers in its own order; the fences now come first.
+BOOST_AUTO_TEST_CASE(a_key_holding_a_fence_header_name_does_not_switch_the_fence_off) {
+  PublisherFixture f;
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(1), 1, 0, false).isOk());
+  BOOST_REQUIRE(f.publisher->publish(PublisherFixture::row(2), 1, 1, true).isOk());
+  BOOST_REQUIRE(f.acks(2).size() == 2u);
+  for (const std::string key : {"a Nats-Expected-Last-Msg-Id b", "Nats-Expected-Last-Sequence: 2"}) {
+    OutboxRow stale = PublisherFixture::row(15);  // a stale writer's, its sequence fence (2) right
+    stale.entityKey = key;
+    BOOST_REQUIRE(f.publisher->publish(stale, 1, 2, true).isOk());
+    auto acks = f.acks(1);
+    BOOST_REQUIRE(acks.size() == 1u);
+    BOOST_TEST(!acks[0].ok, key);
+    BOOST_TEST(acks[0].fenced, key << ": " << acks[0].error);
+  }
+  BOOST_TEST(f.reader.state(f.source.stream).lastSeq == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(the_id_fence_refuses_what_the_sequence_fence_lets_through_and_survives_a_restart) {
   PublisherFixture f;
   f.source.duplicateWindow = 1s;
