@@ -6,22 +6,23 @@
 import type { Pool, PoolConnection, RowDataPacket, ResultSetHeader } from "mysql2/promise";
 
 import { recordHash } from "./checksum.js";
-import type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+import { handlerCall } from "./replica_events.js";
+import type { Bootstrap, Change, Fields, InboxRow, ReplicaRecord, ReplicaStore, SnapshotRecord } from "./store.js";
 import { nextRow } from "./store.js";
 
-/** What the application does with the replica's data, inside the inbox's transaction. */
-export interface InboxHandler {
+/** What the application does with the replica's data, inside the inbox's transaction; `T`: a record's type. */
+export interface InboxHandler<T = Fields> {
   /** A bootstrap begins: remove what the application holds of this source. */
   reset(conn: PoolConnection, source: string): Promise<void>;
   /** Records of the snapshot, in batches (columns in the snapshot's order). */
-  load(conn: PoolConnection, columns: readonly string[], records: readonly ReplicaRecord[]): Promise<void>;
+  load(conn: PoolConnection, columns: readonly string[], records: readonly SnapshotRecord<T>[]): Promise<void>;
   /** One change, with its version. */
-  apply(conn: PoolConnection, change: Change): Promise<void>;
+  apply(conn: PoolConnection, change: Change<T>): Promise<void>;
 }
 
-export interface MysqlInboxOptions {
+export interface MysqlInboxOptions<T = Fields> {
   pool: Pool;
-  handler: InboxHandler;
+  handler: InboxHandler<T>;
   inboxTable?: string; // default outbox_inbox
   hashTable?: string; // default outbox_inbox_record
 }
@@ -35,13 +36,20 @@ function identifier(name: string, what: string): string {
 
 const hex = (n: bigint) => n.toString(16).padStart(16, "0");
 
-export class MysqlInbox implements ReplicaStore {
+// A record handed to Bootstrap.records without its JSON (by code of the application's own, not a
+// snapshot read here): its record is its texts by field name.
+function withRecord<T>(columns: readonly string[], r: ReplicaRecord): SnapshotRecord<T> {
+  if ("record" in r) return r as SnapshotRecord<T>;
+  return { ...r, record: Object.fromEntries(columns.map((c, i) => [c, r.values[i]])) as T };
+}
+
+export class MysqlInbox<T = Fields> implements ReplicaStore {
   private readonly pool: Pool;
-  private readonly handler: InboxHandler;
+  private readonly handler: InboxHandler<T>;
   private readonly inbox: string;
   private readonly hashes: string;
 
-  constructor(options: MysqlInboxOptions) {
+  constructor(options: MysqlInboxOptions<T>) {
     this.pool = options.pool;
     this.handler = options.handler;
     this.inbox = identifier(options.inboxTable ?? "outbox_inbox", "inboxTable");
@@ -116,7 +124,7 @@ export class MysqlInbox implements ReplicaStore {
       // No lock on the inbox row until the end: a first bootstrap's FOR UPDATE would lock the gap
       // where other sources' rows go, for as long as the snapshot takes to read.
       await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
-      await this.handler.reset(conn, source);
+      await handlerCall("the handler's reset", () => this.handler.reset(conn, source));
     } catch (e) {
       await end("ROLLBACK").catch(() => undefined);
       throw e;
@@ -127,7 +135,9 @@ export class MysqlInbox implements ReplicaStore {
         await conn.query(`INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES ?`, [
           batch.map((r) => [source, Buffer.from(r.key, "utf8"), hex(recordHash(r.values))]),
         ]);
-        await this.handler.load(conn, columns, batch);
+        await handlerCall("the handler's load", () =>
+          this.handler.load(conn, columns, batch.map((r) => withRecord<T>(columns, r))),
+        );
       },
       commit: async (row) => {
         let stored: InboxRow;
@@ -170,7 +180,7 @@ export class MysqlInbox implements ReplicaStore {
       );
       const oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
       const newHash = change.values ? recordHash(change.values) : null;
-      await this.handler.apply(conn, change);
+      await handlerCall(`the handler's apply of version ${change.version}`, () => this.handler.apply(conn, change as Change<T>));
       if (newHash !== null) {
         await conn.query(
           `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
