@@ -174,6 +174,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
         store: this.store,
         batchSize: this.options.snapshotBatch ?? 1000,
         numbers: this.options.numbers ?? "auto",
+        spool: this.options.spool,
         signal: this.signal,
       });
     } catch (e) {
@@ -278,7 +279,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       if (isStreamNotFound(e)) return { missing: true, why: `stream ${stream} does not exist (deleted, or renamed)` };
       throw e;
     }
-    this.following = new Subscription(consumer, this.nc as NatsConnection);
+    this.following = new Subscription(consumer, this.nc as NatsConnection, this.options.bufferBytes);
     this.awaiting = null;
     this.state = "following";
     return null;

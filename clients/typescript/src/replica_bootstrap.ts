@@ -1,6 +1,13 @@
 // A bootstrap's download (docs/consumers.md section 2): the snapshot streamed into the store in
 // batches, its count and checksum checked at the end, and only then committed. `signal` stops it
-// anywhere: the HTTP request is destroyed and the store's half-written bootstrap aborted.
+// anywhere: the HTTP request is destroyed and the store's half-written bootstrap aborted. With a
+// spool, the body goes to a file at the network's pace first: the bridge's consistent read on
+// the producer's database ends when the download does, not when a slow store has loaded it all.
+
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
 
 import { readSnapshot, type SnapshotSummary } from "./snapshot.js";
 import type { Bootstrap, InboxRow, ReplicaStore } from "./store.js";
@@ -15,6 +22,7 @@ export interface Download {
   batchSize: number;
   numbers: NumberPolicy;
   signal: AbortSignal;
+  spool?: string; // a directory: the body is written to a file in it, then loaded from there
 }
 
 /**
@@ -31,11 +39,34 @@ export async function download(d: Download): Promise<InboxRow> {
   if (res.statusCode !== 200) {
     throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
   }
+  let spooled: string | null = null;
+  let body: AsyncIterable<Uint8Array | string> & { destroy(): void } = res;
+  if (d.spool) {
+    spooled = await mkdtemp(join(d.spool, "outbox-snapshot-"));
+    const file = join(spooled, "snapshot.json");
+    try {
+      await pipeline(res, createWriteStream(file), { signal: d.signal });
+    } catch (e) {
+      await rm(spooled, { recursive: true, force: true });
+      throw e;
+    }
+    body = createReadStream(file, { highWaterMark: 256 * 1024 });
+  }
+  try {
+    return await load(d, body);
+  } finally {
+    if (spooled) await rm(spooled, { recursive: true, force: true });
+  }
+}
+
+async function load(d: Download, body: AsyncIterable<Uint8Array | string> & { destroy(): void }): Promise<InboxRow> {
   let writing: Bootstrap | null = null;
   let summary: SnapshotSummary;
+  const stop = () => body.destroy();
+  d.signal.addEventListener("abort", stop);
   try {
     summary = await readSnapshot(
-      res,
+      body,
       async (header, columns, batch) => {
         writing ??= await d.store.beginBootstrap(d.source, header);
         await writing.records(columns, batch);
@@ -44,9 +75,11 @@ export async function download(d: Download): Promise<InboxRow> {
     );
     writing ??= await d.store.beginBootstrap(d.source, summary);
   } catch (e) {
-    res.destroy();
+    body.destroy();
     await (writing as Bootstrap | null)?.abort().catch(() => undefined);
-    throw e;
+    throw d.signal.aborted ? d.signal.reason : e;
+  } finally {
+    d.signal.removeEventListener("abort", stop);
   }
   if (d.signal.aborted) {
     await (writing as Bootstrap).abort().catch(() => undefined);

@@ -40,6 +40,12 @@ export interface ReplicaOptions<T = Fields> {
   // retries with backoff as for any failure; "stop" makes run() reject with it.
   onHandlerError?: "retry" | "stop";
   snapshotBatch?: number; // records handed to the store at a time (default 1000)
+  // Bytes of messages pulled ahead of the store (nats-server's count; default 1 MiB, at least the
+  // server's max_payload): the bound on what waits in memory for a slow store.
+  bufferBytes?: number;
+  // A directory (e.g. os.tmpdir()): a bootstrap downloads the snapshot to a file there first, then
+  // loads it, so a slow store does not hold the bridge's read of the producer's database open.
+  spool?: string;
 }
 
 export interface ReplicaCounters {
