@@ -18,6 +18,8 @@ export interface InboxHandler<T = Fields> {
   load(conn: PoolConnection, columns: readonly string[], records: readonly SnapshotRecord<T>[]): Promise<void>;
   /** One change, with its version. */
   apply(conn: PoolConnection, change: Change<T>): Promise<void>;
+  /** Consecutive changes in one transaction (Replica's batchVersions); without it, apply for each. */
+  applyBatch?(conn: PoolConnection, changes: readonly Change<T>[]): Promise<void>;
 }
 
 export interface MysqlInboxOptions<T = Fields> {
@@ -169,40 +171,73 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
   }
 
   async apply(change: Change, from: InboxRow): Promise<InboxRow | null> {
+    return (await this.applyBatch([change], from))?.at(-1) ?? null;
+  }
+
+  /**
+   * Applies consecutive `changes` in one transaction: the handler's applyBatch (or apply for each),
+   * the records' hashes, then one UPDATE of the inbox row, conditional on `from`.
+   */
+  async applyBatch(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null> {
     const conn = await this.pool.getConnection();
     let committed = false;
     try {
       await conn.query("START TRANSACTION");
-      const key = Buffer.from(change.key, "utf8");
-      const [old] = await conn.query<RowDataPacket[]>(
-        `SELECT record_hash FROM ${this.hashes} WHERE source = ? AND entity_key = ?`,
-        [change.source, key],
-      );
-      const oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
-      const newHash = change.values ? recordHash(change.values) : null;
-      await handlerCall(`the handler's apply of version ${change.version}`, () => this.handler.apply(conn, change as Change<T>));
-      if (newHash !== null) {
-        await conn.query(
-          `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
-           ON DUPLICATE KEY UPDATE record_hash = VALUES(record_hash)`,
-          [change.source, key, hex(newHash)],
+      const rows: InboxRow[] = [];
+      const hashes = new Map<string, bigint | null>(); // what this batch wrote, by key
+      const writes: { key: Buffer; hash: bigint | null }[] = [];
+      let row = from;
+      for (const change of changes) {
+        const key = Buffer.from(change.key, "utf8");
+        let oldHash = hashes.get(change.key);
+        if (oldHash === undefined) {
+          const [old] = await conn.query<RowDataPacket[]>(
+            `SELECT record_hash FROM ${this.hashes} WHERE source = ? AND entity_key = ?`,
+            [change.source, key],
+          );
+          oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
+        }
+        const newHash = change.values ? recordHash(change.values) : null;
+        hashes.set(change.key, newHash);
+        writes.push({ key, hash: newHash });
+        row = nextRow(row, change, oldHash, newHash);
+        rows.push(row);
+      }
+      const versions = `${changes[0].version}..${changes[changes.length - 1].version}`;
+      const handler = this.handler;
+      if (handler.applyBatch && changes.length > 1) {
+        await handlerCall(`the handler's applyBatch of versions ${versions}`, () =>
+          handler.applyBatch?.(conn, changes as readonly Change<T>[]),
         );
-      } else if (oldHash !== null) {
-        await conn.query(`DELETE FROM ${this.hashes} WHERE source = ? AND entity_key = ?`, [change.source, key]);
+      } else {
+        for (const change of changes) {
+          await handlerCall(`the handler's apply of version ${change.version}`, () => handler.apply(conn, change as Change<T>));
+        }
+      }
+      const source = changes[0].source;
+      for (const { key, hash } of writes) {
+        if (hash !== null) {
+          await conn.query(
+            `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
+             ON DUPLICATE KEY UPDATE record_hash = VALUES(record_hash)`,
+            [source, key, hex(hash)],
+          );
+        } else {
+          await conn.query(`DELETE FROM ${this.hashes} WHERE source = ? AND entity_key = ?`, [source, key]);
+        }
       }
       // Last, and only from the row this consumer knows: when another moved it, all of this is
       // rolled back (its lock makes the two take turns).
-      const next = nextRow(from, change, oldHash, newHash);
       const [moved] = await conn.query<ResultSetHeader>(
         `UPDATE ${this.inbox} SET applied_version = ?, stream_seq = ?, checksum = ?, record_count = ?, columns_json = ?
           WHERE source = ? AND epoch = ? AND applied_version = ? AND generation = ?`,
         [
-          change.version,
-          change.streamSeq,
-          hex(next.sum),
-          next.recordCount,
-          JSON.stringify({ columns: next.columns, numeric: next.numeric }),
-          change.source,
+          row.appliedVersion,
+          row.streamSeq,
+          hex(row.sum),
+          row.recordCount,
+          JSON.stringify({ columns: row.columns, numeric: row.numeric }),
+          source,
           from.epoch,
           from.appliedVersion,
           from.generation,
@@ -211,7 +246,7 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
       if (moved.affectedRows !== 1) return null;
       await conn.query("COMMIT");
       committed = true;
-      return next;
+      return rows;
     } finally {
       if (!committed) await conn.query("ROLLBACK").catch(() => undefined);
       conn.release();

@@ -10,7 +10,7 @@ import { changeOf, ruleOf } from "./change.js";
 import { connectionOptions } from "./nats_options.js";
 import { download, sleep } from "./replica_bootstrap.js";
 import { formatChecksum, ReplicaChecks, stateOf, type ReplicaOptions } from "./replica_checks.js";
-import { HandlerError, handlerCall, RetryableError, type ReplicaState, type ReplicaStatus } from "./replica_events.js";
+import { HandlerError, handlerCall, RetryableError } from "./replica_events.js";
 import { SnapshotRejected } from "./snapshot.js";
 import type { Change, Fields, InboxRow } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
@@ -31,15 +31,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
   private stopping = new AbortController(); // close(); a new one once it is done
   private closing: Promise<void> | null = null;
   private running: AbortSignal | null = null; // run()'s, while it runs
-
-  // For status(): the state, the last failure, and the age of what waits to be applied.
-  private state: ReplicaState = "idle";
-  private lastError: { message: string; at: Date } | null = null;
-  private failures = 0;
-  private failingSince = 0;
-  private pending: number | null = null;
-  private waitingSince = 0; // publish time of the oldest change taken and not applied, at most; 0: none
-  private lastAppliedAt: Date | null = null;
+  private lastInfo: JsMsg["info"] | null = null; // of the last message of a batch
 
   protected get signal(): AbortSignal {
     return this.running ?? this.stopping.signal;
@@ -54,27 +46,6 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
   }
   get lastVerifiedVersion(): number {
     return this.lastVerified;
-  }
-
-  /** Where the replica is, for a health check. */
-  status(): ReplicaStatus {
-    const now = Date.now();
-    let lagMs = this.waitingSince > 0 ? Math.max(0, now - this.waitingSince) : 0;
-    // Failing with nothing taken: whether the stream moved on is not known, so the lag is counted
-    // from the first failure.
-    if (lagMs === 0 && this.failures > 0) lagMs = now - this.failingSince;
-    return {
-      source: this.options.source,
-      state: this.state,
-      epoch: this.inboxRow?.epoch ?? null,
-      appliedVersion: this.appliedVersion,
-      lastVerifiedVersion: this.lastVerified,
-      pendingMessages: this.pending,
-      lagMs,
-      lastAppliedAt: this.lastAppliedAt,
-      lastError: this.lastError,
-      failures: this.failures,
-    };
   }
 
   /**
@@ -234,20 +205,6 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     return this.closing;
   }
 
-  private failed(error: Error, retryInMs: number | null): void {
-    if (this.failures++ === 0) this.failingSince = Date.now();
-    this.lastError = { message: error.message, at: new Date() };
-    this.state = retryInMs === null ? "failed" : "retrying";
-    const line = retryInMs === null ? `${error.message}; stopping` : `${error.message}; retrying in ${retryInMs} ms`;
-    this.say(line, retryInMs === null ? "error" : "warn", { err: error, retryInMs });
-    this.events.emit("error", { error, retryInMs });
-  }
-
-  private succeeded(): void {
-    this.failures = 0;
-    this.state = "following";
-  }
-
   protected async connection(): Promise<JetStreamClient> {
     const signal = this.signal; // a close() while connecting leaves this connection to us
     if (signal.aborted) throw new Error("the replica is closing");
@@ -325,22 +282,62 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     const read = changeOf(m, this.options.source, row, this.options.numbers);
     if ("problem" in read) return this.needs("payload", `version ${row.appliedVersion + 1}: ${read.problem}`);
     const { change, from } = read;
-    const next = await this.store.apply(change, from);
-    if (next === null) {
+    const changes = [change, ...this.more(from, change.version)];
+    const rows = await this.applyAll(changes, from);
+    if (rows === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
       this.say(`the inbox row moved past version ${row.appliedVersion} under this consumer: reading it again`, "warn");
       this.loaded = false;
       await this.unfollow();
       return false;
     }
-    this.inboxRow = next;
-    this.counters.applied++;
+    this.inboxRow = rows[rows.length - 1];
+    this.counters.applied += rows.length;
     this.lastAppliedAt = new Date();
-    // What waits next was published at or after this one.
-    this.waitingSince = m.info.pending > 0 ? published : 0;
-    const judged = this.judged(this.verifier.applied(stateOf(next), Date.now()));
+    // What waits next was published at or after the last one applied.
+    const info = this.lastInfo ?? m.info;
+    this.pending = info.pending;
+    this.waitingSince = info.pending > 0 ? Math.floor(info.timestampNanos / 1e6) : 0;
+    let judged = false;
+    for (const next of rows) judged = this.judged(this.verifier.applied(stateOf(next), Date.now())) || judged;
     const onApplied = this.options.onApplied;
-    if (onApplied) await handlerCall(`onApplied of version ${change.version}`, () => onApplied(change as Change<T>));
+    for (const c of changes.slice(0, rows.length)) {
+      if (onApplied) await handlerCall(`onApplied of version ${c.version}`, () => onApplied(c as Change<T>));
+    }
     return judged;
+  }
+
+  // Up to batchVersions - 1 more changes that follow `version` among the messages already here;
+  // the first that does not (a gap, an epoch, a bad payload) is given back for the next step.
+  private more(from: InboxRow, version: number): Change[] {
+    const more: Change[] = [];
+    this.lastInfo = null;
+    const limit = (this.options.batchVersions ?? 1) - 1;
+    while (more.length < limit) {
+      const m = this.following?.poll();
+      if (!m) break;
+      const at = { ...from, appliedVersion: version };
+      const read = ruleOf(m, at).kind === "next" ? changeOf(m, this.options.source, at, this.options.numbers) : null;
+      if (!read || "problem" in read) {
+        this.following?.putBack(m);
+        break;
+      }
+      more.push(read.change);
+      this.lastInfo = m.info;
+      version++;
+    }
+    return more;
+  }
+
+  // The changes through the store: in one step when it can, else one by one.
+  private async applyAll(changes: Change[], from: InboxRow): Promise<InboxRow[] | null> {
+    if (changes.length > 1 && this.store.applyBatch) return this.store.applyBatch(changes, from);
+    const rows: InboxRow[] = [];
+    for (const change of changes) {
+      const next = await this.store.apply(change, rows[rows.length - 1] ?? from);
+      if (next === null) return rows.length > 0 ? rows : null;
+      rows.push(next);
+    }
+    return rows;
   }
 }

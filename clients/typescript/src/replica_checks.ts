@@ -14,6 +14,8 @@ import {
   type LogLevel,
   type ReplicaEvents,
   type ReplicaLogger,
+  type ReplicaState,
+  type ReplicaStatus,
 } from "./replica_events.js";
 import type { Change, Fields, InboxRow, ReplicaStore } from "./store.js";
 import type { NumberPolicy } from "./typed.js";
@@ -46,6 +48,9 @@ export interface ReplicaOptions<T = Fields> {
   // A directory (e.g. os.tmpdir()): a bootstrap downloads the snapshot to a file there first, then
   // loads it, so a slow store does not hold the bridge's read of the producer's database open.
   spool?: string;
+  // Versions applied in one step of the store (applyBatch: one transaction, one conditional
+  // UPDATE of the inbox row in MysqlInbox), taken from what has already arrived (default 1).
+  batchVersions?: number;
 }
 
 export interface ReplicaCounters {
@@ -92,6 +97,14 @@ export abstract class ReplicaChecks<T = Fields> {
   // The stream a bootstrap named did not exist: followed again with backoff, and the source asked
   // every STALL_MS whether it names another (a snapshot per retry would read the table each time).
   protected awaiting: { stream: string; since: number } | null = null;
+  // For status(): the state, the last failure, and the age of what waits to be applied.
+  protected state: ReplicaState = "idle";
+  protected lastError: { message: string; at: Date } | null = null;
+  protected failures = 0;
+  protected failingSince = 0;
+  protected pending: number | null = null;
+  protected waitingSince = 0; // publish time of the oldest change taken and not applied, at most; 0: none
+  protected lastAppliedAt: Date | null = null;
   private behind: { version: number; since: number } | null = null; // the source ahead, nothing arriving
   private lastWatch = 0; // the stream last asked whether it can give what comes next (STALL_MS)
 
@@ -111,6 +124,41 @@ export abstract class ReplicaChecks<T = Fields> {
   }
 
   /** Stops what runs now: run()'s signal, or close(). */
+  /** Where the replica is, for a health check. */
+  status(): ReplicaStatus {
+    const now = Date.now();
+    let lagMs = this.waitingSince > 0 ? Math.max(0, now - this.waitingSince) : 0;
+    // Failing with nothing taken: whether the stream moved on is not known, so the lag is counted
+    // from the first failure.
+    if (lagMs === 0 && this.failures > 0) lagMs = now - this.failingSince;
+    return {
+      source: this.options.source,
+      state: this.state,
+      epoch: this.inboxRow?.epoch ?? null,
+      appliedVersion: this.inboxRow?.appliedVersion ?? 0,
+      lastVerifiedVersion: this.lastVerified,
+      pendingMessages: this.pending,
+      lagMs,
+      lastAppliedAt: this.lastAppliedAt,
+      lastError: this.lastError,
+      failures: this.failures,
+    };
+  }
+
+  protected failed(error: Error, retryInMs: number | null): void {
+    if (this.failures++ === 0) this.failingSince = Date.now();
+    this.lastError = { message: error.message, at: new Date() };
+    this.state = retryInMs === null ? "failed" : "retrying";
+    const line = retryInMs === null ? `${error.message}; stopping` : `${error.message}; retrying in ${retryInMs} ms`;
+    this.say(line, retryInMs === null ? "error" : "warn", { err: error, retryInMs });
+    this.events.emit("error", { error, retryInMs });
+  }
+
+  protected succeeded(): void {
+    this.failures = 0;
+    this.state = "following";
+  }
+
   protected abstract get signal(): AbortSignal;
   protected abstract connection(): Promise<JetStreamClient>;
   protected abstract unfollow(): Promise<void>;

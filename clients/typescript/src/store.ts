@@ -73,6 +73,12 @@ export interface ReplicaStore {
    * no longer `from` (its epoch, version or generation: another consumer moved it).
    */
   apply(change: Change, from: InboxRow): Promise<InboxRow | null>;
+  /**
+   * Optional: applies consecutive `changes` (the first from.appliedVersion + 1) and moves the inbox
+   * row on, in one step; returns the row after each change, or null — having changed nothing —
+   * as apply() does. Without it, a Replica with batchVersions applies them one by one.
+   */
+  applyBatch?(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null>;
 }
 
 /** The row after `change`, given the hash of the record it replaces or removes (if any). */

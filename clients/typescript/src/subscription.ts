@@ -104,6 +104,26 @@ export class Subscription {
     return null;
   }
 
+  /** A message already received, without waiting; null when none is. */
+  poll(): JsMsg | null {
+    const m = this.pending[0];
+    if (!m) return null;
+    this.pending.shift();
+    this.buffered -= m.data.length;
+    if (this.pending.length === 0) {
+      const taken = this.taken;
+      this.taken = null;
+      taken?.();
+    }
+    return m;
+  }
+
+  /** Gives `m`, just taken, back: the next call hands it out again. */
+  putBack(m: JsMsg): void {
+    this.pending.unshift(m);
+    this.buffered += m.data.length;
+  }
+
   /** The bytes of the message bodies received and not yet taken. */
   get bufferedBytes(): number {
     return this.buffered;
