@@ -27,6 +27,7 @@ export interface MysqlInboxOptions<T = Fields> {
   handler: InboxHandler<T>;
   inboxTable?: string; // default outbox_inbox
   hashTable?: string; // default outbox_inbox_record
+  leaseTable?: string; // default outbox_inbox_lease (Replica's lease option)
 }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
@@ -50,15 +51,17 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
   private readonly handler: InboxHandler<T>;
   private readonly inbox: string;
   private readonly hashes: string;
+  private readonly leases: string;
 
   constructor(options: MysqlInboxOptions<T>) {
     this.pool = options.pool;
     this.handler = options.handler;
     this.inbox = identifier(options.inboxTable ?? "outbox_inbox", "inboxTable");
     this.hashes = identifier(options.hashTable ?? "outbox_inbox_record", "hashTable");
+    this.leases = identifier(options.leaseTable ?? "outbox_inbox_lease", "leaseTable");
   }
 
-  /** Creates the two tables if they are missing (or run the statements of the README yourself). */
+  /** Creates the tables if they are missing (or run the statements of the README yourself). */
   async createTables(): Promise<void> {
     await this.pool.query(
       `CREATE TABLE IF NOT EXISTS ${this.inbox} (
@@ -82,6 +85,31 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
          PRIMARY KEY (source, entity_key)
        ) ENGINE = InnoDB`,
     );
+    await this.pool.query(
+      `CREATE TABLE IF NOT EXISTS ${this.leases} (
+         source VARCHAR(64) NOT NULL PRIMARY KEY,
+         holder VARCHAR(255) NOT NULL,
+         expires_at TIMESTAMP(6) NOT NULL
+       ) ENGINE = InnoDB`,
+    );
+  }
+
+  async lease(source: string, holder: string, ttlMs: number): Promise<boolean> {
+    // On the database's clock, one statement: taken when free or expired, renewed when ours.
+    // The assignments run left to right: expires_at sees the holder just decided.
+    await this.pool.query(
+      `INSERT INTO ${this.leases} (source, holder, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)
+       ON DUPLICATE KEY UPDATE
+         holder = IF(holder = VALUES(holder) OR expires_at < NOW(6), VALUES(holder), holder),
+         expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)`,
+      [source, holder, Math.round(ttlMs * 1000)],
+    );
+    const [rows] = await this.pool.query<RowDataPacket[]>(`SELECT holder FROM ${this.leases} WHERE source = ?`, [source]);
+    return rows[0]?.holder === holder;
+  }
+
+  async releaseLease(source: string, holder: string): Promise<void> {
+    await this.pool.query(`DELETE FROM ${this.leases} WHERE source = ? AND holder = ?`, [source, holder]);
   }
 
   async load(source: string): Promise<InboxRow | null> {

@@ -8,7 +8,9 @@ import { connect, DeliverPolicy, type JetStreamClient, type JsMsg, type NatsConn
 
 import { changeOf, ruleOf } from "./change.js";
 import { connectionOptions } from "./nats_options.js";
+import { applyAll, gather } from "./replica_batch.js";
 import { download, sleep } from "./replica_bootstrap.js";
+import { PodLease } from "./replica_lease.js";
 import { formatChecksum, ReplicaChecks, stateOf, type ReplicaOptions } from "./replica_checks.js";
 import { HandlerError, handlerCall, RetryableError } from "./replica_events.js";
 import { SnapshotRejected } from "./snapshot.js";
@@ -31,7 +33,12 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
   private stopping = new AbortController(); // close(); a new one once it is done
   private closing: Promise<void> | null = null;
   private running: AbortSignal | null = null; // run()'s, while it runs
-  private lastInfo: JsMsg["info"] | null = null; // of the last message of a batch
+  private readonly podLease: PodLease | null;
+
+  constructor(options: ReplicaOptions<T>) {
+    super(options);
+    this.podLease = options.lease ? new PodLease(this.store, options.source, options.lease) : null;
+  }
 
   protected get signal(): AbortSignal {
     return this.running ?? this.stopping.signal;
@@ -90,6 +97,16 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
   /** Applies what arrives within `waitMs`; bootstraps when needed; verifies when caught up. */
   async step(waitMs: number): Promise<void> {
     if (this.signal.aborted) throw new Error("the replica is closing");
+    if (this.podLease && !(await this.podLease.held())) {
+      // Another pod follows the source: wait, and read the inbox row again when this one takes over.
+      if (this.state !== "standby") this.say(`another pod holds the lease of ${this.options.source}: standing by`);
+      await this.unfollow();
+      this.loaded = false;
+      this.state = "standby";
+      this.failures = 0;
+      this.waitingSince = 0; // not this pod's lag to report
+      return sleep(waitMs, this.signal);
+    }
     if (!this.loaded) {
       this.inboxRow = await this.store.load(this.options.source);
       this.loaded = true;
@@ -198,6 +215,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       this.nc = null;
       this.js = null;
       await nc?.close().catch(() => undefined);
+      await this.podLease?.release().catch(() => undefined); // another pod takes over at once
       if (this.state !== "failed") this.state = "stopped";
       this.stopping = new AbortController();
       this.closing = null;
@@ -282,8 +300,11 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     const read = changeOf(m, this.options.source, row, this.options.numbers);
     if ("problem" in read) return this.needs("payload", `version ${row.appliedVersion + 1}: ${read.problem}`);
     const { change, from } = read;
-    const changes = [change, ...this.more(from, change.version)];
-    const rows = await this.applyAll(changes, from);
+    const batch = gather(this.following, from, change.version, (this.options.batchVersions ?? 1) - 1, (n, at) =>
+      changeOf(n, this.options.source, at, this.options.numbers),
+    );
+    const changes = [change, ...batch.changes];
+    const rows = await applyAll(this.store, changes, from);
     if (rows === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
       this.say(`the inbox row moved past version ${row.appliedVersion} under this consumer: reading it again`, "warn");
@@ -295,7 +316,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.counters.applied += rows.length;
     this.lastAppliedAt = new Date();
     // What waits next was published at or after the last one applied.
-    const info = this.lastInfo ?? m.info;
+    const info = batch.last?.info ?? m.info;
     this.pending = info.pending;
     this.waitingSince = info.pending > 0 ? Math.floor(info.timestampNanos / 1e6) : 0;
     let judged = false;
@@ -305,39 +326,5 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       if (onApplied) await handlerCall(`onApplied of version ${c.version}`, () => onApplied(c as Change<T>));
     }
     return judged;
-  }
-
-  // Up to batchVersions - 1 more changes that follow `version` among the messages already here;
-  // the first that does not (a gap, an epoch, a bad payload) is given back for the next step.
-  private more(from: InboxRow, version: number): Change[] {
-    const more: Change[] = [];
-    this.lastInfo = null;
-    const limit = (this.options.batchVersions ?? 1) - 1;
-    while (more.length < limit) {
-      const m = this.following?.poll();
-      if (!m) break;
-      const at = { ...from, appliedVersion: version };
-      const read = ruleOf(m, at).kind === "next" ? changeOf(m, this.options.source, at, this.options.numbers) : null;
-      if (!read || "problem" in read) {
-        this.following?.putBack(m);
-        break;
-      }
-      more.push(read.change);
-      this.lastInfo = m.info;
-      version++;
-    }
-    return more;
-  }
-
-  // The changes through the store: in one step when it can, else one by one.
-  private async applyAll(changes: Change[], from: InboxRow): Promise<InboxRow[] | null> {
-    if (changes.length > 1 && this.store.applyBatch) return this.store.applyBatch(changes, from);
-    const rows: InboxRow[] = [];
-    for (const change of changes) {
-      const next = await this.store.apply(change, rows[rows.length - 1] ?? from);
-      if (next === null) return rows.length > 0 ? rows : null;
-      rows.push(next);
-    }
-    return rows;
   }
 }

@@ -51,6 +51,10 @@ export interface ReplicaOptions<T = Fields> {
   // Versions applied in one step of the store (applyBatch: one transaction, one conditional
   // UPDATE of the inbox row in MysqlInbox), taken from what has already arrived (default 1).
   batchVersions?: number;
+  // One active pod per source: only the holder of a lease in the store (MysqlInbox: a row of
+  // outbox_inbox_lease, on the database's clock) follows the stream; the others wait, in state
+  // "standby", and one takes over within ttlMs of the holder's end (at once after its close()).
+  lease?: { holder?: string; ttlMs?: number }; // default holder: host, pid and a random part; ttl 15 s
 }
 
 export interface ReplicaCounters {

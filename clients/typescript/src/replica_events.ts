@@ -33,7 +33,8 @@ export interface ReplicaEvents {
 export type ReplicaEventName = keyof ReplicaEvents;
 type Listener<E extends ReplicaEventName> = (event: ReplicaEvents[E]) => void;
 
-export type ReplicaState = "idle" | "bootstrapping" | "following" | "retrying" | "stopped" | "failed";
+// standby: another pod holds the source's lease (ReplicaOptions.lease).
+export type ReplicaState = "idle" | "standby" | "bootstrapping" | "following" | "retrying" | "stopped" | "failed";
 
 /** For a health check: where the replica is, how far behind, and its last failure. */
 export interface ReplicaStatus {

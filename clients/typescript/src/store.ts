@@ -79,6 +79,14 @@ export interface ReplicaStore {
    * as apply() does. Without it, a Replica with batchVersions applies them one by one.
    */
   applyBatch?(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null>;
+  /**
+   * Optional (Replica's `lease`: one active pod per source): takes or renews the lease of `source`
+   * for `holder` for `ttlMs` on the store's clock, if it is free, expired or already `holder`'s;
+   * true when `holder` has it.
+   */
+  lease?(source: string, holder: string, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up, if `holder` has it, for another pod to take at once. */
+  releaseLease?(source: string, holder: string): Promise<void>;
 }
 
 /** The row after `change`, given the hash of the record it replaces or removes (if any). */

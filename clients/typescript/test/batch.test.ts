@@ -120,3 +120,52 @@ test("two pods on one inbox: each version applied once; every pod runs the handl
     await source.close();
   }
 });
+
+test("lease: one active pod per source; the other stands by, and takes over when the first stops and its lease runs out", async () => {
+  const source = await AccountsSource.create();
+  const consumer = await consumerDatabase();
+  const calls: number[] = [];
+  const pods: Replica[] = [];
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    const inbox = await setUp(consumer.pool, calls);
+    const options = { url: source.url, source: source.name, nats: { servers: env("OUTBOX_TEST_NATS_URL") }, store: inbox };
+    for (const holder of ["pod-a", "pod-b"]) pods.push(new Replica({ ...options, verifyIntervalMs: 100, lease: { holder, ttlMs: 3000 } }));
+    const [a, b] = pods;
+    const stopA = new AbortController();
+    const running = [a.run(stopA.signal)];
+    await until(() => a.appliedVersion === 10, 30_000, "the first pod's bootstrap");
+    running.push(b.run());
+    await until(() => b.status().state === "standby", 10_000, "the second pod to stand by");
+    for (let k = 0; k < 200; ++k) await source.change(1 + (k % 40), `Lease ${k}`);
+    let final = await source.drained();
+    await until(() => a.appliedVersion === final, 60_000, `the first pod at ${final}`);
+    const ran = calls.reduce((x, y) => x + y, 0);
+    assert.equal(ran, 200, "the handler ran once per version: the pod without the lease did nothing");
+    assert.equal(b.status().state, "standby");
+    assert.equal(b.appliedVersion, 0, "the standing-by pod has not even read the inbox row");
+
+    // The first pod stops without close(), as a killed one does: its lease runs out (3 s), then
+    // the other takes over.
+    stopA.abort();
+    await running[0];
+    const stopped = Date.now();
+    for (let k = 0; k < 20; ++k) await source.change(50 + k, `After ${k}`);
+    final = await source.drained();
+    await until(() => b.appliedVersion === final, 30_000, `the second pod at ${final}`);
+    const took = Date.now() - stopped;
+    console.log(`the second pod took over ${took} ms after the first stopped (lease of 3000 ms)`);
+    assert.ok(took >= 1500, `took over after ${took} ms, while the first pod's lease still ran`);
+    assert.equal(b.counters.bootstraps, 0, "it went on from the inbox row");
+    await b.close();
+    await running[1];
+    await check(consumer.pool, source, 10, final);
+  } finally {
+    for (const p of pods) await p.close();
+    await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
+    await consumer.pool.end();
+    await source.close();
+  }
+});
