@@ -153,11 +153,17 @@ export class Subscription {
         await Promise.resolve(batch.close()).catch(() => undefined);
         return;
       }
+      // nats.js ends a pull bounded in bytes alone only when its counts of both messages and bytes
+      // run out — at `expires` (5 s) after a batch that filled its message count: the batch is
+      // over at that count (the request's, 100 in nats.js 2.29), as nats-server sends no more.
+      const limit = (batch as unknown as { opts?: { max_messages?: number } }).opts?.max_messages || 100;
+      let received = 0;
       for await (const m of batch) {
         if (this.closed) return;
         this.pending.push(m);
         this.buffered += m.data.length;
         this.wake?.();
+        if (++received >= limit) break;
       }
       // Every message of this batch taken before the next is asked for.
       if (this.pending.length > 0 && !this.closed) await new Promise<void>((resolve) => (this.taken = resolve));
