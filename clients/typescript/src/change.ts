@@ -84,13 +84,18 @@ export function changeOf(
     columns: from.columns,
     values,
     payload,
-    get record() {
-      if (record === undefined) record = values ? decodeJson<Change["record"]>(payload, numbers) : null;
-      return record;
-    },
+    record: null, // replaced below by a getter
     get headers() {
       return headers ?? headersOf();
     },
   };
+  // Not enumerable: JSON.stringify and loggers see the change as before (a bigint would throw).
+  Object.defineProperty(change, "record", {
+    get: () => {
+      if (record === undefined) record = values ? decodeJson<Change["record"]>(payload, numbers) : null;
+      return record;
+    },
+    enumerable: false,
+  });
   return { change, from };
 }

@@ -30,18 +30,27 @@ export interface SnapshotSummary extends SnapshotHeader {
 
 export type { SnapshotRecord } from "./store.js";
 
-/** A record read from a snapshot: its JSON text kept for `record`, decoded only when asked for. */
+/**
+ * A record read from a snapshot: its JSON text kept for `record`, decoded only when asked for.
+ * Only key and values are its own enumerable fields: JSON.stringify and loggers see what they
+ * saw before (a bigint in `record` would make JSON.stringify throw).
+ */
 class ReadRecord<T> implements SnapshotRecord<T> {
+  readonly #json: string;
+  readonly #numbers: NumberPolicy;
+  #decoded: T | undefined;
   constructor(
     readonly key: string,
     readonly values: (string | null)[],
-    private readonly json: string,
-    private readonly numbers: NumberPolicy,
-  ) {}
-  private decoded: T | undefined;
+    json: string,
+    numbers: NumberPolicy,
+  ) {
+    this.#json = json;
+    this.#numbers = numbers;
+  }
   get record(): T {
-    if (this.decoded === undefined) this.decoded = decodeJson<T>(this.json, this.numbers);
-    return this.decoded;
+    if (this.#decoded === undefined) this.#decoded = decodeJson<T>(this.#json, this.#numbers);
+    return this.#decoded;
   }
 }
 

@@ -97,6 +97,7 @@ test("Replica<Account>: the handler reads typed records of the snapshot and the 
     );
     assert.equal(seen.at(-1)?.record?.id, BigInt(big));
     assert.equal(seen.at(-1)?.values?.[0], big, "the text form, which the checksum hashes, as written");
+    assert.doesNotThrow(() => JSON.stringify(seen.at(-1)), "a change with a bigint in its record still serialises");
     await r.close();
     await running;
 
