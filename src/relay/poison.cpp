@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include "common/utf8.h"
 #include "relay/jetstream_publisher.h"
 #include "relay/row_headers.h"
 
@@ -34,6 +35,17 @@ std::optional<std::string> findPoison(const SourceConfig& source, const SubjectT
         return (c < 0x20 && c != '\t') || c == 0x7f;
       })) {
     return "entity_key contains a control character, which the Outbox-Entity-Key header cannot carry";
+  }
+  // Only a column of bytes (VARBINARY, a binary character set) can hold one: the server
+  // converts any other to utf8mb4 for this connection. A consumer reads the header as text and
+  // would hold another key (U+FFFD for each bad byte; two such keys become one).
+  for (size_t i = 0; i < row.entityKey.size();) {
+    const size_t n = utf8SequenceAt(row.entityKey, i);
+    if (n == 0) {
+      return "entity_key is not valid UTF-8 (its column holds bytes?), which consumers cannot read "
+             "as the same key";
+    }
+    i += n;
   }
   if (row.op == "upsert" && !row.payload) return "an upsert with a NULL payload";
   if (row.payload) {

@@ -11,8 +11,8 @@ namespace outbox {
 
 // Why `row` cannot be published as is (ARCHITECTURE.md section 7), or nullopt when it can:
 // payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
-// subject token, an entity_key that is empty, begins or ends with a blank or holds a control
-// character other than tab, `headers` that cannot travel (row_headers.h),
+// subject token, an entity_key that is empty, begins or ends with a blank, holds a control
+// character other than tab or is not valid UTF-8, `headers` that cannot travel (row_headers.h),
 // a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes. A row that can be
 // published gets its subject and moreHeaders filled (toMessage uses them).
 std::optional<std::string> findPoison(const SourceConfig& source, const SubjectTemplate& subject, OutboxRow& row,

@@ -901,6 +901,10 @@ BOOST_AUTO_TEST_CASE(poison_rules) {
   BOOST_TEST(reason(r).find("control character") != std::string::npos);
   r.entityKey = "tab\there";
   BOOST_TEST(reason(r).empty());
+  r.entityKey = "a\xff" "b";  // issue 34: a column of bytes can hold it
+  BOOST_TEST(reason(r).find("not valid UTF-8") != std::string::npos, reason(r));
+  r.entityKey = "caf\xc3\xa9 \xf0\x9f\x99\x82";
+  BOOST_TEST(reason(r).empty());
   r = ok;
   r.payload = "\"" + std::string(2000, 'x') + "\"";
   BOOST_TEST(reason(r, 1000).find("over the server's max_payload of 1000 bytes") != std::string::npos);

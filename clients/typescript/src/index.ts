@@ -17,9 +17,18 @@ export type { RecordField, Scanned } from "./json.js";
 export { readSnapshot, SnapshotRejected } from "./snapshot.js";
 export type { SnapshotHeader, SnapshotRecord, SnapshotSummary } from "./snapshot.js";
 export { MemoryStore, nextRow } from "./store.js";
-export type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+export type { Bootstrap, Change, Fields, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+export { decodeJson } from "./typed.js";
+export type { NumberPolicy } from "./typed.js";
 export { MysqlInbox } from "./mysql_inbox.js";
 export type { InboxHandler, MysqlInboxOptions } from "./mysql_inbox.js";
 export { dumpJson } from "./dump.js";
-export { Replica, RetryableError } from "./replica.js";
+export { HandlerError, Replica, RetryableError } from "./replica.js";
 export type { NatsOptions, ReplicaCounters, ReplicaOptions } from "./replica.js";
+export type {
+  BootstrapReason,
+  ReplicaEvents,
+  ReplicaLogger,
+  ReplicaState,
+  ReplicaStatus,
+} from "./replica_events.js";

@@ -6,24 +6,28 @@
 import type { Pool, PoolConnection, RowDataPacket, ResultSetHeader } from "mysql2/promise";
 
 import { recordHash } from "./checksum.js";
-import type { Bootstrap, Change, InboxRow, ReplicaRecord, ReplicaStore } from "./store.js";
+import { handlerCall } from "./replica_events.js";
+import type { Bootstrap, Change, Fields, InboxRow, ReplicaRecord, ReplicaStore, SnapshotRecord } from "./store.js";
 import { nextRow } from "./store.js";
 
-/** What the application does with the replica's data, inside the inbox's transaction. */
-export interface InboxHandler {
+/** What the application does with the replica's data, inside the inbox's transaction; `T`: a record's type. */
+export interface InboxHandler<T = Fields> {
   /** A bootstrap begins: remove what the application holds of this source. */
   reset(conn: PoolConnection, source: string): Promise<void>;
   /** Records of the snapshot, in batches (columns in the snapshot's order). */
-  load(conn: PoolConnection, columns: readonly string[], records: readonly ReplicaRecord[]): Promise<void>;
+  load(conn: PoolConnection, columns: readonly string[], records: readonly SnapshotRecord<T>[]): Promise<void>;
   /** One change, with its version. */
-  apply(conn: PoolConnection, change: Change): Promise<void>;
+  apply(conn: PoolConnection, change: Change<T>): Promise<void>;
+  /** Consecutive changes in one transaction (Replica's batchVersions); without it, apply for each. */
+  applyBatch?(conn: PoolConnection, changes: readonly Change<T>[]): Promise<void>;
 }
 
-export interface MysqlInboxOptions {
+export interface MysqlInboxOptions<T = Fields> {
   pool: Pool;
-  handler: InboxHandler;
+  handler: InboxHandler<T>;
   inboxTable?: string; // default outbox_inbox
   hashTable?: string; // default outbox_inbox_record
+  leaseTable?: string; // default outbox_inbox_lease (Replica's lease option)
 }
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,63}$/;
@@ -35,20 +39,29 @@ function identifier(name: string, what: string): string {
 
 const hex = (n: bigint) => n.toString(16).padStart(16, "0");
 
-export class MysqlInbox implements ReplicaStore {
+// A record handed to Bootstrap.records without its JSON (by code of the application's own, not a
+// snapshot read here): its record is its texts by field name.
+function withRecord<T>(columns: readonly string[], r: ReplicaRecord): SnapshotRecord<T> {
+  if ("record" in r) return r as SnapshotRecord<T>;
+  return { ...r, record: Object.fromEntries(columns.map((c, i) => [c, r.values[i]])) as T };
+}
+
+export class MysqlInbox<T = Fields> implements ReplicaStore {
   private readonly pool: Pool;
-  private readonly handler: InboxHandler;
+  private readonly handler: InboxHandler<T>;
   private readonly inbox: string;
   private readonly hashes: string;
+  private readonly leases: string;
 
-  constructor(options: MysqlInboxOptions) {
+  constructor(options: MysqlInboxOptions<T>) {
     this.pool = options.pool;
     this.handler = options.handler;
     this.inbox = identifier(options.inboxTable ?? "outbox_inbox", "inboxTable");
     this.hashes = identifier(options.hashTable ?? "outbox_inbox_record", "hashTable");
+    this.leases = identifier(options.leaseTable ?? "outbox_inbox_lease", "leaseTable");
   }
 
-  /** Creates the two tables if they are missing (or run the statements of the README yourself). */
+  /** Creates the tables if they are missing (or run the statements of the README yourself). */
   async createTables(): Promise<void> {
     await this.pool.query(
       `CREATE TABLE IF NOT EXISTS ${this.inbox} (
@@ -72,6 +85,31 @@ export class MysqlInbox implements ReplicaStore {
          PRIMARY KEY (source, entity_key)
        ) ENGINE = InnoDB`,
     );
+    await this.pool.query(
+      `CREATE TABLE IF NOT EXISTS ${this.leases} (
+         source VARCHAR(64) NOT NULL PRIMARY KEY,
+         holder VARCHAR(255) NOT NULL,
+         expires_at TIMESTAMP(6) NOT NULL
+       ) ENGINE = InnoDB`,
+    );
+  }
+
+  async lease(source: string, holder: string, ttlMs: number): Promise<boolean> {
+    // On the database's clock, one statement: taken when free or expired, renewed when ours.
+    // The assignments run left to right: expires_at sees the holder just decided.
+    await this.pool.query(
+      `INSERT INTO ${this.leases} (source, holder, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)
+       ON DUPLICATE KEY UPDATE
+         holder = IF(holder = VALUES(holder) OR expires_at < NOW(6), VALUES(holder), holder),
+         expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)`,
+      [source, holder, Math.round(ttlMs * 1000)],
+    );
+    const [rows] = await this.pool.query<RowDataPacket[]>(`SELECT holder FROM ${this.leases} WHERE source = ?`, [source]);
+    return rows[0]?.holder === holder;
+  }
+
+  async releaseLease(source: string, holder: string): Promise<void> {
+    await this.pool.query(`DELETE FROM ${this.leases} WHERE source = ? AND holder = ?`, [source, holder]);
   }
 
   async load(source: string): Promise<InboxRow | null> {
@@ -116,7 +154,7 @@ export class MysqlInbox implements ReplicaStore {
       // No lock on the inbox row until the end: a first bootstrap's FOR UPDATE would lock the gap
       // where other sources' rows go, for as long as the snapshot takes to read.
       await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
-      await this.handler.reset(conn, source);
+      await handlerCall("the handler's reset", () => this.handler.reset(conn, source));
     } catch (e) {
       await end("ROLLBACK").catch(() => undefined);
       throw e;
@@ -127,7 +165,9 @@ export class MysqlInbox implements ReplicaStore {
         await conn.query(`INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES ?`, [
           batch.map((r) => [source, Buffer.from(r.key, "utf8"), hex(recordHash(r.values))]),
         ]);
-        await this.handler.load(conn, columns, batch);
+        await handlerCall("the handler's load", () =>
+          this.handler.load(conn, columns, batch.map((r) => withRecord<T>(columns, r))),
+        );
       },
       commit: async (row) => {
         let stored: InboxRow;
@@ -159,40 +199,73 @@ export class MysqlInbox implements ReplicaStore {
   }
 
   async apply(change: Change, from: InboxRow): Promise<InboxRow | null> {
+    return (await this.applyBatch([change], from))?.at(-1) ?? null;
+  }
+
+  /**
+   * Applies consecutive `changes` in one transaction: the handler's applyBatch (or apply for each),
+   * the records' hashes, then one UPDATE of the inbox row, conditional on `from`.
+   */
+  async applyBatch(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null> {
     const conn = await this.pool.getConnection();
     let committed = false;
     try {
       await conn.query("START TRANSACTION");
-      const key = Buffer.from(change.key, "utf8");
-      const [old] = await conn.query<RowDataPacket[]>(
-        `SELECT record_hash FROM ${this.hashes} WHERE source = ? AND entity_key = ?`,
-        [change.source, key],
-      );
-      const oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
-      const newHash = change.values ? recordHash(change.values) : null;
-      await this.handler.apply(conn, change);
-      if (newHash !== null) {
-        await conn.query(
-          `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
-           ON DUPLICATE KEY UPDATE record_hash = VALUES(record_hash)`,
-          [change.source, key, hex(newHash)],
+      const rows: InboxRow[] = [];
+      const hashes = new Map<string, bigint | null>(); // what this batch wrote, by key
+      const writes: { key: Buffer; hash: bigint | null }[] = [];
+      let row = from;
+      for (const change of changes) {
+        const key = Buffer.from(change.key, "utf8");
+        let oldHash = hashes.get(change.key);
+        if (oldHash === undefined) {
+          const [old] = await conn.query<RowDataPacket[]>(
+            `SELECT record_hash FROM ${this.hashes} WHERE source = ? AND entity_key = ?`,
+            [change.source, key],
+          );
+          oldHash = old.length > 0 ? BigInt("0x" + old[0].record_hash) : null;
+        }
+        const newHash = change.values ? recordHash(change.values) : null;
+        hashes.set(change.key, newHash);
+        writes.push({ key, hash: newHash });
+        row = nextRow(row, change, oldHash, newHash);
+        rows.push(row);
+      }
+      const versions = `${changes[0].version}..${changes[changes.length - 1].version}`;
+      const handler = this.handler;
+      if (handler.applyBatch && changes.length > 1) {
+        await handlerCall(`the handler's applyBatch of versions ${versions}`, () =>
+          handler.applyBatch?.(conn, changes as readonly Change<T>[]),
         );
-      } else if (oldHash !== null) {
-        await conn.query(`DELETE FROM ${this.hashes} WHERE source = ? AND entity_key = ?`, [change.source, key]);
+      } else {
+        for (const change of changes) {
+          await handlerCall(`the handler's apply of version ${change.version}`, () => handler.apply(conn, change as Change<T>));
+        }
+      }
+      const source = changes[0].source;
+      for (const { key, hash } of writes) {
+        if (hash !== null) {
+          await conn.query(
+            `INSERT INTO ${this.hashes} (source, entity_key, record_hash) VALUES (?, ?, ?)
+             ON DUPLICATE KEY UPDATE record_hash = VALUES(record_hash)`,
+            [source, key, hex(hash)],
+          );
+        } else {
+          await conn.query(`DELETE FROM ${this.hashes} WHERE source = ? AND entity_key = ?`, [source, key]);
+        }
       }
       // Last, and only from the row this consumer knows: when another moved it, all of this is
       // rolled back (its lock makes the two take turns).
-      const next = nextRow(from, change, oldHash, newHash);
       const [moved] = await conn.query<ResultSetHeader>(
         `UPDATE ${this.inbox} SET applied_version = ?, stream_seq = ?, checksum = ?, record_count = ?, columns_json = ?
           WHERE source = ? AND epoch = ? AND applied_version = ? AND generation = ?`,
         [
-          change.version,
-          change.streamSeq,
-          hex(next.sum),
-          next.recordCount,
-          JSON.stringify({ columns: next.columns, numeric: next.numeric }),
-          change.source,
+          row.appliedVersion,
+          row.streamSeq,
+          hex(row.sum),
+          row.recordCount,
+          JSON.stringify({ columns: row.columns, numeric: row.numeric }),
+          source,
           from.epoch,
           from.appliedVersion,
           from.generation,
@@ -201,7 +274,7 @@ export class MysqlInbox implements ReplicaStore {
       if (moved.affectedRows !== 1) return null;
       await conn.query("COMMIT");
       committed = true;
-      return next;
+      return rows;
     } finally {
       if (!committed) await conn.query("ROLLBACK").catch(() => undefined);
       conn.release();

@@ -6,6 +6,8 @@ import { StringDecoder } from "node:string_decoder";
 
 import { recordHash } from "./checksum.js";
 import { Incomplete, scanObject, scanString, scanValue, skipSpace } from "./json.js";
+import type { SnapshotRecord } from "./store.js";
+import { decodeJson, type NumberPolicy } from "./typed.js";
 
 /** What the snapshot says before its records. */
 export interface SnapshotHeader {
@@ -26,10 +28,30 @@ export interface SnapshotSummary extends SnapshotHeader {
   numeric: boolean[]; // per column: written as a JSON number
 }
 
-/** One record: its key and its values in the snapshot's column order. */
-export interface SnapshotRecord {
-  key: string;
-  values: (string | null)[];
+export type { SnapshotRecord } from "./store.js";
+
+/**
+ * A record read from a snapshot: its JSON text kept for `record`, decoded only when asked for.
+ * Only key and values are its own enumerable fields: JSON.stringify and loggers see what they
+ * saw before (a bigint in `record` would make JSON.stringify throw).
+ */
+class ReadRecord<T> implements SnapshotRecord<T> {
+  readonly #json: string;
+  readonly #numbers: NumberPolicy;
+  #decoded: T | undefined;
+  constructor(
+    readonly key: string,
+    readonly values: (string | null)[],
+    json: string,
+    numbers: NumberPolicy,
+  ) {
+    this.#json = json;
+    this.#numbers = numbers;
+  }
+  get record(): T {
+    if (this.#decoded === undefined) this.#decoded = decodeJson<T>(this.#json, this.#numbers);
+    return this.#decoded;
+  }
 }
 
 /** A snapshot that does not check out: it is retried, never used. */
@@ -54,9 +76,9 @@ type Batch = (header: SnapshotHeader, columns: string[], records: SnapshotRecord
 export async function readSnapshot(
   body: AsyncIterable<Uint8Array | string>,
   onRecords: Batch,
-  options: { expectRecords?: boolean; batchSize?: number } = {},
+  options: { expectRecords?: boolean; batchSize?: number; numbers?: NumberPolicy } = {},
 ): Promise<SnapshotSummary> {
-  const reader = new SnapshotReader(onRecords, options.batchSize ?? 1000);
+  const reader = new SnapshotReader(onRecords, options.batchSize ?? 1000, options.numbers ?? "auto");
   const decoder = new StringDecoder("utf8");
   try {
     for await (const chunk of body) {
@@ -89,6 +111,7 @@ class SnapshotReader {
   constructor(
     private readonly onRecords: Batch,
     private readonly batchSize: number,
+    private readonly numbers: NumberPolicy,
   ) {}
 
   async feed(more: string, final: boolean): Promise<void> {
@@ -208,7 +231,7 @@ class SnapshotReader {
       }
       case "record": {
         const { end, fields } = scanObject(s, i, false);
-        this.takeRecord(fields);
+        this.takeRecord(fields, s.slice(skipSpace(s, i), end));
         this.at = end;
         this.state = "afterRecord";
         return true;
@@ -258,7 +281,7 @@ class SnapshotReader {
     }
   }
 
-  private takeRecord(fields: { name: string; text: string | null; numeric: boolean }[]): void {
+  private takeRecord(fields: { name: string; text: string | null; numeric: boolean }[], json: string): void {
     if (this.count === 0) {
       this.columns = fields.map((f) => f.name);
       this.numeric = fields.map((f) => f.numeric);
@@ -279,6 +302,6 @@ class SnapshotReader {
     const values = fields.map((f) => f.text);
     this.sum = (this.sum + recordHash(values)) % MOD;
     this.count++;
-    this.batch.push({ key: values[this.keyIndex] ?? "", values });
+    this.batch.push(new ReadRecord(values[this.keyIndex] ?? "", values, json, this.numbers));
   }
 }

@@ -5,6 +5,9 @@
 import { recordHash } from "./checksum.js";
 import type { SnapshotHeader } from "./snapshot.js";
 
+/** A record as the application's type: its fields by name (typed.ts says how numbers read). */
+export type Fields = Record<string, unknown>;
+
 const MOD = 1n << 64n;
 
 /** The inbox row of one source, with what keeping the checksum needs. */
@@ -21,8 +24,8 @@ export interface InboxRow {
   generation: number; // bootstraps of this source in the store: one that happened meanwhile moves the row
 }
 
-/** One change, handed to the application with its version. */
-export interface Change {
+/** One change, handed to the application with its version; `T`: its record's type. */
+export interface Change<T = Fields> {
   source: string;
   epoch: number;
   version: number;
@@ -34,13 +37,20 @@ export interface Change {
   columns: readonly string[];
   values: (string | null)[] | null; // an upsert's record in column order; null for a delete
   payload: string; // the body as the producer built it ("" for a delete)
+  /** An upsert's record by field name, decoded from `payload` when first read; null for a delete. */
+  readonly record: T | null;
   headers: ReadonlyMap<string, string>; // every header of the message, e.g. traceparent
 }
 
-/** A record of a snapshot or an upsert: its key and values in column order. */
+/** A record of a snapshot or an upsert: its key and values (their text) in column order. */
 export interface ReplicaRecord {
   key: string;
   values: (string | null)[];
+}
+
+/** A record as a snapshot holds it, also by field name: `record` is decoded when first read. */
+export interface SnapshotRecord<T = Fields> extends ReplicaRecord {
+  readonly record: T;
 }
 
 /** A bootstrap being written: records in batches, then commit (all of it counts) or abort (none). */
@@ -63,6 +73,20 @@ export interface ReplicaStore {
    * no longer `from` (its epoch, version or generation: another consumer moved it).
    */
   apply(change: Change, from: InboxRow): Promise<InboxRow | null>;
+  /**
+   * Optional: applies consecutive `changes` (the first from.appliedVersion + 1) and moves the inbox
+   * row on, in one step; returns the row after each change, or null — having changed nothing —
+   * as apply() does. Without it, a Replica with batchVersions applies them one by one.
+   */
+  applyBatch?(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null>;
+  /**
+   * Optional (Replica's `lease`: one active pod per source): takes or renews the lease of `source`
+   * for `holder` for `ttlMs` on the store's clock, if it is free, expired or already `holder`'s;
+   * true when `holder` has it.
+   */
+  lease?(source: string, holder: string, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up, if `holder` has it, for another pod to take at once. */
+  releaseLease?(source: string, holder: string): Promise<void>;
 }
 
 /** The row after `change`, given the hash of the record it replaces or removes (if any). */

@@ -47,13 +47,15 @@ export async function streamProblem(js: JetStreamClient, stream: string, fromSeq
 }
 
 /**
- * One subscription's messages, pulled in batches of BATCH: the next batch is asked for only once
- * this one is taken, so what waits in memory is bounded whatever the stream holds; a message
- * arrives as soon as nats-server sends it. Closed, it hands out nothing more.
+ * One subscription's messages, pulled in batches of at most `maxBytes` bytes (nats-server counts
+ * them) and 100 messages: the next batch is asked for only once this one is taken, so what
+ * waits in memory is bounded in bytes whatever the messages weigh; a message arrives as soon as
+ * nats-server sends it. Closed, it hands out nothing more.
  */
 export class Subscription {
-  private static readonly BATCH = 256;
   private readonly pending: JsMsg[] = [];
+  private buffered = 0;
+  private readonly maxBytes: number;
   private ended: Error | null = null;
   private closed = false;
   private wake: (() => void) | null = null;
@@ -62,10 +64,13 @@ export class Subscription {
 
   private readonly pumped: Promise<void>;
 
+  /** `maxBytes`: raised to the server's max_payload, or a message larger than it could never come. */
   constructor(
     private readonly consumer: Consumer,
     private readonly nc: NatsConnection,
+    maxBytes = 1 << 20,
   ) {
+    this.maxBytes = Math.max(maxBytes, (nc.info?.max_payload ?? 0) + 16 * 1024); // its subject and headers too
     this.pumped = this.pump().then(
       () => this.end(new Error("the subscription ended")),
       (e: Error) => this.end(e),
@@ -88,6 +93,7 @@ export class Subscription {
     // trying to recreate itself on it): a closed connection ends the subscription.
     if (this.nc.isClosed() && !this.ended) this.ended = new Error("the connection to nats-server is closed");
     const m = this.pending.shift();
+    if (m) this.buffered -= m.data.length;
     if (this.pending.length === 0) {
       const taken = this.taken;
       this.taken = null;
@@ -96,6 +102,31 @@ export class Subscription {
     if (m) return m;
     if (this.ended) throw this.ended;
     return null;
+  }
+
+  /** A message already received, without waiting; null when none is. */
+  poll(): JsMsg | null {
+    const m = this.pending[0];
+    if (!m) return null;
+    this.pending.shift();
+    this.buffered -= m.data.length;
+    if (this.pending.length === 0) {
+      const taken = this.taken;
+      this.taken = null;
+      taken?.();
+    }
+    return m;
+  }
+
+  /** Gives `m`, just taken, back: the next call hands it out again. */
+  putBack(m: JsMsg): void {
+    this.pending.unshift(m);
+    this.buffered += m.data.length;
+  }
+
+  /** The bytes of the message bodies received and not yet taken. */
+  get bufferedBytes(): number {
+    return this.buffered;
   }
 
   /** Stops pulling; before the connection closes (an ordered consumer recreating itself on a
@@ -114,17 +145,25 @@ export class Subscription {
 
   private async pump(): Promise<void> {
     while (!this.closed) {
-      const batch = await this.consumer.fetch({ max_messages: Subscription.BATCH, expires: 5000 });
+      // nats.js takes max_bytes or max_messages, not both: with max_bytes it asks for 100 at most.
+      const batch = await this.consumer.fetch({ max_bytes: this.maxBytes, expires: 5000 });
       this.batch = batch;
       if (this.closed) {
         // Closed while the pull was being set up: close() could not see it.
         await Promise.resolve(batch.close()).catch(() => undefined);
         return;
       }
+      // nats.js ends a pull bounded in bytes alone only when its counts of both messages and bytes
+      // run out — at `expires` (5 s) after a batch that filled its message count: the batch is
+      // over at that count (the request's, 100 in nats.js 2.29), as nats-server sends no more.
+      const limit = (batch as unknown as { opts?: { max_messages?: number } }).opts?.max_messages || 100;
+      let received = 0;
       for await (const m of batch) {
         if (this.closed) return;
         this.pending.push(m);
+        this.buffered += m.data.length;
         this.wake?.();
+        if (++received >= limit) break;
       }
       // Every message of this batch taken before the next is asked for.
       if (this.pending.length > 0 && !this.closed) await new Promise<void>((resolve) => (this.taken = resolve));

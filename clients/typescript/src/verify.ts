@@ -5,8 +5,8 @@
 // summary's watermark, whatever version it has reached since (or once it gets there). It asks
 // every few minutes (with jitter, so that pods started together spread out), or not at all.
 
-import http from "node:http";
-import https from "node:https";
+import * as http from "node:http";
+import * as https from "node:https";
 
 import { readSnapshot, type SnapshotSummary } from "./snapshot.js";
 
@@ -16,11 +16,11 @@ export interface ServedSummary extends SnapshotSummary {
   freshForMs: number; // Outbox-Summary-Fresh-For: until the bridge reads again (0: at the next request)
 }
 
-/** A GET of the bridge's HTTP API: the response, streaming. */
-export function get(url: string): Promise<http.IncomingMessage> {
+/** A GET of the bridge's HTTP API: the response, streaming; `signal` destroys the request and its body. */
+export function get(url: string, signal?: AbortSignal): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {
     const lib = url.startsWith("https:") ? https : http;
-    const req = lib.get(url, { timeout: 120_000 }, resolve);
+    const req = lib.get(url, { timeout: 120_000, signal }, resolve);
     req.on("timeout", () => req.destroy(new Error("no answer within 120 s")));
     req.on("error", reject);
   });
@@ -35,9 +35,14 @@ export async function bodyText(res: http.IncomingMessage, limit = 4096): Promise
 }
 
 /** ?summary=true of `source`: the snapshot without its records. Throws `fail(message)`. */
-export async function fetchSummary(baseUrl: string, source: string, fail: (m: string) => Error): Promise<ServedSummary> {
+export async function fetchSummary(
+  baseUrl: string,
+  source: string,
+  fail: (m: string) => Error,
+  signal?: AbortSignal,
+): Promise<ServedSummary> {
   const url = `${baseUrl}/v1/sources/${encodeURIComponent(source)}/control-snapshot?summary=true`;
-  const res = await get(url).catch((e: Error) => {
+  const res = await get(url, signal).catch((e: Error) => {
     throw fail(`GET ${url}: ${e.message}`);
   });
   if (res.statusCode !== 200) throw fail(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);

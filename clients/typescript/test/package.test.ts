@@ -200,6 +200,38 @@ export const applied: number = replica.appliedVersion;
   run(app, process.execPath, [join(clientRoot, "node_modules", "typescript", "bin", "tsc"), "-p", "."]);
 });
 
+test("README's consumer examples (exactly once, typed records, in a service) type-check against the tarball", () => {
+  const readme = readFileSync(join(clientRoot, "README.md"), "utf8");
+  const blocks = [...readme.matchAll(/```ts\n([^]*?)```/g)].map((m) => m[1]);
+  const block = (start: string) => {
+    const found = blocks.find((b) => b.startsWith(start));
+    assert.ok(found, `README shows the block that begins ${start}`);
+    return found;
+  };
+  const name = packageJson.name;
+  const files: Record<string, string> = {
+    "readme_inbox.ts": block('import mysql from "mysql2/promise";\nimport { MysqlInbox, Replica'),
+    // What the README's snippets take from around them, declared.
+    "readme_typed.ts":
+      `import type { Pool } from "mysql2/promise";\nimport { MysqlInbox } from "${name}";\ndeclare const pool: Pool;\n` +
+      block("type Account =") +
+      "export { inbox };\n",
+    "readme_service.ts":
+      `import { Replica, type NatsOptions, type ReplicaLogger, type ReplicaStore } from "${name}";\n` +
+      "declare const url: string, nats: NatsOptions, inbox: ReplicaStore, stop: AbortController;\n" +
+      "declare const pino: () => ReplicaLogger, metrics: { mismatches: { inc(): void } };\n" +
+      "declare const app: { get(path: string, h: (req: unknown, res: { status(n: number): { json(v: unknown): void } }) => void): void };\n" +
+      block("const replica = new Replica({ url,"),
+  };
+  const dir = join(app, "readme");
+  mkdirSync(dir);
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+  const compilerOptions = { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, noEmit: true };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["*.ts"] }));
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }));
+  run(dir, process.execPath, [join(clientRoot, "node_modules", "typescript", "bin", "tsc"), "-p", "."]);
+});
+
 test("README's producer examples, compiled in the empty project against the tarball, run against MariaDB", async () => {
   // examples/*.ts import "outbox-bridge-client": here that is the installed tarball.
   const producer = join(app, "producer");

@@ -1,0 +1,50 @@
+// Batches (Replica's batchVersions): the changes that follow a version among the messages already
+// received, and their way through the store, in one step when it can.
+
+import type { JsMsg } from "nats";
+
+import { ruleOf } from "./change.js";
+import type { Change, InboxRow, ReplicaStore } from "./store.js";
+import type { Subscription } from "./subscription.js";
+
+/**
+ * Up to `limit` changes that follow `version` among the messages `following` already holds, read
+ * by `read`; the first that does not (a gap, an epoch, a bad payload) is given back for the next
+ * step. `last`: the last message taken.
+ */
+export function gather(
+  following: Subscription | null,
+  from: InboxRow,
+  version: number,
+  limit: number,
+  read: (m: JsMsg, at: InboxRow) => { change: Change } | { problem: string },
+): { changes: Change[]; last: JsMsg | null } {
+  const changes: Change[] = [];
+  let last: JsMsg | null = null;
+  while (following && changes.length < limit) {
+    const m = following.poll();
+    if (!m) break;
+    const at = { ...from, appliedVersion: version };
+    const got = ruleOf(m, at).kind === "next" ? read(m, at) : null;
+    if (!got || "problem" in got) {
+      following.putBack(m);
+      break;
+    }
+    changes.push(got.change);
+    last = m;
+    version++;
+  }
+  return { changes, last };
+}
+
+/** The row after each change, or null when the store's row moved under the first. */
+export async function applyAll(store: ReplicaStore, changes: Change[], from: InboxRow): Promise<InboxRow[] | null> {
+  if (changes.length > 1 && store.applyBatch) return store.applyBatch(changes, from);
+  const rows: InboxRow[] = [];
+  for (const change of changes) {
+    const next = await store.apply(change, rows[rows.length - 1] ?? from);
+    if (next === null) return rows.length > 0 ? rows : null;
+    rows.push(next);
+  }
+  return rows;
+}

@@ -1,0 +1,42 @@
+// One active pod per source (ReplicaOptions.lease): the store's lease, asked every third of its
+// time to live while held, and about every second while another pod holds it. The lease saves the
+// work of the pods that would lose; it is not what keeps a version from being applied twice (the
+// inbox row's conditional UPDATE is), so a pod that holds it a moment too long does no harm.
+
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+
+import type { ReplicaStore } from "./store.js";
+
+export class PodLease {
+  readonly holder: string;
+  private readonly ttlMs: number;
+  private holding = false;
+  private askAt = 0;
+
+  constructor(
+    private readonly store: ReplicaStore,
+    private readonly source: string,
+    options: { holder?: string; ttlMs?: number },
+  ) {
+    if (!store.lease || !store.releaseLease) throw new Error("the lease option needs a store with a lease (MysqlInbox)");
+    this.holder = options.holder ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+    this.ttlMs = options.ttlMs ?? 15_000;
+  }
+
+  /** Whether this pod holds the lease now, taking or renewing it when due. */
+  async held(): Promise<boolean> {
+    const now = Date.now();
+    if (now < this.askAt) return this.holding;
+    this.holding = await (this.store.lease as NonNullable<ReplicaStore["lease"]>)(this.source, this.holder, this.ttlMs);
+    this.askAt = now + (this.holding ? this.ttlMs / 3 : Math.min(1000, this.ttlMs / 3));
+    return this.holding;
+  }
+
+  async release(): Promise<void> {
+    if (!this.holding) return;
+    this.holding = false;
+    this.askAt = 0;
+    await (this.store.releaseLease as NonNullable<ReplicaStore["releaseLease"]>)(this.source, this.holder);
+  }
+}
