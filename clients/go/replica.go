@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -310,7 +312,21 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-func headerUint(m *nats.Msg, name string) (uint64, bool) {
-	n, err := strconv.ParseUint(m.Header.Get(name), 10, 64)
-	return n, err == nil
+// headerNumber is the header's leading decimal digits as a number, as strtoull reads them: 0 when
+// it is missing or starts with no digit, the largest uint64 past it.
+func headerNumber(m *nats.Msg, name string) uint64 {
+	s := strings.TrimLeft(m.Header.Get(name), " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	end := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return 0
+	}
+	n, err := strconv.ParseUint(s[:end], 10, 64)
+	if err != nil {
+		return math.MaxUint64
+	}
+	return n
 }

@@ -100,12 +100,10 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 		return false, retryable("a message of the stream without its metadata: %v", err)
 	}
 	seq := meta.Sequence.Stream
-	epoch, okEpoch := headerUint(m, "Outbox-Epoch")
-	version, okVersion := headerUint(m, "Outbox-Version")
-	if !okEpoch || !okVersion || epoch < 1 || version < 1 {
-		return false, retryable("sequence %d of the stream has Outbox-Epoch '%s' and Outbox-Version '%s': "+
-			"not a change this client can apply", seq, m.Header.Get("Outbox-Epoch"), m.Header.Get("Outbox-Version"))
-	}
+	// Missing or no number: 0 (strtoull's reading in src/replica/replica.cpp), so an older epoch or
+	// a version applied already, skipped. An error would be retried for ever on the same message.
+	epoch := headerNumber(m, "Outbox-Epoch")
+	version := headerNumber(m, "Outbox-Version")
 	switch RuleFor(row.Epoch, row.AppliedVersion, epoch, version) {
 	case RuleNewEpoch:
 		r.count(func(c *Counters) { c.EpochChanges++ })
