@@ -111,6 +111,10 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 		return true, nil
 	case RuleSkip:
 		r.count(func(c *Counters) { c.SkippedDuplicates++ }) // already reflected in what we have
+		// Followed past it, in memory only (the store's row is matched by version, not sequence): once
+		// max_age expires it, the stream still holds what comes next, and watch sees no lost stream.
+		row.StreamSeq = seq
+		r.setRow(&row)
 		return false, nil
 	case RuleGap:
 		r.count(func(c *Counters) { c.Gaps++ })

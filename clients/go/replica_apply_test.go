@@ -53,3 +53,31 @@ func TestMessageWithoutNumbersIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// A skipped message moves the stream sequence the replica follows from: once max_age expired it,
+// the stream still holds what comes next, and the replica does not bootstrap for nothing.
+func TestSkippedMessageMovesTheStreamSequence(t *testing.T) {
+	r := replicaAt(2, 10, 20)
+	for i, h := range []map[string]string{
+		{"Outbox-Epoch": "2", "Outbox-Version": "9"},  // applied already
+		{"Outbox-Epoch": "1", "Outbox-Version": "12"}, // an older epoch
+	} {
+		seq := uint64(21 + i)
+		if need, err := r.applyMessage(context.Background(), streamMsg(seq, h)); err != nil || need {
+			t.Fatalf("sequence %d: bootstrap %v, error %v", seq, need, err)
+		}
+		if row := r.Inbox(); row.StreamSeq != seq || row.AppliedVersion != 10 {
+			t.Fatalf("sequence %d: stream sequence %d, version %d", seq, row.StreamSeq, row.AppliedVersion)
+		}
+	}
+	// The versions that follow still apply (the store's row is not moved by a skip).
+	r.store.(*MemoryStore).sources["account"] = &memorySource{*r.Inbox(), map[string][]Value{}}
+	need, err := r.applyMessage(context.Background(), streamMsg(23, map[string]string{"Outbox-Epoch": "2",
+		"Outbox-Version": "11", "Outbox-Entity-Key": "1"}))
+	if err != nil || need {
+		t.Fatalf("version 11: bootstrap %v, error %v", need, err)
+	}
+	if row := r.Inbox(); row.AppliedVersion != 11 || row.StreamSeq != 23 {
+		t.Fatalf("version 11: version %d, stream sequence %d", row.AppliedVersion, row.StreamSeq)
+	}
+}
