@@ -88,6 +88,7 @@ type Replica struct {
 	lastVerified uint64
 
 	loaded          bool
+	bootstrapNext   bool // decided beside an OnApplied error: the next step bootstraps
 	awaiting        *awaiting
 	lastWatch       time.Time
 	lastProgress    time.Time
@@ -227,7 +228,7 @@ func (r *Replica) Step(ctx context.Context, wait time.Duration) error {
 				row.AppliedVersion, row.RecordCount, FormatChecksum(row.Sum))
 		}
 	}
-	if r.row == nil {
+	if r.row == nil || r.bootstrapNext {
 		return r.Bootstrap(ctx)
 	}
 	if r.sub == nil {

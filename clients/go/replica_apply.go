@@ -61,6 +61,7 @@ func (r *Replica) Bootstrap(ctx context.Context) error {
 	changedEpoch := r.row != nil && r.row.Epoch != row.Epoch
 	r.setRow(&stored)
 	r.loaded = true
+	r.bootstrapNext = false
 	r.mu.Lock()
 	r.lastVerified = row.AppliedVersion
 	r.counters.Bootstraps++
@@ -145,8 +146,11 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 	r.count(func(c *Counters) { c.Applied++ })
 	need := r.judged(r.verifier.applied(stateOf(next), time.Now()))
 	if r.opts.OnApplied != nil {
+		// Its error is reported and retried like any step's, but the change is committed: the
+		// callback is not called for it again, and a bootstrap decided on it still comes.
 		if err := r.opts.OnApplied(ctx, change); err != nil {
-			return need, err
+			r.bootstrapNext = need
+			return false, err
 		}
 	}
 	return need, nil

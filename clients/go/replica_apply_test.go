@@ -2,8 +2,15 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -79,5 +86,64 @@ func TestSkippedMessageMovesTheStreamSequence(t *testing.T) {
 	}
 	if row := r.Inbox(); row.AppliedVersion != 11 || row.StreamSeq != 23 {
 		t.Fatalf("version 11: version %d, stream sequence %d", row.AppliedVersion, row.StreamSeq)
+	}
+}
+
+// An OnApplied that fails: the change stays applied, and a re-bootstrap the verifier decided on
+// that same change is not lost with the error — the next step bootstraps (a GET of the snapshot).
+func TestOnAppliedErrorKeepsTheVerifiersBootstrap(t *testing.T) {
+	natsURL := os.Getenv("OUTBOX_TEST_NATS_URL")
+	if natsURL == "" {
+		t.Fatal("OUTBOX_TEST_NATS_URL is not set: run under tools/test (the stack's nats-server)")
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := fmt.Sprintf("GO_ONAPPLIED_%d", time.Now().UnixNano())
+	if _, err := js.AddStream(&nats.StreamConfig{Name: stream, Subjects: []string{strings.ToLower(stream) + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = js.DeleteStream(stream) }()
+	for i := 0; i < 2; i++ { // sequence 2 is the change applied below
+		if _, err := js.Publish(strings.ToLower(stream)+".x", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gets atomic.Int32
+	bridge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("summary") == "" {
+			gets.Add(1)
+		}
+		http.Error(w, "not now", http.StatusServiceUnavailable)
+	}))
+	defer bridge.Close()
+	failed := errors.New("the application's own failure")
+	r := NewReplica(ReplicaOptions{URL: bridge.URL, Source: "account", NATS: NatsOptions{URL: natsURL},
+		VerifyInterval: -1, VerifyHistory: 1,
+		OnApplied: func(context.Context, *Change) error { return failed }})
+	defer r.Close()
+	row := InboxRow{Epoch: 2, AppliedVersion: 10, StreamName: stream, StreamSeq: 1, Columns: []string{"id"},
+		Numeric: []bool{true}, Generation: 1}
+	r.setRow(&row)
+	r.loaded = true
+	r.store.(*MemoryStore).sources["account"] = &memorySource{row, map[string][]Value{}}
+	// Two distinct reads of the table differed already; the third is pending at version 11.
+	r.verifier.reset(stateOf(&row), time.Now())
+	r.verifier.mismatchedReads = []string{"1", "2"}
+	r.verifier.pending = served(11, 999, 7, "3")
+	need, err := r.applyMessage(context.Background(), streamMsg(2, map[string]string{"Outbox-Epoch": "2",
+		"Outbox-Version": "11", "Outbox-Entity-Key": "1"}))
+	if !errors.Is(err, failed) || r.Inbox().AppliedVersion != 11 {
+		t.Fatalf("bootstrap %v, error %v, version %d", need, err, r.Inbox().AppliedVersion)
+	}
+	_ = r.Step(context.Background(), 50*time.Millisecond)
+	if gets.Load() != 1 {
+		t.Fatalf("%d GETs of the snapshot after the verifier's third mismatch", gets.Load())
 	}
 }
