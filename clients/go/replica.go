@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +35,11 @@ type ReplicaOptions struct {
 	Report                      func(line string)                          // one line per state change, "[source] ..."
 	OnApplied                   func(ctx context.Context, c *Change) error // after the store applied it
 	SnapshotBatch               int                                        // records handed to the store at a time (default 1000)
-	HTTPClient                  *http.Client                               // default: one with a 120 s timeout
+	HTTPClient                  *http.Client                               // default: http.Client{} (no Timeout)
+	// A GET of the bridge that receives nothing for this long, its headers or the next bytes of its
+	// body, is given up on (default 120 s, src/replica/replica.cpp's read timeout). Not its whole
+	// length: a snapshot of millions of records takes as long as it takes.
+	IdleTimeout time.Duration
 }
 
 // Counters count what a Replica did.
@@ -124,9 +127,12 @@ func NewReplica(opts ReplicaOptions) *Replica {
 	if opts.SnapshotBatch == 0 {
 		opts.SnapshotBatch = 1000
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 120 * time.Second
+	}
 	client := opts.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 120 * time.Second}
+		client = &http.Client{}
 	}
 	return &Replica{opts: opts, store: opts.Store, verifier: newVerifier(interval, opts.VerifyHistory), http: client}
 }
@@ -280,37 +286,6 @@ func (r *Replica) Step(ctx context.Context, wait time.Duration) error {
 
 func stateOf(row *InboxRow) VersionState {
 	return VersionState{row.AppliedVersion, row.Sum, row.RecordCount}
-}
-
-// get is a GET of the bridge's snapshot (summary: ?summary=true), the response streaming.
-func (r *Replica) get(ctx context.Context, summary bool) (*http.Response, string, error) {
-	u := fmt.Sprintf("%s/v1/sources/%s/control-snapshot", r.opts.URL, url.PathEscape(r.opts.Source))
-	if summary {
-		u += "?summary=true"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, u, err
-	}
-	res, err := r.http.Do(req)
-	if err != nil {
-		return nil, u, retryable("GET %s: %v", u, unwrapURLError(err))
-	}
-	if res.StatusCode != http.StatusOK {
-		defer res.Body.Close()
-		buf := make([]byte, 4096)
-		n, _ := res.Body.Read(buf)
-		return nil, u, retryable("GET %s: HTTP %d: %s", u, res.StatusCode, buf[:n])
-	}
-	return res, u, nil
-}
-
-func unwrapURLError(err error) error {
-	var u *url.Error
-	if errors.As(err, &u) {
-		return u.Err
-	}
-	return err
 }
 
 // headerNumber is the header's leading decimal digits as a number, as strtoull reads them: 0 when
