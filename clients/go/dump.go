@@ -100,6 +100,10 @@ func (d *DumpWriter) Record(values []Value) error {
 	if d.count > 0 {
 		b.WriteByte(',')
 	}
+	if len(d.row.Numeric) < len(d.row.Columns) {
+		return fmt.Errorf("dump: %d columns but %d numeric flags (a malformed columns_json)", len(d.row.Columns),
+			len(d.row.Numeric))
+	}
 	d.count++
 	b.WriteByte('{')
 	for i := 0; i < len(d.row.Columns) && i < len(values); i++ {

@@ -42,6 +42,8 @@ type Producer struct {
 	// Payload is SQL over a row of From: the snapshot query's fields as a JSON object, e.g.
 	// "JSON_OBJECT('id', id, 'displayName', display_name)". Code, not data.
 	Payload string
+
+	noInTransaction uint32 // 1: the server has no @@in_transaction (MySQL); atomic (producer_tx.go)
 }
 
 // RowChange says which row of From a change is about.
@@ -140,17 +142,15 @@ func (p *Producer) prepare(ctx context.Context, tx TxRunner, change RowChange) (
 		b, _ := json.Marshal(change.Headers)
 		headers = string(b)
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT @@in_transaction")
+	open, err := p.inTransaction(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var open int
-	if !rows.Next() || rows.Scan(&open) != nil || open != 1 {
+	if !open {
 		return nil, ruleError("no transaction is open on this connection: begin one (the business write and the " +
 			"outbox row commit together)")
 	}
-	return headers, rows.Close()
+	return headers, nil
 }
 
 // readKey is the key's text of the one row change.Where finds, as the server renders it (CONCAT:

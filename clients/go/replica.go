@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,11 @@ type ReplicaOptions struct {
 	Report                      func(line string)                          // one line per state change, "[source] ..."
 	OnApplied                   func(ctx context.Context, c *Change) error // after the store applied it
 	SnapshotBatch               int                                        // records handed to the store at a time (default 1000)
-	HTTPClient                  *http.Client                               // default: one with a 120 s timeout
+	HTTPClient                  *http.Client                               // default: http.Client{} (no Timeout)
+	// A GET of the bridge that receives nothing for this long, its headers or the next bytes of its
+	// body, is given up on (default 120 s, src/replica/replica.cpp's read timeout). Not its whole
+	// length: a snapshot of millions of records takes as long as it takes.
+	IdleTimeout time.Duration
 }
 
 // Counters count what a Replica did.
@@ -86,6 +91,7 @@ type Replica struct {
 	lastVerified uint64
 
 	loaded          bool
+	bootstrapNext   bool // decided beside an OnApplied error: the next step bootstraps
 	awaiting        *awaiting
 	lastWatch       time.Time
 	lastProgress    time.Time
@@ -121,9 +127,12 @@ func NewReplica(opts ReplicaOptions) *Replica {
 	if opts.SnapshotBatch == 0 {
 		opts.SnapshotBatch = 1000
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 120 * time.Second
+	}
 	client := opts.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 120 * time.Second}
+		client = &http.Client{}
 	}
 	return &Replica{opts: opts, store: opts.Store, verifier: newVerifier(interval, opts.VerifyHistory), http: client}
 }
@@ -225,7 +234,7 @@ func (r *Replica) Step(ctx context.Context, wait time.Duration) error {
 				row.AppliedVersion, row.RecordCount, FormatChecksum(row.Sum))
 		}
 	}
-	if r.row == nil {
+	if r.row == nil || r.bootstrapNext {
 		return r.Bootstrap(ctx)
 	}
 	if r.sub == nil {
@@ -279,38 +288,21 @@ func stateOf(row *InboxRow) VersionState {
 	return VersionState{row.AppliedVersion, row.Sum, row.RecordCount}
 }
 
-// get is a GET of the bridge's snapshot (summary: ?summary=true), the response streaming.
-func (r *Replica) get(ctx context.Context, summary bool) (*http.Response, string, error) {
-	u := fmt.Sprintf("%s/v1/sources/%s/control-snapshot", r.opts.URL, url.PathEscape(r.opts.Source))
-	if summary {
-		u += "?summary=true"
+// headerNumber is the header's leading decimal digits as a number, as strtoull reads them: 0 when
+// it is missing or starts with no digit, the largest uint64 past it.
+func headerNumber(m *nats.Msg, name string) uint64 {
+	s := strings.TrimLeft(m.Header.Get(name), " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	end := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if end == 0 {
+		return 0
+	}
+	n, err := strconv.ParseUint(s[:end], 10, 64)
 	if err != nil {
-		return nil, u, err
+		return math.MaxUint64
 	}
-	res, err := r.http.Do(req)
-	if err != nil {
-		return nil, u, retryable("GET %s: %v", u, unwrapURLError(err))
-	}
-	if res.StatusCode != http.StatusOK {
-		defer res.Body.Close()
-		buf := make([]byte, 4096)
-		n, _ := res.Body.Read(buf)
-		return nil, u, retryable("GET %s: HTTP %d: %s", u, res.StatusCode, buf[:n])
-	}
-	return res, u, nil
-}
-
-func unwrapURLError(err error) error {
-	var u *url.Error
-	if errors.As(err, &u) {
-		return u.Err
-	}
-	return err
-}
-
-func headerUint(m *nats.Msg, name string) (uint64, bool) {
-	n, err := strconv.ParseUint(m.Header.Get(name), 10, 64)
-	return n, err == nil
+	return n
 }

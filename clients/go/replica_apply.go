@@ -61,6 +61,7 @@ func (r *Replica) Bootstrap(ctx context.Context) error {
 	changedEpoch := r.row != nil && r.row.Epoch != row.Epoch
 	r.setRow(&stored)
 	r.loaded = true
+	r.bootstrapNext = false
 	r.mu.Lock()
 	r.lastVerified = row.AppliedVersion
 	r.counters.Bootstraps++
@@ -100,12 +101,10 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 		return false, retryable("a message of the stream without its metadata: %v", err)
 	}
 	seq := meta.Sequence.Stream
-	epoch, okEpoch := headerUint(m, "Outbox-Epoch")
-	version, okVersion := headerUint(m, "Outbox-Version")
-	if !okEpoch || !okVersion || epoch < 1 || version < 1 {
-		return false, retryable("sequence %d of the stream has Outbox-Epoch '%s' and Outbox-Version '%s': "+
-			"not a change this client can apply", seq, m.Header.Get("Outbox-Epoch"), m.Header.Get("Outbox-Version"))
-	}
+	// Missing or no number: 0 (strtoull's reading in src/replica/replica.cpp), so an older epoch or
+	// a version applied already, skipped. An error would be retried for ever on the same message.
+	epoch := headerNumber(m, "Outbox-Epoch")
+	version := headerNumber(m, "Outbox-Version")
 	switch RuleFor(row.Epoch, row.AppliedVersion, epoch, version) {
 	case RuleNewEpoch:
 		r.count(func(c *Counters) { c.EpochChanges++ })
@@ -113,6 +112,10 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 		return true, nil
 	case RuleSkip:
 		r.count(func(c *Counters) { c.SkippedDuplicates++ }) // already reflected in what we have
+		// Followed past it, in memory only (the store's row is matched by version, not sequence): once
+		// max_age expires it, the stream still holds what comes next, and watch sees no lost stream.
+		row.StreamSeq = seq
+		r.setRow(&row)
 		return false, nil
 	case RuleGap:
 		r.count(func(c *Counters) { c.Gaps++ })
@@ -143,8 +146,11 @@ func (r *Replica) applyMessage(ctx context.Context, m *nats.Msg) (bool, error) {
 	r.count(func(c *Counters) { c.Applied++ })
 	need := r.judged(r.verifier.applied(stateOf(next), time.Now()))
 	if r.opts.OnApplied != nil {
+		// Its error is reported and retried like any step's, but the change is committed: the
+		// callback is not called for it again, and a bootstrap decided on it still comes.
 		if err := r.opts.OnApplied(ctx, change); err != nil {
-			return need, err
+			r.bootstrapNext = need
+			return false, err
 		}
 	}
 	return need, nil

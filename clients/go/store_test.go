@@ -176,3 +176,14 @@ func TestDumpJSON(t *testing.T) {
 		t.Fatalf("\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A row whose numeric flags are fewer than its columns (a malformed columns_json) is an error, not
+// a panic.
+func TestDumpWriterRefusesColumnsWithoutNumericFlags(t *testing.T) {
+	row := &InboxRow{Key: "id", Columns: []string{"id", "name"}, Numeric: []bool{true}}
+	var b strings.Builder
+	d := NewDumpWriter(&b, "acc", row)
+	if err := d.Record([]Value{Text("1"), Text("Acme")}); err == nil {
+		t.Fatalf("wrote %s", b.String())
+	}
+}

@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"math/rand"
 	"time"
 )
@@ -59,7 +61,17 @@ func newVerifier(interval time.Duration, historySize int) *verifier {
 	if historySize < 1 {
 		historySize = 1
 	}
-	return &verifier{interval: interval, size: historySize, random: rand.Float64}
+	return &verifier{interval: interval, size: historySize, random: rand.New(rand.NewSource(jitterSeed())).Float64}
+}
+
+// jitterSeed: a seed of this verifier's own. Not math/rand's global source: go 1.19 leaves it at
+// seed 1 unless someone seeds it, so replicas started together would check together.
+func jitterSeed() int64 {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return time.Now().UnixNano()
+	}
+	return int64(binary.LittleEndian.Uint64(b[:]))
 }
 
 func (v *verifier) enabled() bool          { return v.interval > 0 }

@@ -1,6 +1,10 @@
 package outbox
 
 import (
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -103,5 +107,34 @@ func TestVerifierKeepsTheLastVersions(t *testing.T) {
 	}
 	if s, ok := v.at(701); !ok || s.Sum != 701 {
 		t.Fatalf("version 701: %+v %v", s, ok)
+	}
+}
+
+// Every replica of a deployment started at once must not check at the same moments: each
+// process's verifier draws its jitter from a source of its own, seeded apart. Two runs of this test
+// binary print their first intervals; they must differ. Each run seeds math/rand's global source
+// alike first: go 1.19 leaves it unseeded (seed 1) unless a library seeds it (nats.go 1.22 does, in
+// its init), and the application may seed it with what it likes.
+func TestVerifierJitterDiffersBetweenProcesses(t *testing.T) {
+	if os.Getenv("OUTBOX_PRINT_JITTER") != "" {
+		rand.Seed(1)
+		v := newVerifier(100*time.Second, 500)
+		for i := 0; i < 4; i++ {
+			fmt.Println(v.jittered())
+		}
+		return
+	}
+	schedule := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestVerifierJitterDiffersBetweenProcesses$")
+		cmd.Env = append(os.Environ(), "OUTBOX_PRINT_JITTER=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return string(out)
+	}
+	first, second := schedule(), schedule()
+	if first == second {
+		t.Fatalf("two processes jitter alike:\n%s", first)
 	}
 }

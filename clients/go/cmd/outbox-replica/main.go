@@ -6,11 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	outbox "outbox-bridge/clients/go"
@@ -65,9 +67,9 @@ func secret(variable string) string {
 	if !ok {
 		return ""
 	}
-	content, err := os.ReadFile(file)
+	content, err := readSmallFile(file, maxSecretBytes)
 	if err != nil {
-		usageError("replica: %s_FILE: cannot read '%s': %v", variable, file, errors.Unwrap(err))
+		usageError("replica: %s_FILE: %v", variable, err)
 	}
 	line, _, _ := strings.Cut(string(content), "\n")
 	line = strings.TrimSuffix(line, "\r")
@@ -75,6 +77,39 @@ func secret(variable string) string {
 		usageError("replica: %s_FILE: '%s' holds no secret on its first line, or a NUL", variable, file)
 	}
 	return line
+}
+
+// maxSecretBytes: a password, token or seed file (src/config/config.h, kMaxSecretBytes).
+const maxSecretBytes = 64 << 10
+
+// readSmallFile: the regular file's content, at most max bytes (src/config/files.cpp): a FIFO
+// or a device would block or never end.
+func readSmallFile(path string, max int64) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("the file name is empty")
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read '%s': %v", path, errors.Unwrap(err))
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		kind := "not a regular file"
+		if err == nil && st.IsDir() {
+			kind = "a directory"
+		} else if err == nil && st.Mode()&os.ModeNamedPipe != 0 {
+			kind = "a FIFO"
+		}
+		return nil, fmt.Errorf("'%s' is %s, not a file", path, kind)
+	}
+	content, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read '%s': %v", path, err)
+	}
+	if int64(len(content)) > max {
+		return nil, fmt.Errorf("'%s' is larger than %d bytes", path, max)
+	}
+	return content, nil
 }
 
 var natsFlags = []struct{ flag, variable string }{
@@ -89,24 +124,37 @@ var (
 	sourceName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
 
+// maxFlagSeconds: 100 years, the most a flag of seconds takes (src/cli/cli.h, kMaxFlagSeconds).
+const maxFlagSeconds = 36525 * 86400
+
+// decimalSeconds: digits without a leading zero (a lone 0 is fine), optionally '.' and digits, as
+// the C++ command's flags take them (src/cli/common.cpp, secondsBetween): no sign, exponent, hex,
+// space, NaN or infinity.
+var decimalSeconds = regexp.MustCompile(`^(0|[1-9][0-9]*)(\.[0-9]+)?$`)
+
+// seconds: the flag's number of seconds, from 0 to max (fallback when not given); exit 2 otherwise.
 func seconds(flags map[string]*string, name string, fallback, max float64) float64 {
 	text := *flags[name]
 	if text == "" {
 		return fallback
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
-	if err != nil || v != v {
-		usageError("--%s: not a number of seconds", name)
+	if max > maxFlagSeconds {
+		max = maxFlagSeconds
 	}
-	if v < 0 || v > max {
-		usageError("--%s: must be a number of seconds from 0 to %g", name, max)
+	years := ""
+	if max == maxFlagSeconds {
+		years = " (100 years)"
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	if len(text) > 30 || !decimalSeconds.MatchString(text) || err != nil || v < 0 || v > max {
+		usageError("--%s: must be a number of seconds from 0 to %g%s, in decimal (e.g. 2.5)", name, max, years)
 	}
 	return v
 }
 
 func main() {
 	fs := flag.NewFlagSet("outbox-replica", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(io.Discard) // its errors are said once, by usageError
 	fs.Usage = func() {}
 	flags := map[string]*string{}
 	for _, name := range []string{"url", "source", "nats", "dump", "inbox", "verify-interval", "duration"} {
@@ -165,7 +213,12 @@ func main() {
 		}
 	}
 	verifyInterval := seconds(flags, "verify-interval", 300, 86400)
-	duration := seconds(flags, "duration", 0, 9223372036.854)
+	if verifyInterval > 0 && verifyInterval < 0.001 {
+		// Below the C++ command's millisecond: no interval a check could keep (it became 0, which
+		// the library reads as its default of 300 s).
+		usageError("--verify-interval: must be 0 (never) or at least 0.001 seconds")
+	}
+	duration := seconds(flags, "duration", 0, maxFlagSeconds)
 	dump := *flags["dump"]
 	if given["dump"] {
 		dir := filepath.Dir(dump)

@@ -50,7 +50,7 @@ func run(source, url string, o outbox.NatsOptions, inboxDSN, dump string, verify
 	if inbox != nil {
 		store = inbox.store
 	}
-	writeDump := func() error {
+	writeDump := func(ctx context.Context) error {
 		if dump == "" {
 			return nil
 		}
@@ -61,7 +61,7 @@ func run(source, url string, o outbox.NatsOptions, inboxDSN, dump string, verify
 		}
 		w := bufio.NewWriterSize(f, 1<<16)
 		if inbox != nil {
-			err = inbox.dump(context.Background(), w)
+			err = inbox.dump(ctx, w)
 		} else {
 			_, err = w.WriteString(outbox.DumpJSON(source, replica.Inbox(), memory.Records(source)))
 		}
@@ -80,7 +80,7 @@ func run(source, url string, o outbox.NatsOptions, inboxDSN, dump string, verify
 		VerifyInterval: interval, Report: func(line string) {
 			printLine(line)
 			if strings.Contains(line, "] verified at version") {
-				if err := writeDump(); err != nil {
+				if err := writeDump(ctx); err != nil {
 					printLine("[" + source + "] --dump: " + err.Error())
 				}
 			}
@@ -104,9 +104,13 @@ func run(source, url string, o outbox.NatsOptions, inboxDSN, dump string, verify
 	_ = replica.Run(ctx)
 	// Always: a re-bootstrap at the version last dumped (a checksum that differed there) changed
 	// the records, and a dump skipped then kept the ones the source no longer has.
-	if err := writeDump(); err != nil {
+	// Bounded: a database that stopped answering does not keep a stopped process (the driver's
+	// read timeout is 120 s).
+	last, stopLast := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := writeDump(last); err != nil {
 		printLine("[" + source + "] the last --dump was not written: " + err.Error())
 	}
+	stopLast()
 	var version, count uint64
 	if row := replica.Inbox(); row != nil {
 		version, count = row.AppliedVersion, row.RecordCount
