@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(the_tail_read_back_to_where_through_was_first_reached_is_no
   std::stable_sort(events.begin(), events.end(),
                    [](const Event& a, const Event& b) { return a.at < b.at; });
   const Settler::Options options{2s, 30s, 100'000};
-  // Crash once Y's message is stored (22 s: quiet since 19.5 s), before W's (27 s).
+  // Crash once Y's message is stored (21.5 s: quiet since 19.5 s), before W's (26.6 s).
   size_t at = 0;
   while (events[at].at < t0 + 23s) ++at;
   World seen = run(events, {Crash{at, 0, 0}}, options, TailRule::kSeenAboveThrough);
