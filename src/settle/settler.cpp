@@ -35,6 +35,7 @@ Clock::TimePoint Settler::dueOf(const Pending& p) const {
 void Settler::changed(const SettleKey& key, uint64_t version, MainMessage message,
                       Clock::TimePoint at) {
   if (version <= seen_) return;
+  if (ready_.empty()) readyAt_ = at;
   // Keys quiet since before `at` settle before this change is taken: a change that comes after a
   // key's due time starts its next message even when due() was not asked in between (a replay,
   // a busy settle thread).
@@ -112,7 +113,7 @@ std::vector<Settled> Settler::due(Clock::TimePoint now) {
 }
 
 std::optional<Clock::TimePoint> Settler::nextDue() const {
-  if (!ready_.empty()) return Clock::TimePoint::min();
+  if (!ready_.empty()) return readyAt_;  // already due: no later than the change that took them out
   if (byDue_.empty()) return std::nullopt;
   return byDue_.begin()->first;
 }

@@ -133,8 +133,10 @@ class Settler {
   // iterators: a rehash moves no element but invalidates iterators.)
   std::map<uint64_t, Map::value_type*> byFrom_;
   std::set<std::pair<Clock::TimePoint, uint64_t>> byDue_;
-  std::vector<Settled>
-      ready_;  // taken out by changed() (early, or due before it), for the next due()
+  // Taken out by changed() (settled early, or due before the change), for the next due(); they
+  // are due since readyAt_, the time of the change.
+  std::vector<Settled> ready_;
+  Clock::TimePoint readyAt_;
   // After restart(): the highest version of each key the settled tail holds.
   std::unordered_map<SettleKey, uint64_t, SettleKeyHash> settledAbove_;
   uint64_t settledAboveMax_ = 0;
