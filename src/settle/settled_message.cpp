@@ -21,7 +21,7 @@ std::optional<uint64_t> parseU64(const std::map<std::string, std::string>& heade
   return v;
 }
 
-bool isNatsHeader(const std::string& name) {
+bool isNatsHeader(std::string_view name) {
   static constexpr std::string_view kNats = "nats-";
   return name.size() >= kNats.size() &&
          std::equal(kNats.begin(), kNats.end(), name.begin(), [](char a, char b) {
@@ -51,10 +51,25 @@ std::string settledMsgId(const std::string& source, uint64_t version) {
   return fmt::format("{}:settled:{}", source, version);
 }
 
-std::vector<std::pair<std::string, std::string>> withoutNatsHeaders(
-    std::vector<std::pair<std::string, std::string>> headers) {
-  std::erase_if(headers, [](const auto& h) { return isNatsHeader(h.first); });
-  return headers;
+void appendHeader(std::string& block, std::string_view name, std::string_view value) {
+  if (isNatsHeader(name)) return;
+  block.append(name).append(": ");
+  for (char c : value) block.push_back(c == '\r' || c == '\n' ? ' ' : c);
+  block.append("\r\n");
+}
+
+std::vector<std::pair<std::string, std::string>> headerPairs(std::string_view block) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!block.empty()) {
+    const size_t end = block.find("\r\n");
+    const std::string_view line = block.substr(0, end);
+    const size_t colon = line.find(": ");
+    if (colon != std::string_view::npos)
+      out.emplace_back(line.substr(0, colon), line.substr(colon + 2));
+    if (end == std::string_view::npos) break;
+    block.remove_prefix(end + 2);
+  }
+  return out;
 }
 
 std::optional<MainChange> mainChange(const std::string& subject, const std::string& data,
@@ -63,15 +78,12 @@ std::optional<MainChange> mainChange(const std::string& subject, const std::stri
   auto version = parseU64(headers, "Outbox-Version");
   if (!key || !version) return std::nullopt;
   MainChange change{std::move(*key), *version, MainMessage{subject, data, {}}};
-  for (const auto& [name, value] : headers) {
-    if (!isNatsHeader(name)) change.message.headers.emplace_back(name, value);
-  }
+  for (const auto& [name, value] : headers) appendHeader(change.message.headers, name, value);
   return change;
 }
 
 std::vector<std::pair<std::string, std::string>> settledHeaders(const Settled& settled) {
-  std::vector<std::pair<std::string, std::string>> headers =
-      withoutNatsHeaders(settled.message.headers);
+  std::vector<std::pair<std::string, std::string>> headers = headerPairs(settled.message.headers);
   headers.emplace_back(kSettledFromHeader, std::to_string(settled.from));
   headers.emplace_back(kSettledCountHeader, std::to_string(settled.count));
   headers.emplace_back(kSettledThroughHeader, std::to_string(settled.through));

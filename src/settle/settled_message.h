@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,10 +39,12 @@ struct MainChange {
 // -Entity-Key), its Nats-* headers left out; nullopt when those headers are missing or bad.
 std::optional<MainChange> mainChange(const std::string& subject, const std::string& data,
                                      const std::map<std::string, std::string>& headers);
-// The headers of `message` without the bridge's Nats-* ones (the main stream's dedup id and
-// fences, which must not travel to the settled stream), in order.
-std::vector<std::pair<std::string, std::string>> withoutNatsHeaders(
-    std::vector<std::pair<std::string, std::string>> headers);
+// Adds a header to a MainMessage's block, unless it is one of the bridge's Nats-* headers (the
+// main stream's dedup id and fences, which must not travel to the settled stream). A line break
+// in the value becomes a space, as on the wire (src/nats/outgoing.cpp).
+void appendHeader(std::string& block, std::string_view name, std::string_view value);
+// The block's headers, in order.
+std::vector<std::pair<std::string, std::string>> headerPairs(std::string_view block);
 
 // The headers `settled` is published with, apart from the settled publish's own Nats-* ones: its
 // main message's, then From, Count, Through and Seen.

@@ -53,6 +53,9 @@ void Settler::changed(const SettleKey& key, uint64_t version, MainMessage messag
       return;
     }
   }
+  // Kept for up to settle_max: no room left over from building it (a block built by appends has
+  // up to twice its size).
+  message.headers.shrink_to_fit();
   auto [it, added] = pending_.try_emplace(key);
   Pending& p = it->second;
   if (!added) {

@@ -31,13 +31,14 @@ struct SettleKeyHash {
   }
 };
 
-// A main-stream message as the settled stream repeats it: its subject, body and headers (the
-// bridge's own Nats-* headers left out: the settled publish sets its own). The settler keeps
-// the latest one of each pending key and never looks inside it.
+// A main-stream message as the settled stream repeats it: its subject, body and headers, the
+// bridge's Nats-* ones left out (the settled publish sets its own). The headers are one block of
+// "Name: value\r\n" lines (appendHeader() in settle/settled_message.h): a pending key costs one
+// allocation for them, not two strings a header. The settler never looks inside.
 struct MainMessage {
   std::string subject;
   std::string data;
-  std::vector<std::pair<std::string, std::string>> headers;
+  std::string headers;
 };
 
 // A key's latest change, due on the settled stream.

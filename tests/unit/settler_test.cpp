@@ -33,12 +33,15 @@ MainMessage message(const std::string& k, uint64_t version, const std::string& o
   MainMessage m;
   m.subject = "control.s.account";
   if (op == "upsert") m.data = "{\"v\":" + std::to_string(version) + "}";
-  m.headers = {{"Nats-Msg-Id", "s:" + std::to_string(version)},
-               {"Nats-Expected-Last-Sequence", std::to_string(version - 1)},
-               {"Outbox-Entity-Type", "account"},
-               {"Outbox-Entity-Key", k},
-               {"Outbox-Version", std::to_string(version)},
-               {"Outbox-Op", op}};
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"Nats-Msg-Id", "s:" + std::to_string(version)},
+           {"Nats-Expected-Last-Sequence", std::to_string(version - 1)},
+           {"Outbox-Entity-Type", "account"},
+           {"Outbox-Entity-Key", k},
+           {"Outbox-Version", std::to_string(version)},
+           {"Outbox-Op", op}}) {
+    outbox::appendHeader(m.headers, name, value);
+  }
   return m;
 }
 
@@ -178,7 +181,7 @@ BOOST_AUTO_TEST_CASE(past_max_keys_the_oldest_pending_keys_settle_early) {
   feed(s, "e", 6, t0 + 5ms);  // and "b"
   BOOST_TEST(s.pendingKeys() == 3u);
   BOOST_TEST(s.counters().settledEarly == 2u);
-  BOOST_TEST(s.through() == 3u);  // "c" (4) is the oldest pending now
+  BOOST_TEST(s.through() == 3u);           // "c" (4) is the oldest pending now
   BOOST_TEST((*s.nextDue() == t0 + 4ms));  // due since the change that settled the first of them
   auto out = s.due(t0 + 6ms);
   BOOST_TEST_REQUIRE(out.size() == 2u);
@@ -322,7 +325,26 @@ BOOST_AUTO_TEST_CASE(a_main_stream_message_reads_as_a_change) {
   BOOST_TEST_REQUIRE(c.has_value());
   BOOST_TEST(c->version == 9u);
   BOOST_TEST((c->key == SettleKey{"acc", "k 1"}));
-  BOOST_TEST(c->message.headers.size() == 5u);  // the two Nats-* left out, whatever their case
+  auto pairs = outbox::headerPairs(c->message.headers);
+  BOOST_TEST(pairs.size() == 5u);  // the two Nats-* left out, whatever their case
+  BOOST_TEST(
+      (std::find(pairs.begin(), pairs.end(),
+                 std::pair<std::string, std::string>{"Outbox-Entity-Key", "k 1"}) != pairs.end()));
   h["Outbox-Version"] = "9x";
   BOOST_TEST(!outbox::mainChange("control.s.acc", "{}", h).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_header_block_keeps_names_values_and_order) {
+  std::string block;
+  outbox::appendHeader(block, "Outbox-Entity-Key", "a: b");
+  outbox::appendHeader(block, "NATS-Expected-Last-Sequence", "3");
+  outbox::appendHeader(block, "X-Note", "two\r\nlines");
+  outbox::appendHeader(block, "X-Empty", "");
+  auto pairs = outbox::headerPairs(block);
+  BOOST_TEST_REQUIRE(pairs.size() == 3u);
+  BOOST_TEST(pairs[0].first == "Outbox-Entity-Key");
+  BOOST_TEST(pairs[0].second == "a: b");  // the first ": " ends the name
+  BOOST_TEST(pairs[1].second == "two  lines");
+  BOOST_TEST(pairs[2].first == "X-Empty");
+  BOOST_TEST(pairs[2].second == "");
 }
