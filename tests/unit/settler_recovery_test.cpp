@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "settle/settle_recovery.h"
 #include "settle/settled_message.h"
 #include "settle/settler.h"
+#include "settle_fake_stream.h"
 
 using namespace std::chrono_literals;
 using outbox::Clock;
@@ -64,8 +66,10 @@ struct Leader {
 struct World {
   Settler::Options options;
   TailRule rule = TailRule::kSeenAboveThrough;
-  std::vector<MainEntry> main;
+  std::vector<MainEntry> main;  // the changes, with their times
+  outbox::test::FakeStream mainStream;
   std::vector<Headers> settled;
+  outbox::test::FakeStream settledStream;
   std::unique_ptr<Leader> leader;
   size_t lostAtCrashes = 0;  // messages in flight that crashes lost: what the runs exercised
 
@@ -78,6 +82,7 @@ struct World {
       auto h = outbox::settledHeaders(m);
       Headers stored(h.begin(), h.end());
       stored["Nats-Msg-Id"] = outbox::settledMsgId("s", m.version);
+      settledStream.append(stored);
       settled.push_back(std::move(stored));
       leader->settler.published(m.version, now);
     }
@@ -89,27 +94,31 @@ struct World {
     for (auto& m : leader->settler.due(now)) leader->inFlight.push_back(std::move(m));
   }
 
-  // A new leader, from the streams alone.
+  // A new leader, from the streams alone (settle_recovery.h reads them, as the bridge's does).
   void recover(Clock::TimePoint now) {
     leader = std::make_unique<Leader>(options);
-    uint64_t through = 0;  // an empty settled stream: everything since it was made (the start here)
-    if (!settled.empty()) through = outbox::settledMark(settled.back()).value().through;
+    // An empty settled stream: everything since it was made (the start here).
+    auto last = outbox::lastSettled(settledStream).value();
+    const uint64_t through = last ? last->through : 0;
     leader->settler.restart(through);
-    size_t tail = settled.size();
-    while (tail > 0) {
-      auto mark = outbox::settledMark(settled[tail - 1]).value();
-      if (rule == TailRule::kSeenAboveThrough ? mark.seen <= through : mark.through != through)
-        break;
-      --tail;
+    uint64_t tail = settledStream.size() + 1;
+    if (rule == TailRule::kSeenAboveThrough) {
+      tail = outbox::firstSeqAbove(settledStream, outbox::kSettledSeenHeader, through).value();
+    } else {
+      while (tail > 1 &&
+             outbox::settledMark(settledStream.message(tail - 1)->headers)->through == through)
+        --tail;
     }
-    for (size_t i = tail; i < settled.size(); ++i) {
-      auto mark = outbox::settledMark(settled[i]).value();
+    for (uint64_t seq = tail; seq <= settledStream.size(); ++seq) {
+      auto mark = outbox::settledMark(settledStream.message(seq)->headers).value();
       leader->settler.alreadySettled(mark.key, mark.version);
     }
-    for (const MainEntry& e : main) {
-      if (e.version <= through) continue;
-      auto change = outbox::mainChange("p.t", "{}", mainHeaders(e)).value();
-      leader->settler.changed(change.key, change.version, std::move(change.message), e.at);
+    const uint64_t from = outbox::firstSeqAbove(mainStream, "Outbox-Version", through).value();
+    for (uint64_t seq = from; seq <= mainStream.size(); ++seq) {
+      const auto& m = *mainStream.message(seq);
+      auto change = outbox::mainChange("p.t", "{}", m.headers).value();
+      leader->settler.changed(change.key, change.version, std::move(change.message),
+                              main.at(seq - 1).at);
     }
     turn(now);
   }
@@ -142,6 +151,7 @@ World run(const std::vector<Event>& script, std::vector<Crash> crashes, Settler:
     if (!ev.key.empty()) {
       MainEntry e{ev.key, w.main.size() + 1, ev.at};
       w.main.push_back(e);
+      w.mainStream.append(mainHeaders(e));
       if (w.leader) {
         auto change = outbox::mainChange("p.t", "{}", mainHeaders(e)).value();
         w.leader->settler.changed(change.key, change.version, std::move(change.message), e.at);
