@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+
+#include "nats/jetstream.h"
+#include "settle/settle_recovery.h"
+
+namespace outbox {
+
+// A stream read by direct gets, for recovery's searches (settle_recovery.h). `js` must outlive it.
+class JetStreamReader final : public MessageReader {
+ public:
+  JetStreamReader(nats::JetStream& js, std::string stream) : js_(js), stream_(std::move(stream)) {}
+  // A stream that does not exist is an error here (transient, as JetStream::streamState says).
+  Result<Bounds> bounds() override;
+  Result<std::optional<nats::StoredMessage>> at(uint64_t seq) override {
+    return js_.getMessage(stream_, seq);
+  }
+
+ private:
+  nats::JetStream& js_;
+  std::string stream_;
+};
+
+}  // namespace outbox
