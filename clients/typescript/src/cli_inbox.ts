@@ -213,9 +213,24 @@ export class CliInbox {
     );
   }
 
-  /** The inbox row and the records, as of one moment, for --dump. */
+  /**
+   * The inbox row and the records, as of one moment, for --dump. A pooled connection the server
+   * closed meanwhile (a restart) is thrown away and the read made on a new one: mysql2 hands out
+   * idle connections without checking them, and one released after it failed came back again.
+   */
   async read(): Promise<{ row: InboxRow | null; records: Map<string, (string | null)[]> }> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.readOnce();
+      } catch (e) {
+        if (!(e as { fatal?: boolean }).fatal || attempt > 2) throw e;
+      }
+    }
+  }
+
+  private async readOnce(): Promise<{ row: InboxRow | null; records: Map<string, (string | null)[]> }> {
     const conn = await this.pool.getConnection();
+    let lost = false;
     try {
       await conn.query("START TRANSACTION WITH CONSISTENT SNAPSHOT");
       const [rows] = await conn.query<RowDataPacket[]>(
@@ -242,9 +257,16 @@ export class CliInbox {
         records.set((r.entity_key as Buffer).toString("utf8"), JSON.parse((r.record_values as Buffer).toString("utf8")));
       }
       return { row, records };
+    } catch (e) {
+      lost = (e as { fatal?: boolean }).fatal === true;
+      throw e;
     } finally {
-      await conn.query("COMMIT").catch(() => undefined);
-      conn.release();
+      if (lost) {
+        conn.destroy();
+      } else {
+        await conn.query("COMMIT").catch(() => undefined);
+        conn.release();
+      }
     }
   }
 
