@@ -7,7 +7,6 @@
 
 #include <unistd.h>
 
-#include "common/json.h"
 
 namespace outbox::test {
 
@@ -142,32 +141,13 @@ bool ConsumerRun::saysWithin(const std::string& line, std::chrono::milliseconds 
   return waitUntil([&] { return says(line); }, limit);
 }
 
-uint64_t lastVersion(AccountsSource& src) { return src.database.scalar("SELECT COUNT(*) FROM " + src.spec.outboxTable()); }
-
 uint64_t requireAllPublished(AccountsSource& src, BridgeProcess& bridge) {
-  uint64_t last = lastVersion(src);
+  uint64_t last = src.lastVersion();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() == last; }, std::chrono::seconds(30)),
                         fmt::format("version {} was not published:\n{}", last, bridge.log()));
   return last;
 }
 
-std::string expectedRecords(AccountsSource& src) {
-  std::string out = "\"records\":[";
-  bool first = true;
-  for (const auto& [id, name] : src.table()) {
-    out += fmt::format("{}{{\"id\":{},\"displayName\":", first ? "" : ",", id);
-    first = false;
-    if (name) {
-      out.push_back('"');
-      appendJsonEscaped(out, *name);
-      out.push_back('"');
-    } else {
-      out += "null";
-    }
-    out.push_back('}');
-  }
-  return out + "]";
-}
 
 void requireConverged(ConsumerRun& run, AccountsSource& src, uint64_t version, std::chrono::milliseconds limit) {
   auto atVersion = [&] {
@@ -179,7 +159,7 @@ void requireConverged(ConsumerRun& run, AccountsSource& src, uint64_t version, s
   BOOST_REQUIRE_MESSAGE(waitUntil(atVersion, limit), fmt::format("not at version {}:\n{}", version, run.allText()));
   BOOST_REQUIRE_MESSAGE(run.stop() == 0, run.allText());  // --dump: written at exit
   std::string dump = readFile(run.dumpPath());
-  std::string expected = expectedRecords(src);
+  std::string expected = src.dumpRecords();
   BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{},", version)) != std::string::npos, dump.substr(0, 300));
   BOOST_TEST(dump.find(fmt::format("\"recordCount\":{},", src.table().size())) != std::string::npos,
              dump.substr(dump.size() > 300 ? dump.size() - 300 : 0));

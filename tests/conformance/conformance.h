@@ -99,13 +99,8 @@ struct InboxDatabase {
   std::string dsn() const { return database.dsn(); }
 };
 
-// The version the last change written got: one outbox row a change, dense from 1 (an epoch bump
-// takes none).
-uint64_t lastVersion(AccountsSource& src);
 // Waits until the bridge published every outbox row; returns that version.
 uint64_t requireAllPublished(AccountsSource& src, BridgeProcess& bridge);
-// The records of a --dump whose replica holds what the accounts table holds now.
-std::string expectedRecords(AccountsSource& src);
 // Waits until `run` is at `version` (a verification there, or a bootstrap with it as watermark),
 // stops it (SIGTERM: --dump written at exit) and requires its dump to equal the table.
 void requireConverged(ConsumerRun& run, AccountsSource& src, uint64_t version,

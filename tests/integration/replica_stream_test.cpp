@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include "accounts_source.h"
-#include "common/json.h"
 #include "harness.h"
 
 using namespace outbox;
@@ -54,28 +53,6 @@ struct ReplicaProcess {
   }
 };
 
-// The records of a --dump of `src`'s replica that holds what the accounts table holds now.
-std::string expectedRecords(AccountsSource& src) {
-  std::string out = "\"records\":[";
-  bool first = true;
-  for (const auto& [id, name] : src.table()) {
-    out += fmt::format("{}{{\"id\":{},\"displayName\":", first ? "" : ",", id);
-    first = false;
-    if (name) {
-      out.push_back('"');
-      appendJsonEscaped(out, *name);
-      out.push_back('"');
-    } else {
-      out += "null";
-    }
-    out.push_back('}');
-  }
-  return out + "]";
-}
-
-// The version the last change written gets: one outbox row a change, versions dense from 1 (an
-// epoch bump takes none), given by the bridge when it reads the row.
-uint64_t lastVersion(AccountsSource& src) { return src.database.scalar("SELECT COUNT(*) FROM " + src.spec.outboxTable()); }
 
 void requirePublished(AccountsSource& src, BridgeProcess& bridge, uint64_t version) {
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() == version; }, 20s),
@@ -101,7 +78,7 @@ BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it
   // Taken from the stream: nats.c recreates its ordered consumer from the sequence after the last
   // one it delivered (from sequence 1 when none was, which would hide the recreation).
   for (uint64_t i = 1; i <= 5; ++i) src.change(*conn, i, fmt::format("Epoch 2 {}", i));
-  uint64_t before = lastVersion(src);
+  uint64_t before = src.lastVersion();
   requirePublished(src, bridge, before);
   BOOST_REQUIRE_MESSAGE(replica.saysWithin(fmt::format("] verified at version {}:", before), 30s), replica.text());
   StreamReader reader;
@@ -113,7 +90,7 @@ BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it
   src.change(*conn, 3, std::nullopt, true);
   src.change(*conn, 40, "After the stream was recreated");
   src.change(*conn, 4, "Renamed after the stream was recreated");
-  uint64_t final = lastVersion(src);
+  uint64_t final = src.lastVersion();
   requirePublished(src, bridge, final);
   uint64_t last = reader.state(stream).lastSeq;
   BOOST_REQUIRE_MESSAGE(last < followed, fmt::format("the recreated stream ends at {}, not below the sequence {} the "
@@ -135,7 +112,7 @@ BOOST_AUTO_TEST_CASE(the_stream_deleted_and_recreated_under_a_running_replica_it
   BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
   std::string dump = readFile(replica.dump);
   BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{}", final)) != std::string::npos, dump);
-  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(dump.find(src.dumpRecords()) != std::string::npos, dump << "\nexpected " << src.dumpRecords());
   BOOST_TEST(bridge.stop() == 0);
 }
 
@@ -168,7 +145,7 @@ void emptiedBehindAPausedReplica(bool purge) {
   std::this_thread::sleep_for(500ms);  // closed: the proxy's pipe looks every 50 ms
   for (uint64_t i = 1; i <= 5; ++i) src.change(*conn, i, fmt::format("Missed {}", i));
   src.change(*conn, 21, "Missed too");
-  uint64_t final = lastVersion(src);
+  uint64_t final = src.lastVersion();
   requirePublished(src, bridge, final);
   StreamReader reader;
   const std::string stream = src.spec.stream();
@@ -186,7 +163,7 @@ void emptiedBehindAPausedReplica(bool purge) {
   BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
   std::string dump = readFile(replica.dump);
   BOOST_TEST(dump.find(fmt::format("\"appliedVersion\":{}", final)) != std::string::npos, dump);
-  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(dump.find(src.dumpRecords()) != std::string::npos, dump << "\nexpected " << src.dumpRecords());
   BOOST_TEST(bridge.stop() == 0);
 }
 
@@ -233,6 +210,6 @@ BOOST_AUTO_TEST_CASE(the_stream_renamed_the_replica_bootstraps_onto_the_new_one)
   BOOST_TEST(replica.says(fmt::format("following {}_RENAMED from sequence", old)), replica.text());
   BOOST_TEST(replica.process.terminate(10s).value_or(-1) == 0);  // --dump: written at exit too
   std::string dump = readFile(replica.dump);
-  BOOST_TEST(dump.find(expectedRecords(src)) != std::string::npos, dump << "\nexpected " << expectedRecords(src));
+  BOOST_TEST(dump.find(src.dumpRecords()) != std::string::npos, dump << "\nexpected " << src.dumpRecords());
   BOOST_TEST(bridge->stop() == 0);
 }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "common/json.h"
 #include "harness.h"
 
 namespace outbox::test {
@@ -75,6 +76,29 @@ struct AccountsSource {
   }
 
   uint64_t published() { return database.state(spec.name).publishedThrough; }
+
+  // The version the last change written gets: one outbox row a change, versions dense from 1 (an
+  // epoch bump takes none), given by the bridge when it reads the row.
+  uint64_t lastVersion() { return database.scalar("SELECT COUNT(*) FROM " + spec.outboxTable()); }
+
+  // The records of a consumer's --dump that holds what the table holds now ("records":[...]).
+  std::string dumpRecords() {
+    std::string out = "\"records\":[";
+    bool first = true;
+    for (const auto& [id, name] : table()) {
+      out += fmt::format("{}{{\"id\":{},\"displayName\":", first ? "" : ",", id);
+      first = false;
+      if (name) {
+        out.push_back('"');
+        appendJsonEscaped(out, *name);
+        out.push_back('"');
+      } else {
+        out += "null";
+      }
+      out.push_back('}');
+    }
+    return out + "]";
+  }
 
   // Writes accounts 1..count ("Account N"), starts `bridge`, waits until they are published and
   // returns the bridge's HTTP port.
