@@ -119,7 +119,14 @@ Command addReplica(CLI::App& app) {
       ->envname("OUTBOX_REPLICA_INBOX");
   cmd->add_option("--verify-interval", args->verifyInterval,
                   "seconds between checks against ?summary=true, ±20% (default 300; 0: never)")
-      ->check(secondsBetween(0, 86400));
+      ->check(secondsBetween(0, 86400))
+      // Below a millisecond it would be 0 ms (never) by rounding: said, not taken (as the Go CLI).
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const double value = std::strtod(text.c_str(), nullptr);
+            return value > 0 && value < 0.001 ? "must be 0 (never) or at least 0.001 seconds" : "";
+          },
+          "SECONDS"));
   cmd->add_option("--duration", args->duration, "stop after this many seconds (default: run until SIGTERM)")
       ->check(secondsBetween(0, kMaxFlagSeconds));
   return [args]() {

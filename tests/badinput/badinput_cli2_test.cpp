@@ -129,6 +129,8 @@ BOOST_AUTO_TEST_CASE(numbers_are_decimal_only) {
       {Via::kFlag, "replica --duration 010", with(kReplica, {"--duration", "010"}), "", {}, 2, {"--duration"}, {}},
       {Via::kFlag, "replica --verify-interval ' 1'", with(kReplica, {"--verify-interval", " 1"}), "", {}, 2,
        {"--verify-interval"}, {}},
+      {Via::kFlag, "replica --verify-interval 0.0001 (0 ms by rounding: never)",
+       with(kReplica, {"--verify-interval", "0.0001"}), "", {}, 2, {"--verify-interval", "at least 0.001"}, {}},
       {Via::kFlag, "healthcheck --timeout 0x1p1", {"healthcheck", "--url", "http://127.0.0.1:1", "--timeout", "0x1p1"}, "",
        {}, 2, {"--timeout"}, {}},
   });
