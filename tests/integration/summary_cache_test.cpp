@@ -70,13 +70,23 @@ double summaries(int port, const AccountsSource& src, const char* from) {
 // all but max_snapshot_streams of them been refused); within summary_interval the summary kept is
 // served with its own watermark, and it is what a full snapshot at that watermark says; after it,
 // the next request reads again.
-BOOST_AUTO_TEST_CASE(concurrent_summaries_share_one_read_and_the_interval_bounds_the_reads) {
-  AccountsSource src("sumc", "", {{"summary_interval", "\"4s\""}});
+namespace {
+
+// seed(src), `bridge` started, every row published: the bridge's HTTP port.
+int seededAndPublished(AccountsSource& src, BridgeProcess& bridge) {
   seed(src);
-  BridgeProcess bridge(src.config);
   bridge.start();
   int port = bridge.httpPort();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() == kRows; }, 30s), bridge.log());
+  return port;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(concurrent_summaries_share_one_read_and_the_interval_bounds_the_reads) {
+  AccountsSource src("sumc", "", {{"summary_interval", "\"4s\""}});
+  BridgeProcess bridge(src.config);
+  const int port = seededAndPublished(src, bridge);
   RowsRead rows(src.database);
 
   // A whole snapshot at the quiet source's watermark, to compare the summaries with.
@@ -150,11 +160,8 @@ BOOST_AUTO_TEST_CASE(concurrent_summaries_share_one_read_and_the_interval_bounds
 // summary_interval = "0": each request reads (the old way, for a source that wants it).
 BOOST_AUTO_TEST_CASE(interval_zero_reads_for_each_request) {
   AccountsSource src("sum0", "", {{"summary_interval", "\"0\""}});
-  seed(src);
   BridgeProcess bridge(src.config);
-  bridge.start();
-  int port = bridge.httpPort();
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return src.published() == kRows; }, 30s), bridge.log());
+  const int port = seededAndPublished(src, bridge);
   RowsRead rows(src.database);
   const uint64_t before = rows.now();
   for (int i = 0; i < 3; ++i) BOOST_TEST(httpRequest(port, "GET", summaryPath(src)).status == 200);
