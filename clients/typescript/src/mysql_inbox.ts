@@ -151,8 +151,14 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
     };
     try {
       await conn.query("START TRANSACTION");
-      // No lock on the inbox row until the end: a first bootstrap's FOR UPDATE would lock the gap
-      // where other sources' rows go, for as long as the snapshot takes to read.
+      // The inbox row's lock first, for the whole bootstrap: another pod's applyBatch then waits
+      // for it and, once it commits, finds the generation moved and rolls back. Without it, under
+      // READ COMMITTED (the DELETEs below take no gap locks) an apply of a key that is not there
+      // yet commits meanwhile, and the snapshot committed after it leaves that record behind with
+      // a checksum that still matches. Only a row that exists is locked: a first bootstrap's
+      // FOR UPDATE would lock, under REPEATABLE READ, the gap where other sources' rows go.
+      const [held] = await conn.query<RowDataPacket[]>(`SELECT 1 FROM ${this.inbox} WHERE source = ?`, [source]);
+      if (held.length > 0) await conn.query(`SELECT 1 FROM ${this.inbox} WHERE source = ? FOR UPDATE`, [source]);
       await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
       await handlerCall("the handler's reset", () => this.handler.reset(conn, source));
     } catch (e) {
