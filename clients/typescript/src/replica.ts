@@ -304,7 +304,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       changeOf(n, this.options.source, at, this.options.numbers),
     );
     const changes = [change, ...batch.changes];
-    const rows = await applyAll(this.store, changes, from);
+    const rows = await applyAll(this.store, changes, batch.from);
     if (rows === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
       this.say(`the inbox row moved past version ${row.appliedVersion} under this consumer: reading it again`, "warn");

@@ -10,15 +10,17 @@ import type { Subscription } from "./subscription.js";
 /**
  * Up to `limit` changes that follow `version` among the messages `following` already holds, read
  * by `read`; the first that does not (a gap, an epoch, a bad payload) is given back for the next
- * step. `last`: the last message taken.
+ * step. `last`: the last message taken; `from`: `from` with the columns the batch's first upsert
+ * told, when the snapshot was empty (a delete before it knows none): what the rest are read with,
+ * and what the store moves the row on from, as one by one.
  */
 export function gather(
   following: Subscription | null,
   from: InboxRow,
   version: number,
   limit: number,
-  read: (m: JsMsg, at: InboxRow) => { change: Change } | { problem: string },
-): { changes: Change[]; last: JsMsg | null } {
+  read: (m: JsMsg, at: InboxRow) => { change: Change; from: InboxRow } | { problem: string },
+): { changes: Change[]; last: JsMsg | null; from: InboxRow } {
   const changes: Change[] = [];
   let last: JsMsg | null = null;
   while (following && changes.length < limit) {
@@ -31,10 +33,11 @@ export function gather(
       break;
     }
     changes.push(got.change);
+    from = { ...from, columns: got.from.columns, numeric: got.from.numeric };
     last = m;
     version++;
   }
-  return { changes, last };
+  return { changes, last, from };
 }
 
 /** The row after each change, or null when the store's row moved under the first. */

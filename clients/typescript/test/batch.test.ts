@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import type mysql from "mysql2/promise";
 
-import { MysqlInbox, Replica, type Change, type InboxHandler } from "../src/index.js";
+import { MemoryStore, MysqlInbox, Replica, type Change, type InboxHandler, type InboxRow } from "../src/index.js";
 import { AccountsSource, consumerDatabase, env, until } from "./support.js";
 
 /** A handler keeping `replica` and counting each version it commits in `applied` (rolled back with it). */
@@ -166,6 +166,60 @@ test("lease: one active pod per source; the other stands by, and takes over when
     for (const p of pods) await p.close();
     await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
     await consumer.pool.end();
+    await source.close();
+  }
+});
+
+test("batchVersions on an empty snapshot whose first change is a delete: the columns the first upsert tells hold for the rest of the batch, as one by one", async () => {
+  const source = await AccountsSource.create();
+  const replicas: Replica[] = [];
+  try {
+    await source.seed(1);
+    await source.change(1, null, true); // the snapshot is empty: no columns yet
+    await source.startBridge();
+    const bootstrapped = await source.drained();
+    const stores = [new MemoryStore(), new MemoryStore()];
+    for (const [i, batchVersions] of [1, 10].entries()) {
+      replicas.push(
+        new Replica({
+          url: source.url,
+          source: source.name,
+          nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+          store: stores[i],
+          batchVersions,
+          verifyIntervalMs: 3_600_000, // the payloads below are not the table's: no verification
+        }),
+      );
+    }
+    for (const r of replicas) await until(async () => (await r.step(50), r.appliedVersion === bootstrapped), 30_000, "the bootstrap");
+    for (const r of replicas) await r.close(); // what follows waits in the stream, for one batch
+    for (const [op, key, payload] of [
+      ["delete", "9", null],
+      ["upsert", "1", '{"id":1,"displayName":"a"}'],
+      ["upsert", "2", '{"displayName":"b","id":2}'],
+      ["upsert", "3", '{"id":3}'],
+    ]) {
+      await source.pool.query(`INSERT INTO ${source.outbox} (entity_type, entity_key, op, payload) VALUES ('account', ?, ?, ?)`, [
+        key,
+        op,
+        payload,
+      ]);
+    }
+    const final = await source.drained();
+    for (const r of replicas) await until(async () => (await r.step(50), r.appliedVersion === final), 30_000, `version ${final}`);
+    const [one, batched] = replicas.map((r) => r.inbox as InboxRow);
+    assert.deepEqual(one.columns, ["id", "displayName"]);
+    assert.deepEqual([...stores[0].records(source.name)], [
+      ["1", ["1", "a"]],
+      ["2", ["2", "b"]],
+      ["3", ["3", null]],
+    ]);
+    assert.deepEqual(batched.columns, one.columns, "the columns");
+    assert.deepEqual([...stores[1].records(source.name)], [...stores[0].records(source.name)], "the records, in column order");
+    assert.equal(batched.sum, one.sum, "the checksum");
+    assert.equal(batched.recordCount, 3);
+  } finally {
+    for (const r of replicas) await r.close();
     await source.close();
   }
 });
