@@ -156,15 +156,18 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.state = "bootstrapping";
     let stored: InboxRow;
     try {
-      stored = await download({
-        url: this.options.url,
-        source: this.options.source,
-        store: this.store,
-        batchSize: this.options.snapshotBatch ?? 1000,
-        numbers: this.options.numbers ?? "auto",
-        spool: this.options.spool,
-        signal: this.signal,
-      });
+      const fetch = (signal: AbortSignal) =>
+        download({
+          url: this.options.url,
+          source: this.options.source,
+          store: this.store,
+          batchSize: this.options.snapshotBatch ?? 1000,
+          numbers: this.options.numbers ?? "auto",
+          spool: this.options.spool,
+          signal,
+        });
+      // A bootstrap can outlast the lease: renewed while it runs, stopped if another pod took it.
+      stored = await (this.podLease ? this.podLease.during(this.signal, fetch) : fetch(this.signal));
     } catch (e) {
       if (!(e instanceof SnapshotRejected)) throw e;
       this.counters.rejectedSnapshots++;

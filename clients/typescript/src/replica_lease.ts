@@ -6,6 +6,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
+import { RetryableError } from "./replica_events.js";
 import type { ReplicaStore } from "./store.js";
 
 export class PodLease {
@@ -31,6 +32,38 @@ export class PodLease {
     this.holding = await (this.store.lease as NonNullable<ReplicaStore["lease"]>)(this.source, this.holder, this.ttlMs);
     this.askAt = now + (this.holding ? this.ttlMs / 3 : Math.min(1000, this.ttlMs / 3));
     return this.holding;
+  }
+
+  /**
+   * Runs `work` (a bootstrap, which can outlast the lease) with a signal that fires with `signal`,
+   * or when a renewal, due as in held(), finds the lease gone: then `work` stops where it is and
+   * this throws a RetryableError, and the next step stands by. A renewal that fails is tried again.
+   */
+  async during<T>(signal: AbortSignal, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const lost = new AbortController();
+    const stop = () => lost.abort(signal.reason);
+    signal.addEventListener("abort", stop);
+    if (signal.aborted) stop();
+    let asking = false;
+    const timer = setInterval(async () => {
+      if (asking || lost.signal.aborted) return;
+      asking = true;
+      try {
+        if (!(await this.held())) {
+          lost.abort(new RetryableError(`another pod took the lease of ${this.source}: bootstrap stopped`));
+        }
+      } catch {
+        // the store did not answer: asked again at the next tick, the lease runs meanwhile
+      } finally {
+        asking = false;
+      }
+    }, Math.max(10, this.ttlMs / 6));
+    try {
+      return await work(lost.signal);
+    } finally {
+      clearInterval(timer);
+      signal.removeEventListener("abort", stop);
+    }
   }
 
   async release(): Promise<void> {
