@@ -82,6 +82,9 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
           this.failed(error, stopping ? null : delay);
           if (stopping) throw error;
           await this.unfollow();
+          if (await this.podLease?.failing(this.failingSince, delay)) {
+            this.say(`failing for longer than the lease's time to live: lease of ${this.options.source} given up`, "warn");
+          }
           await sleep(delay, own.signal);
           delay = Math.min(delay * 2, 10_000);
         }

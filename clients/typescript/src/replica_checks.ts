@@ -53,7 +53,8 @@ export interface ReplicaOptions<T = Fields> {
   batchVersions?: number;
   // One active pod per source: only the holder of a lease in the store (MysqlInbox: a row of
   // outbox_inbox_lease, on the database's clock) follows the stream; the others wait, in state
-  // "standby", and one takes over within ttlMs of the holder's end (at once after its close()).
+  // "standby", and one takes over within ttlMs of the holder's end (at once after its close()),
+  // or of its failing for longer than ttlMs (a failing holder gives the lease up).
   lease?: { holder?: string; ttlMs?: number }; // default holder: host, pid and a random part; ttl 15 s
 }
 

@@ -66,6 +66,19 @@ export class PodLease {
     }
   }
 
+  /**
+   * A pod failing since `since` whose failures would outlast the time to live by the end of its
+   * next wait (`waitMs`) gives the lease up and asks again only a time to live later: a healthy
+   * standing-by pod takes over, where the failing one would renew it between retries for ever (its
+   * backoff, at most 10 s, is shorter than the default 15 s). True when it gave it up.
+   */
+  async failing(since: number, waitMs: number): Promise<boolean> {
+    if (!this.holding || Date.now() + waitMs - since <= this.ttlMs) return false;
+    await this.release().catch(() => undefined); // not given up: it runs out, not renewed
+    this.askAt = Date.now() + this.ttlMs;
+    return true;
+  }
+
   async release(): Promise<void> {
     if (!this.holding) return;
     this.holding = false;

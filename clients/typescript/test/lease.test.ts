@@ -1,6 +1,6 @@
 // The lease (ReplicaOptions.lease) against the real bridge, MariaDB and nats-server, where a pod's
 // work outlasts its time to live: a bootstrap longer than the lease, a lease taken away during a
-// bootstrap.
+// bootstrap, and a pod that keeps failing while a healthy one stands by.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -10,7 +10,7 @@ import { MysqlInbox, Replica, type InboxHandler } from "../src/index.js";
 import { AccountsSource, consumerDatabase, env, until } from "./support.js";
 
 /** A handler keeping `replica`: `calls` counts what it was asked; `loadMs`: each batch of a snapshot takes as long. */
-function handler(calls: { resets: number; loads: number }, loadMs = 0): InboxHandler {
+function handler(calls: { resets: number; loads: number }, loadMs = 0, broken = false): InboxHandler {
   return {
     reset: async (conn) => {
       calls.resets++;
@@ -22,6 +22,7 @@ function handler(calls: { resets: number; loads: number }, loadMs = 0): InboxHan
       await conn.query("INSERT INTO replica VALUES ?", [records.map((r) => r.values)]);
     },
     apply: async (conn, c) => {
+      if (broken) throw new Error("this pod's handler is broken");
       if (c.values) await conn.query("REPLACE INTO replica VALUES (?)", [c.values]);
       else await conn.query("DELETE FROM replica WHERE id = ?", [c.key]);
     },
@@ -118,5 +119,47 @@ test("lease: a pod whose lease another takes during its bootstrap stops it and s
   } finally {
     await tearDown(pod ? [pod] : [], source, consumer);
     await running?.catch(() => undefined);
+  }
+});
+
+test("lease: a pod that keeps failing gives the lease up once its failures outlast the time to live; the healthy one takes over", async () => {
+  const { source, consumer } = await setUp();
+  const pods: Replica[] = [];
+  const running: Promise<void>[] = [];
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    const ttlMs = 5000;
+    for (const [i, holder] of ["pod-a", "pod-b"].entries()) {
+      const store = new MysqlInbox({ pool: consumer.pool, handler: handler({ resets: 0, loads: 0 }, 0, i === 0) });
+      if (i === 0) await store.createTables();
+      pods.push(
+        new Replica({
+          url: source.url,
+          source: source.name,
+          nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+          store,
+          lease: { holder, ttlMs },
+        }),
+      );
+    }
+    const [a, b] = pods;
+    let firstFailure = 0;
+    a.on("error", () => void (firstFailure ||= Date.now()));
+    running.push(a.run());
+    await until(() => a.appliedVersion === 10, 30_000, "the first pod's bootstrap");
+    running.push(b.run());
+    await until(() => b.status().state === "standby", 10_000, "the second pod to stand by");
+    await source.change(3, "After");
+    const final = await source.drained();
+    await until(() => b.appliedVersion === final, 30_000, `the healthy pod at ${final}`);
+    const took = Date.now() - firstFailure;
+    console.log(`the healthy pod applied version ${final} ${took} ms after the other's first failure (lease of ${ttlMs} ms)`);
+    assert.ok(took < ttlMs + 3000, `took over ${took} ms after the first failure`);
+    await until(() => a.status().state === "standby", 15_000, "the failing pod to stand by after its wait");
+  } finally {
+    await tearDown(pods, source, consumer);
+    await Promise.allSettled(running);
   }
 });
