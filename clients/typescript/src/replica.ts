@@ -12,7 +12,7 @@ import { applyAll, gather } from "./replica_batch.js";
 import { download, sleep } from "./replica_bootstrap.js";
 import { PodLease } from "./replica_lease.js";
 import { formatChecksum, ReplicaChecks, stateOf, type ReplicaOptions } from "./replica_checks.js";
-import { HandlerError, handlerCall, RetryableError } from "./replica_events.js";
+import { HandlerError, RetryableError } from "./replica_events.js";
 import { SnapshotRejected } from "./snapshot.js";
 import type { Change, Fields, InboxRow } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
@@ -327,10 +327,21 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.waitingSince = info.pending > 0 ? Math.floor(info.timestampNanos / 1e6) : 0;
     let judged = false;
     for (const next of rows) judged = this.judged(this.verifier.applied(stateOf(next), Date.now())) || judged;
+    // Each committed change to onApplied once, after the commit, even when a call before it threw:
+    // a service counting or forwarding them misses only what failed, and nothing is handed twice.
     const onApplied = this.options.onApplied;
-    for (const c of changes.slice(0, rows.length)) {
-      if (onApplied) await handlerCall(`onApplied of version ${c.version}`, () => onApplied(c as Change<T>));
+    const failed: { version: number; error: unknown }[] = [];
+    for (const c of onApplied ? changes.slice(0, rows.length) : []) {
+      try {
+        await onApplied?.(c as Change<T>);
+      } catch (error) {
+        failed.push({ version: c.version, error });
+      }
     }
-    return judged;
+    if (failed.length === 0) return judged;
+    const cause = failed[0].error;
+    const versions = failed.map((f) => f.version).join(", ");
+    const why = `${cause instanceof Error ? cause.message : String(cause)}`;
+    throw new HandlerError(`onApplied of version ${versions} (applied; not handed to it again): ${why}`, cause);
   }
 }

@@ -54,9 +54,10 @@ export interface ReplicaStatus {
 }
 
 /**
- * The application's code (the store's handler, onApplied) threw: the change or snapshot it was
- * given is not applied. `cause` is what it threw. With onHandlerError: "stop", run() rejects
- * with it instead of retrying.
+ * The application's code threw. The store's handler: the change or snapshot it was given is not
+ * applied (rolled back), and is tried again. onApplied: the change is applied (committed) and is
+ * not handed to it again, at most once (the rest of its batch still is). `cause` is what it
+ * threw (onApplied's first). With onHandlerError: "stop", run() rejects with it instead of retrying.
  */
 export class HandlerError extends Error {
   constructor(message: string, cause: unknown) {

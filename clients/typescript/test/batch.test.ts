@@ -223,3 +223,46 @@ test("batchVersions on an empty snapshot whose first change is a delete: the col
     await source.close();
   }
 });
+
+test("batchVersions: onApplied that throws for some versions of a committed batch is still called for the rest, once each; the error says they are applied", async () => {
+  const source = await AccountsSource.create();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    const bootstrapped = await source.drained();
+    const calls: number[] = [];
+    const r = new Replica({
+      url: source.url,
+      source: source.name,
+      nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+      store: new MemoryStore(),
+      batchVersions: 10,
+      onApplied: (c) => {
+        calls.push(c.version);
+        if ((c.version - bootstrapped) % 3 === 1) throw new Error("metrics push failed");
+      },
+    });
+    replica = r;
+    await until(async () => (await r.step(50), r.appliedVersion === bootstrapped), 30_000, "the bootstrap");
+    await r.close(); // the next 30 wait in the stream, for batches of up to 10
+    for (let k = 1; k <= 30; ++k) await source.change(k, `Then ${k}`);
+    const final = await source.drained();
+    const errors: string[] = [];
+    await until(
+      async () => {
+        await r.step(50).catch((e: Error) => void errors.push(`${e.name}: ${e.message}`));
+        return r.appliedVersion === final;
+      },
+      30_000,
+      `version ${final}`,
+    );
+    const versions = Array.from({ length: 30 }, (_, k) => bootstrapped + 1 + k);
+    assert.deepEqual(calls, versions, "onApplied once for each committed version");
+    assert.ok(errors.length > 0 && errors.length <= 10, errors.join("\n"));
+    for (const e of errors) assert.match(e, /^HandlerError: .*applied.*metrics push failed/);
+  } finally {
+    await replica?.close();
+    await source.close();
+  }
+});
