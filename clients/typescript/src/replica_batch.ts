@@ -4,6 +4,7 @@
 import type { JsMsg } from "nats";
 
 import { ruleOf } from "./change.js";
+import { HandlerError } from "./replica_events.js";
 import type { Change, InboxRow, ReplicaStore } from "./store.js";
 import type { Subscription } from "./subscription.js";
 
@@ -50,4 +51,25 @@ export async function applyAll(store: ReplicaStore, changes: Change[], from: Inb
     rows.push(next);
   }
   return rows;
+}
+
+/**
+ * Each committed change to onApplied once, after the commit, even when a call before it threw: a
+ * service counting or forwarding them misses only what failed, and nothing is handed twice. Then
+ * one HandlerError for those that threw.
+ */
+export async function tellApplied(changes: readonly Change[], onApplied: (c: Change) => void | Promise<void>): Promise<void> {
+  const failed: { version: number; error: unknown }[] = [];
+  for (const c of changes) {
+    try {
+      await onApplied(c);
+    } catch (error) {
+      failed.push({ version: c.version, error });
+    }
+  }
+  if (failed.length === 0) return;
+  const cause = failed[0].error;
+  const versions = failed.map((f) => f.version).join(", ");
+  const why = cause instanceof Error ? cause.message : String(cause);
+  throw new HandlerError(`onApplied of version ${versions} (applied; not handed to it again): ${why}`, cause);
 }
