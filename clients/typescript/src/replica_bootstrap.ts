@@ -73,6 +73,8 @@ async function load(d: Download, body: AsyncIterable<Uint8Array | string> & { de
     summary = await readSnapshot(
       body,
       async (header, columns, batch) => {
+        // The signal destroys the body, but the batches of a chunk already read still come here.
+        if (d.signal.aborted) throw d.signal.reason;
         writing ??= await d.store.beginBootstrap(d.source, header);
         await writing.records(columns, batch);
       },

@@ -9,7 +9,7 @@ import { test } from "node:test";
 
 import type mysql from "mysql2/promise";
 
-import { MysqlInbox, Replica } from "../src/index.js";
+import { MemoryStore, MysqlInbox, Replica, type Bootstrap } from "../src/index.js";
 import { AccountsSource, clientRoot, consumerDatabase, env, Process, tmp, until } from "./support.js";
 
 /** The bridge's total time streaming whole snapshots of `source`, in seconds. */
@@ -95,6 +95,42 @@ test("a replica killed while it loads a spooled snapshot leaves no file in the s
     assert.deepEqual(readdirSync(spool), [], "nothing left in the spool");
   } finally {
     if (child && child.child.exitCode === null && child.child.signalCode === null) await child.kill();
+    await source.close();
+  }
+});
+
+test("close() during a bootstrap stops loading at once, also the rest of a chunk already read", async () => {
+  const source = await AccountsSource.create();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(2000);
+    await source.startBridge();
+    await source.drained();
+    let closing: Promise<void> | null = null;
+    let after = 0; // batches handed to the store after close()
+    class Closing extends MemoryStore {
+      override async beginBootstrap(name: string): Promise<Bootstrap> {
+        const b = await super.beginBootstrap(name);
+        return {
+          ...b,
+          records: async (columns, batch) => {
+            if (closing) after++;
+            closing ??= replica!.close();
+            await b.records(columns, batch);
+          },
+        };
+      }
+    }
+    const store = new Closing();
+    const spool = mkdtempSync(join(tmp, "spool-"));
+    replica = new Replica({ url: source.url, source: source.name, nats: { servers: env("OUTBOX_TEST_NATS_URL") }, store, spool, snapshotBatch: 10 });
+    await replica.run(); // the spooled file is read in chunks of 256 KiB: 2,000 records in one
+    await closing;
+    assert.equal(after, 0, "no batch loaded after close()");
+    assert.equal(replica.counters.bootstraps, 0);
+    assert.equal(await store.load(source.name), null, "nothing committed");
+  } finally {
+    await replica?.close();
     await source.close();
   }
 });
