@@ -91,3 +91,30 @@ test("READ COMMITTED: another pod's apply during a bootstrap waits for it, then 
     await pool.end();
   }
 });
+
+test("lease: holders that differ only in case or a trailing space are different pods, in a table made before holder was VARBINARY too", async () => {
+  const consumer = await consumerDatabase();
+  try {
+    // The table as createTables() made it before: VARCHAR, the default collation (case-insensitive).
+    await consumer.pool.query(
+      "CREATE TABLE old_lease (source VARCHAR(64) NOT NULL PRIMARY KEY, holder VARCHAR(255) NOT NULL, expires_at TIMESTAMP(6) NOT NULL)",
+    );
+    for (const leaseTable of ["old_lease", "outbox_inbox_lease"]) {
+      const inbox = new MysqlInbox({ pool: consumer.pool, handler, leaseTable });
+      await inbox.createTables();
+      await checkHolders(inbox);
+    }
+  } finally {
+    await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
+    await consumer.pool.end();
+  }
+});
+
+async function checkHolders(inbox: MysqlInbox): Promise<void> {
+    assert.equal(await inbox.lease("s", "POD-A", 60_000), true);
+    assert.equal(await inbox.lease("s", "pod-a", 60_000), false, "another pod's lease, not this one's");
+    assert.equal(await inbox.lease("s", "POD-A ", 60_000), false, "a trailing space too");
+    await inbox.releaseLease("s", "pod-a");
+    assert.equal(await inbox.lease("s", "POD-A", 60_000), true, "still the first pod's");
+    assert.equal(await inbox.lease("s", "pod-a", 60_000), false, "not given up by the other");
+}
