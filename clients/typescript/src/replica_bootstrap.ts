@@ -11,7 +11,7 @@ import { pipeline } from "node:stream/promises";
 import { readSnapshot, type SnapshotSummary } from "./snapshot.js";
 import type { Bootstrap, InboxRow, ReplicaStore } from "./store.js";
 import type { NumberPolicy } from "./typed.js";
-import { bodyText, get } from "./verify.js";
+import { bodyText, get, shown } from "./verify.js";
 import { RetryableError } from "./replica_events.js";
 
 export interface Download {
@@ -33,10 +33,10 @@ export async function download(d: Download): Promise<InboxRow> {
   const url = `${d.url}/v1/sources/${encodeURIComponent(d.source)}/control-snapshot`;
   const res = await get(url, d.signal).catch((e: Error) => {
     if (d.signal.aborted) throw e;
-    throw new RetryableError(`GET ${url}: ${e.message}`);
+    throw new RetryableError(`GET ${shown(url)}: ${e.message}`);
   });
   if (res.statusCode !== 200) {
-    throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
+    throw new RetryableError(`GET ${shown(url)}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
   }
   let writer: FileHandle | null = null;
   let reader: FileHandle | null = null;

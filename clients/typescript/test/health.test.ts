@@ -8,7 +8,7 @@ import type mysql from "mysql2/promise";
 import { connect } from "nats";
 
 import { HandlerError, MemoryStore, MysqlInbox, Replica, type ReplicaEvents, type ReplicaLogger } from "../src/index.js";
-import { AccountsSource, consumerDatabase, env, until } from "./support.js";
+import { AccountsSource, consumerDatabase, env, freePort, suffix, until } from "./support.js";
 
 type Logged = { level: string; fields: Record<string, unknown>; message: string };
 const collect = (into: Logged[]): ReplicaLogger => ({
@@ -204,4 +204,29 @@ test("the events of a gap and of a new epoch, and the bootstrap each caused", as
     await replica?.close();
     await source.close();
   }
+});
+
+test("a bridge URL with user:password@ keeps the password out of errors, lastError and the log", async () => {
+  const port = await freePort(); // nothing listens: every download fails
+  const password = "pw-" + suffix();
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const r = new Replica({
+    url: `http://reader:${password}@127.0.0.1:${port}`,
+    source: "accounts",
+    nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+    store: new MemoryStore(),
+    report: (line) => void lines.push(line),
+  });
+  r.on("error", (e) => void errors.push(e.error.message));
+  const running = r.run();
+  try {
+    await until(() => errors.length >= 2, 20_000, "two failed downloads");
+  } finally {
+    await r.close();
+    await running;
+  }
+  const seen = [...errors, ...lines, r.status().lastError?.message ?? ""].join("\n");
+  assert.match(seen, /127\.0\.0\.1/, "the errors name the bridge");
+  assert.ok(!seen.includes(password), seen);
 });
