@@ -12,7 +12,7 @@ import { applyAll, gather, tellApplied } from "./replica_batch.js";
 import { download, sleep } from "./replica_bootstrap.js";
 import { PodLease } from "./replica_lease.js";
 import { formatChecksum, ReplicaChecks, stateOf, type ReplicaOptions } from "./replica_checks.js";
-import { HandlerError, RetryableError } from "./replica_events.js";
+import { HandlerError, RetryableError, transient } from "./replica_events.js";
 import { SnapshotRejected } from "./snapshot.js";
 import type { Change, Fields, InboxRow } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
@@ -78,7 +78,8 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
         } catch (e) {
           if (own.signal.aborted) break;
           const error = e instanceof Error ? e : new Error(String(e));
-          const stopping = error instanceof HandlerError && this.options.onHandlerError === "stop";
+          const stopping =
+            error instanceof HandlerError && this.options.onHandlerError === "stop" && !transient(error.cause);
           this.failed(error, stopping ? null : delay);
           if (stopping) throw error;
           await this.unfollow();

@@ -39,7 +39,8 @@ export interface ReplicaOptions<T = Fields> {
   onApplied?: (change: Change<T>) => void | Promise<void>; // after the store applied it
   numbers?: NumberPolicy; // how a JSON number reads in `record` (typed.ts; default "auto")
   // What a HandlerError (the store's handler or onApplied threw) does: "retry" (the default)
-  // retries with backoff as for any failure; "stop" makes run() reject with it.
+  // retries with backoff as for any failure; "stop" makes run() reject with it, but for the
+  // handler's database's passing trouble (a deadlock, a lock wait timeout, a lost connection).
   onHandlerError?: "retry" | "stop";
   snapshotBatch?: number; // records handed to the store at a time (default 1000)
   // Bytes of messages pulled ahead of the store (nats-server's count; default 1 MiB, at least the

@@ -66,6 +66,17 @@ export class HandlerError extends Error {
   }
 }
 
+/**
+ * Whether what a handler threw is its database's passing trouble, retried even under
+ * onHandlerError: "stop": a deadlock (1213), a lock wait timeout (1205), a lost connection.
+ */
+export function transient(cause: unknown): boolean {
+  const e = cause as { errno?: unknown; code?: unknown } | null;
+  if (!e || typeof e !== "object") return false;
+  if (e.errno === 1213 || e.errno === 1205) return true;
+  return ["PROTOCOL_CONNECTION_LOST", "ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EPIPE"].includes(String(e.code));
+}
+
 /** A failure the replica retries (with backoff, in run()). */
 export class RetryableError extends Error {}
 
