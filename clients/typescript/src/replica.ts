@@ -106,6 +106,8 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       if (this.state !== "standby") this.say(`another pod holds the lease of ${this.options.source}: standing by`);
       await this.unfollow();
       this.loaded = false;
+      this.inboxRow = null; // read again on taking over: meanwhile not this pod's to report
+      this.pending = null;
       this.state = "standby";
       this.failures = 0;
       this.waitingSince = 0; // not this pod's lag to report

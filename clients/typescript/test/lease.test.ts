@@ -163,3 +163,40 @@ test("lease: a pod that keeps failing gives the lease up once its failures outla
     await Promise.allSettled(running);
   }
 });
+
+test("lease: a pod that loses the lease shows no stale version or pending count in status() while it stands by", async () => {
+  const { source, consumer } = await setUp();
+  let pod: Replica | null = null;
+  let running: Promise<void> | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    const store = new MysqlInbox({ pool: consumer.pool, handler: handler({ resets: 0, loads: 0 }) });
+    await store.createTables();
+    const p = new Replica({
+      url: source.url,
+      source: source.name,
+      nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+      store,
+      lease: { holder: "pod-a", ttlMs: 1500 },
+    });
+    pod = p;
+    running = p.run();
+    await source.change(1, "Seen");
+    const final = await source.drained();
+    await until(() => p.appliedVersion === final && p.status().pendingMessages !== null, 30_000, `version ${final}`);
+    await consumer.pool.query(
+      "UPDATE outbox_inbox_lease SET holder = 'pod-b', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE source = ?",
+      [source.name],
+    );
+    await until(() => p.status().state === "standby", 5_000, "the pod to stand by");
+    const status = p.status();
+    assert.equal(status.appliedVersion, 0, "not this pod's to report: another applies now");
+    assert.equal(status.pendingMessages, null);
+    assert.equal(status.epoch, null);
+  } finally {
+    await tearDown(pod ? [pod] : [], source, consumer);
+    await running?.catch(() => undefined);
+  }
+});
