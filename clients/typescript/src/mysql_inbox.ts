@@ -88,7 +88,7 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
     await this.pool.query(
       `CREATE TABLE IF NOT EXISTS ${this.leases} (
          source VARCHAR(64) NOT NULL PRIMARY KEY,
-         holder VARCHAR(255) NOT NULL,
+         holder VARBINARY(255) NOT NULL,
          expires_at TIMESTAMP(6) NOT NULL
        ) ENGINE = InnoDB`,
     );
@@ -96,20 +96,25 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
 
   async lease(source: string, holder: string, ttlMs: number): Promise<boolean> {
     // On the database's clock, one statement: taken when free or expired, renewed when ours.
-    // The assignments run left to right: expires_at sees the holder just decided.
+    // The assignments run left to right: expires_at sees the holder just decided. Holders compare
+    // byte for byte: a table made before holder was VARBINARY has a collation where 'POD-A' and
+    // 'pod-a ' are 'pod-a', and two pods would both hold the lease.
     await this.pool.query(
       `INSERT INTO ${this.leases} (source, holder, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)
        ON DUPLICATE KEY UPDATE
-         holder = IF(holder = VALUES(holder) OR expires_at < NOW(6), VALUES(holder), holder),
-         expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)`,
+         holder = IF(BINARY holder = BINARY VALUES(holder) OR expires_at < NOW(6), VALUES(holder), holder),
+         expires_at = IF(BINARY holder = BINARY VALUES(holder), VALUES(expires_at), expires_at)`,
       [source, holder, Math.round(ttlMs * 1000)],
     );
-    const [rows] = await this.pool.query<RowDataPacket[]>(`SELECT holder FROM ${this.leases} WHERE source = ?`, [source]);
-    return rows[0]?.holder === holder;
+    const [rows] = await this.pool.query<RowDataPacket[]>(
+      `SELECT BINARY holder = BINARY ? AS mine FROM ${this.leases} WHERE source = ?`,
+      [holder, source],
+    );
+    return rows.length > 0 && Number(rows[0].mine) === 1;
   }
 
   async releaseLease(source: string, holder: string): Promise<void> {
-    await this.pool.query(`DELETE FROM ${this.leases} WHERE source = ? AND holder = ?`, [source, holder]);
+    await this.pool.query(`DELETE FROM ${this.leases} WHERE source = ? AND BINARY holder = BINARY ?`, [source, holder]);
   }
 
   async load(source: string): Promise<InboxRow | null> {
@@ -151,8 +156,14 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
     };
     try {
       await conn.query("START TRANSACTION");
-      // No lock on the inbox row until the end: a first bootstrap's FOR UPDATE would lock the gap
-      // where other sources' rows go, for as long as the snapshot takes to read.
+      // The inbox row's lock first, for the whole bootstrap: another pod's applyBatch then waits
+      // for it and, once it commits, finds the generation moved and rolls back. Without it, under
+      // READ COMMITTED (the DELETEs below take no gap locks) an apply of a key that is not there
+      // yet commits meanwhile, and the snapshot committed after it leaves that record behind with
+      // a checksum that still matches. Only a row that exists is locked: a first bootstrap's
+      // FOR UPDATE would lock, under REPEATABLE READ, the gap where other sources' rows go.
+      const [held] = await conn.query<RowDataPacket[]>(`SELECT 1 FROM ${this.inbox} WHERE source = ?`, [source]);
+      if (held.length > 0) await conn.query(`SELECT 1 FROM ${this.inbox} WHERE source = ? FOR UPDATE`, [source]);
       await conn.query(`DELETE FROM ${this.hashes} WHERE source = ?`, [source]);
       await handlerCall("the handler's reset", () => this.handler.reset(conn, source));
     } catch (e) {

@@ -8,11 +8,11 @@ import { connect, DeliverPolicy, type JetStreamClient, type JsMsg, type NatsConn
 
 import { changeOf, ruleOf } from "./change.js";
 import { connectionOptions } from "./nats_options.js";
-import { applyAll, gather } from "./replica_batch.js";
+import { applyAll, gather, tellApplied } from "./replica_batch.js";
 import { download, sleep } from "./replica_bootstrap.js";
 import { PodLease } from "./replica_lease.js";
 import { formatChecksum, ReplicaChecks, stateOf, type ReplicaOptions } from "./replica_checks.js";
-import { HandlerError, handlerCall, RetryableError } from "./replica_events.js";
+import { HandlerError, RetryableError, transient } from "./replica_events.js";
 import { SnapshotRejected } from "./snapshot.js";
 import type { Change, Fields, InboxRow } from "./store.js";
 import { isStreamNotFound, streamProblem, Subscription, type StreamProblem } from "./subscription.js";
@@ -78,10 +78,14 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
         } catch (e) {
           if (own.signal.aborted) break;
           const error = e instanceof Error ? e : new Error(String(e));
-          const stopping = error instanceof HandlerError && this.options.onHandlerError === "stop";
+          const stopping =
+            error instanceof HandlerError && this.options.onHandlerError === "stop" && !transient(error.cause);
           this.failed(error, stopping ? null : delay);
           if (stopping) throw error;
           await this.unfollow();
+          if (await this.podLease?.failing(this.failingSince, delay)) {
+            this.say(`failing for longer than the lease's time to live: lease of ${this.options.source} given up`, "warn");
+          }
           await sleep(delay, own.signal);
           delay = Math.min(delay * 2, 10_000);
         }
@@ -102,6 +106,8 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       if (this.state !== "standby") this.say(`another pod holds the lease of ${this.options.source}: standing by`);
       await this.unfollow();
       this.loaded = false;
+      this.inboxRow = null; // read again on taking over: meanwhile not this pod's to report
+      this.pending = null;
       this.state = "standby";
       this.failures = 0;
       this.waitingSince = 0; // not this pod's lag to report
@@ -156,15 +162,18 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.state = "bootstrapping";
     let stored: InboxRow;
     try {
-      stored = await download({
-        url: this.options.url,
-        source: this.options.source,
-        store: this.store,
-        batchSize: this.options.snapshotBatch ?? 1000,
-        numbers: this.options.numbers ?? "auto",
-        spool: this.options.spool,
-        signal: this.signal,
-      });
+      const fetch = (signal: AbortSignal) =>
+        download({
+          url: this.options.url,
+          source: this.options.source,
+          store: this.store,
+          batchSize: this.options.snapshotBatch ?? 1000,
+          numbers: this.options.numbers ?? "auto",
+          spool: this.options.spool,
+          signal,
+        });
+      // A bootstrap can outlast the lease: renewed while it runs, stopped if another pod took it.
+      stored = await (this.podLease ? this.podLease.during(this.signal, fetch) : fetch(this.signal));
     } catch (e) {
       if (!(e instanceof SnapshotRejected)) throw e;
       this.counters.rejectedSnapshots++;
@@ -304,7 +313,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       changeOf(n, this.options.source, at, this.options.numbers),
     );
     const changes = [change, ...batch.changes];
-    const rows = await applyAll(this.store, changes, from);
+    const rows = await applyAll(this.store, changes, batch.from);
     if (rows === null) {
       // Another consumer of this source moved the inbox row: start again from what it holds.
       this.say(`the inbox row moved past version ${row.appliedVersion} under this consumer: reading it again`, "warn");
@@ -313,6 +322,13 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       return false;
     }
     this.inboxRow = rows[rows.length - 1];
+    if (rows.length < changes.length) {
+      // A store without applyBatch: the row moved under a later change of the batch. The rest,
+      // taken from the subscription already, is read again from the stream after the row.
+      this.say(`the inbox row moved past version ${this.inboxRow.appliedVersion} under this consumer: reading it again`, "warn");
+      this.loaded = false;
+      await this.unfollow();
+    }
     this.counters.applied += rows.length;
     this.lastAppliedAt = new Date();
     // What waits next was published at or after the last one applied.
@@ -322,9 +338,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     let judged = false;
     for (const next of rows) judged = this.judged(this.verifier.applied(stateOf(next), Date.now())) || judged;
     const onApplied = this.options.onApplied;
-    for (const c of changes.slice(0, rows.length)) {
-      if (onApplied) await handlerCall(`onApplied of version ${c.version}`, () => onApplied(c as Change<T>));
-    }
+    if (onApplied) await tellApplied(changes.slice(0, rows.length), (c) => onApplied(c as Change<T>));
     return judged;
   }
 }

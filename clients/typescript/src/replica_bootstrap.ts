@@ -4,15 +4,14 @@
 // spool, the body goes to a file at the network's pace first: the bridge's consistent read on
 // the producer's database ends when the download does, not when a slow store has loaded it all.
 
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, open, rm, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 
 import { readSnapshot, type SnapshotSummary } from "./snapshot.js";
 import type { Bootstrap, InboxRow, ReplicaStore } from "./store.js";
 import type { NumberPolicy } from "./typed.js";
-import { bodyText, get } from "./verify.js";
+import { bodyText, get, shown } from "./verify.js";
 import { RetryableError } from "./replica_events.js";
 
 export interface Download {
@@ -34,28 +33,34 @@ export async function download(d: Download): Promise<InboxRow> {
   const url = `${d.url}/v1/sources/${encodeURIComponent(d.source)}/control-snapshot`;
   const res = await get(url, d.signal).catch((e: Error) => {
     if (d.signal.aborted) throw e;
-    throw new RetryableError(`GET ${url}: ${e.message}`);
+    throw new RetryableError(`GET ${shown(url)}: ${e.message}`);
   });
   if (res.statusCode !== 200) {
-    throw new RetryableError(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
+    throw new RetryableError(`GET ${shown(url)}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
   }
-  let spooled: string | null = null;
+  let writer: FileHandle | null = null;
+  let reader: FileHandle | null = null;
   let body: AsyncIterable<Uint8Array | string> & { destroy(): void } = res;
-  if (d.spool) {
-    spooled = await mkdtemp(join(d.spool, "outbox-snapshot-"));
-    const file = join(spooled, "snapshot.json");
-    try {
-      await pipeline(res, createWriteStream(file), { signal: d.signal });
-    } catch (e) {
-      await rm(spooled, { recursive: true, force: true });
-      throw e;
-    }
-    body = createReadStream(file, { highWaterMark: 256 * 1024 });
-  }
   try {
+    if (d.spool) {
+      // Opened to write and to read, then its name removed at once: the file lives as long as
+      // these handles, so a process killed meanwhile (SIGKILL, the OOM killer) leaves nothing in
+      // the spool. Each stream closes its handle at its end.
+      const dir = await mkdtemp(join(d.spool, "outbox-snapshot-"));
+      try {
+        writer = await open(join(dir, "snapshot.json"), "w");
+        reader = await open(join(dir, "snapshot.json"), "r");
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+      await pipeline(res, writer.createWriteStream(), { signal: d.signal });
+      body = reader.createReadStream({ highWaterMark: 256 * 1024 });
+    }
     return await load(d, body);
   } finally {
-    if (spooled) await rm(spooled, { recursive: true, force: true });
+    res.destroy();
+    await writer?.close(); // closing a closed FileHandle does nothing
+    await reader?.close();
   }
 }
 
@@ -68,6 +73,8 @@ async function load(d: Download, body: AsyncIterable<Uint8Array | string> & { de
     summary = await readSnapshot(
       body,
       async (header, columns, batch) => {
+        // The signal destroys the body, but the batches of a chunk already read still come here.
+        if (d.signal.aborted) throw d.signal.reason;
         writing ??= await d.store.beginBootstrap(d.source, header);
         await writing.records(columns, batch);
       },

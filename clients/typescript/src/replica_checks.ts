@@ -39,7 +39,8 @@ export interface ReplicaOptions<T = Fields> {
   onApplied?: (change: Change<T>) => void | Promise<void>; // after the store applied it
   numbers?: NumberPolicy; // how a JSON number reads in `record` (typed.ts; default "auto")
   // What a HandlerError (the store's handler or onApplied threw) does: "retry" (the default)
-  // retries with backoff as for any failure; "stop" makes run() reject with it.
+  // retries with backoff as for any failure; "stop" makes run() reject with it, but for the
+  // handler's database's passing trouble (a deadlock, a lock wait timeout, a lost connection).
   onHandlerError?: "retry" | "stop";
   snapshotBatch?: number; // records handed to the store at a time (default 1000)
   // Bytes of messages pulled ahead of the store (nats-server's count; default 1 MiB, at least the
@@ -53,7 +54,8 @@ export interface ReplicaOptions<T = Fields> {
   batchVersions?: number;
   // One active pod per source: only the holder of a lease in the store (MysqlInbox: a row of
   // outbox_inbox_lease, on the database's clock) follows the stream; the others wait, in state
-  // "standby", and one takes over within ttlMs of the holder's end (at once after its close()).
+  // "standby", and one takes over within ttlMs of the holder's end (at once after its close()),
+  // or of its failing for longer than ttlMs (a failing holder gives the lease up).
   lease?: { holder?: string; ttlMs?: number }; // default holder: host, pid and a random part; ttl 15 s
 }
 

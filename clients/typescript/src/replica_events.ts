@@ -54,15 +54,27 @@ export interface ReplicaStatus {
 }
 
 /**
- * The application's code (the store's handler, onApplied) threw: the change or snapshot it was
- * given is not applied. `cause` is what it threw. With onHandlerError: "stop", run() rejects
- * with it instead of retrying.
+ * The application's code threw. The store's handler: the change or snapshot it was given is not
+ * applied (rolled back), and is tried again. onApplied: the change is applied (committed) and is
+ * not handed to it again, at most once (the rest of its batch still is). `cause` is what it
+ * threw (onApplied's first). With onHandlerError: "stop", run() rejects with it instead of retrying.
  */
 export class HandlerError extends Error {
   constructor(message: string, cause: unknown) {
     super(message, { cause });
     this.name = "HandlerError";
   }
+}
+
+/**
+ * Whether what a handler threw is its database's passing trouble, retried even under
+ * onHandlerError: "stop": a deadlock (1213), a lock wait timeout (1205), a lost connection.
+ */
+export function transient(cause: unknown): boolean {
+  const e = cause as { errno?: unknown; code?: unknown } | null;
+  if (!e || typeof e !== "object") return false;
+  if (e.errno === 1213 || e.errno === 1205) return true;
+  return ["PROTOCOL_CONNECTION_LOST", "ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EPIPE"].includes(String(e.code));
 }
 
 /** A failure the replica retries (with backoff, in run()). */

@@ -34,6 +34,11 @@ export async function bodyText(res: http.IncomingMessage, limit = 4096): Promise
   return text.slice(0, limit);
 }
 
+/** `url` for a message or a log: a user:password@ in it (the bridge behind a proxy) as ***@. */
+export function shown(url: string): string {
+  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#@]*@/, "$1***@");
+}
+
 /** ?summary=true of `source`: the snapshot without its records. Throws `fail(message)`. */
 export async function fetchSummary(
   baseUrl: string,
@@ -43,9 +48,9 @@ export async function fetchSummary(
 ): Promise<ServedSummary> {
   const url = `${baseUrl}/v1/sources/${encodeURIComponent(source)}/control-snapshot?summary=true`;
   const res = await get(url, signal).catch((e: Error) => {
-    throw fail(`GET ${url}: ${e.message}`);
+    throw fail(`GET ${shown(url)}: ${e.message}`);
   });
-  if (res.statusCode !== 200) throw fail(`GET ${url}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
+  if (res.statusCode !== 200) throw fail(`GET ${shown(url)}: HTTP ${res.statusCode}: ${await bodyText(res)}`);
   let summary: SnapshotSummary;
   try {
     summary = await readSnapshot(res, async () => undefined, { expectRecords: false });

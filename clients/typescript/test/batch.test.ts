@@ -7,7 +7,7 @@ import { test } from "node:test";
 
 import type mysql from "mysql2/promise";
 
-import { MysqlInbox, Replica, type Change, type InboxHandler } from "../src/index.js";
+import { MemoryStore, MysqlInbox, Replica, type Change, type InboxHandler, type InboxRow } from "../src/index.js";
 import { AccountsSource, consumerDatabase, env, until } from "./support.js";
 
 /** A handler keeping `replica` and counting each version it commits in `applied` (rolled back with it). */
@@ -166,6 +166,103 @@ test("lease: one active pod per source; the other stands by, and takes over when
     for (const p of pods) await p.close();
     await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
     await consumer.pool.end();
+    await source.close();
+  }
+});
+
+test("batchVersions on an empty snapshot whose first change is a delete: the columns the first upsert tells hold for the rest of the batch, as one by one", async () => {
+  const source = await AccountsSource.create();
+  const replicas: Replica[] = [];
+  try {
+    await source.seed(1);
+    await source.change(1, null, true); // the snapshot is empty: no columns yet
+    await source.startBridge();
+    const bootstrapped = await source.drained();
+    const stores = [new MemoryStore(), new MemoryStore()];
+    for (const [i, batchVersions] of [1, 10].entries()) {
+      replicas.push(
+        new Replica({
+          url: source.url,
+          source: source.name,
+          nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+          store: stores[i],
+          batchVersions,
+          verifyIntervalMs: 3_600_000, // the payloads below are not the table's: no verification
+        }),
+      );
+    }
+    for (const r of replicas) await until(async () => (await r.step(50), r.appliedVersion === bootstrapped), 30_000, "the bootstrap");
+    for (const r of replicas) await r.close(); // what follows waits in the stream, for one batch
+    for (const [op, key, payload] of [
+      ["delete", "9", null],
+      ["upsert", "1", '{"id":1,"displayName":"a"}'],
+      ["upsert", "2", '{"displayName":"b","id":2}'],
+      ["upsert", "3", '{"id":3}'],
+    ]) {
+      await source.pool.query(`INSERT INTO ${source.outbox} (entity_type, entity_key, op, payload) VALUES ('account', ?, ?, ?)`, [
+        key,
+        op,
+        payload,
+      ]);
+    }
+    const final = await source.drained();
+    for (const r of replicas) await until(async () => (await r.step(50), r.appliedVersion === final), 30_000, `version ${final}`);
+    const [one, batched] = replicas.map((r) => r.inbox as InboxRow);
+    assert.deepEqual(one.columns, ["id", "displayName"]);
+    assert.deepEqual([...stores[0].records(source.name)], [
+      ["1", ["1", "a"]],
+      ["2", ["2", "b"]],
+      ["3", ["3", null]],
+    ]);
+    assert.deepEqual(batched.columns, one.columns, "the columns");
+    assert.deepEqual([...stores[1].records(source.name)], [...stores[0].records(source.name)], "the records, in column order");
+    assert.equal(batched.sum, one.sum, "the checksum");
+    assert.equal(batched.recordCount, 3);
+  } finally {
+    for (const r of replicas) await r.close();
+    await source.close();
+  }
+});
+
+test("batchVersions: onApplied that throws for some versions of a committed batch is still called for the rest, once each; the error says they are applied", async () => {
+  const source = await AccountsSource.create();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    const bootstrapped = await source.drained();
+    const calls: number[] = [];
+    const r = new Replica({
+      url: source.url,
+      source: source.name,
+      nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+      store: new MemoryStore(),
+      batchVersions: 10,
+      onApplied: (c) => {
+        calls.push(c.version);
+        if ((c.version - bootstrapped) % 3 === 1) throw new Error("metrics push failed");
+      },
+    });
+    replica = r;
+    await until(async () => (await r.step(50), r.appliedVersion === bootstrapped), 30_000, "the bootstrap");
+    await r.close(); // the next 30 wait in the stream, for batches of up to 10
+    for (let k = 1; k <= 30; ++k) await source.change(k, `Then ${k}`);
+    const final = await source.drained();
+    const errors: string[] = [];
+    await until(
+      async () => {
+        await r.step(50).catch((e: Error) => void errors.push(`${e.name}: ${e.message}`));
+        return r.appliedVersion === final;
+      },
+      30_000,
+      `version ${final}`,
+    );
+    const versions = Array.from({ length: 30 }, (_, k) => bootstrapped + 1 + k);
+    assert.deepEqual(calls, versions, "onApplied once for each committed version");
+    assert.ok(errors.length > 0 && errors.length <= 10, errors.join("\n"));
+    for (const e of errors) assert.match(e, /^HandlerError: .*applied.*metrics push failed/);
+  } finally {
+    await replica?.close();
     await source.close();
   }
 });

@@ -8,7 +8,7 @@ import type mysql from "mysql2/promise";
 import { connect } from "nats";
 
 import { HandlerError, MemoryStore, MysqlInbox, Replica, type ReplicaEvents, type ReplicaLogger } from "../src/index.js";
-import { AccountsSource, consumerDatabase, env, until } from "./support.js";
+import { AccountsSource, consumerDatabase, env, freePort, suffix, until } from "./support.js";
 
 type Logged = { level: string; fields: Record<string, unknown>; message: string };
 const collect = (into: Logged[]): ReplicaLogger => ({
@@ -202,6 +202,86 @@ test("the events of a gap and of a new epoch, and the bootstrap each caused", as
     assert.match(seen, /epoch 1 2, bootstrapped epoch 2 \d+/);
   } finally {
     await replica?.close();
+    await source.close();
+  }
+});
+
+test("a bridge URL with user:password@ keeps the password out of errors, lastError and the log", async () => {
+  const port = await freePort(); // nothing listens: every download fails
+  const password = "pw-" + suffix();
+  const lines: string[] = [];
+  const errors: string[] = [];
+  const r = new Replica({
+    url: `http://reader:${password}@127.0.0.1:${port}`,
+    source: "accounts",
+    nats: { servers: env("OUTBOX_TEST_NATS_URL") },
+    store: new MemoryStore(),
+    report: (line) => void lines.push(line),
+  });
+  r.on("error", (e) => void errors.push(e.error.message));
+  const running = r.run();
+  try {
+    await until(() => errors.length >= 2, 20_000, "two failed downloads");
+  } finally {
+    await r.close();
+    await running;
+  }
+  const seen = [...errors, ...lines, r.status().lastError?.message ?? ""].join("\n");
+  assert.match(seen, /127\.0\.0\.1/, "the errors name the bridge");
+  assert.ok(!seen.includes(password), seen);
+});
+
+test('onHandlerError "stop": a lock wait timeout in the handler is retried, not a stop', async () => {
+  const source = await AccountsSource.create();
+  const consumer = await consumerDatabase();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(10);
+    await source.startBridge();
+    await source.drained();
+    await consumer.pool.query("CREATE TABLE replica (id BIGINT PRIMARY KEY, name TEXT)");
+    await consumer.pool.query("CREATE TABLE hot (id INT PRIMARY KEY)");
+    await consumer.pool.query("INSERT INTO hot VALUES (1)");
+    const inbox = new MysqlInbox({
+      pool: consumer.pool,
+      handler: {
+        reset: async (conn) => void (await conn.query("DELETE FROM replica")),
+        load: async (conn, _c, records) => void (await conn.query("INSERT INTO replica VALUES ?", [records.map((x) => x.values)])),
+        apply: async (conn, c) => {
+          await conn.query("SET SESSION innodb_lock_wait_timeout = 1");
+          await conn.query("SELECT id FROM hot WHERE id = 1 FOR UPDATE"); // waits for the blocker below
+          await conn.query("REPLACE INTO replica VALUES (?)", [c.values]);
+        },
+      },
+    });
+    await inbox.createTables();
+    const r = new Replica({ url: source.url, source: source.name, nats: { servers: env("OUTBOX_TEST_NATS_URL") }, store: inbox, onHandlerError: "stop" });
+    replica = r;
+    await until(async () => (await r.step(50), r.appliedVersion === 10), 30_000, "the bootstrap");
+    const blocker = await consumer.pool.getConnection();
+    await blocker.query("START TRANSACTION");
+    await blocker.query("SELECT id FROM hot WHERE id = 1 FOR UPDATE");
+    const errors: Error[] = [];
+    r.on("error", (e) => void errors.push(e.error));
+    let outcome = "running";
+    const running = r.run().then(
+      () => (outcome = "stopped"),
+      (e: Error) => (outcome = `rejected: ${e.message}`),
+    );
+    await source.change(1, "Blocked");
+    const final = await source.drained();
+    await until(() => errors.length >= 1, 20_000, "the lock wait timeout");
+    await blocker.query("ROLLBACK");
+    blocker.release();
+    await until(() => r.appliedVersion === final || outcome !== "running", 20_000, `version ${final}`);
+    assert.equal(outcome, "running", errors.map((e) => e.message).join("\n"));
+    assert.ok(errors[0] instanceof HandlerError && /Lock wait timeout/i.test(errors[0].message), errors[0].message);
+    await r.close();
+    await running;
+  } finally {
+    await replica?.close();
+    await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
+    await consumer.pool.end();
     await source.close();
   }
 });

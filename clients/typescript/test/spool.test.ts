@@ -9,8 +9,8 @@ import { test } from "node:test";
 
 import type mysql from "mysql2/promise";
 
-import { MysqlInbox, Replica } from "../src/index.js";
-import { AccountsSource, consumerDatabase, env, tmp, until } from "./support.js";
+import { MemoryStore, MysqlInbox, Replica, type Bootstrap } from "../src/index.js";
+import { AccountsSource, clientRoot, consumerDatabase, env, Process, tmp, until } from "./support.js";
 
 /** The bridge's total time streaming whole snapshots of `source`, in seconds. */
 async function streamedSeconds(source: AccountsSource): Promise<number> {
@@ -72,6 +72,65 @@ test("with a spool the bridge's snapshot read ends with the download, not with a
   } finally {
     await consumer.pool.query(`DROP DATABASE IF EXISTS ${consumer.name}`).catch(() => undefined);
     await consumer.pool.end();
+    await source.close();
+  }
+});
+
+test("a replica killed while it loads a spooled snapshot leaves no file in the spool", async () => {
+  const source = await AccountsSource.create();
+  let child: Process | null = null;
+  try {
+    await source.seed(5000); // 50 batches of 100 at 200 ms each: 10 s of loading
+    await source.startBridge();
+    await source.drained();
+    const spool = mkdtempSync(join(tmp, "spool-"));
+    child = new Process([process.execPath, join(clientRoot, "dist", "test", "spool_fixture.js")], join(tmp, `spool-${source.name}.log`), {
+      SPOOL_URL: source.url,
+      SPOOL_SOURCE: source.name,
+      SPOOL_DIR: spool,
+    });
+    const c = child;
+    await until(() => c.log().includes("loading"), 30_000, () => `the child to load:\n${c.log()}`);
+    await c.kill(); // SIGKILL: no finally runs
+    assert.deepEqual(readdirSync(spool), [], "nothing left in the spool");
+  } finally {
+    if (child && child.child.exitCode === null && child.child.signalCode === null) await child.kill();
+    await source.close();
+  }
+});
+
+test("close() during a bootstrap stops loading at once, also the rest of a chunk already read", async () => {
+  const source = await AccountsSource.create();
+  let replica: Replica | null = null;
+  try {
+    await source.seed(2000);
+    await source.startBridge();
+    await source.drained();
+    let closing: Promise<void> | null = null;
+    let after = 0; // batches handed to the store after close()
+    class Closing extends MemoryStore {
+      override async beginBootstrap(name: string): Promise<Bootstrap> {
+        const b = await super.beginBootstrap(name);
+        return {
+          ...b,
+          records: async (columns, batch) => {
+            if (closing) after++;
+            closing ??= replica!.close();
+            await b.records(columns, batch);
+          },
+        };
+      }
+    }
+    const store = new Closing();
+    const spool = mkdtempSync(join(tmp, "spool-"));
+    replica = new Replica({ url: source.url, source: source.name, nats: { servers: env("OUTBOX_TEST_NATS_URL") }, store, spool, snapshotBatch: 10 });
+    await replica.run(); // the spooled file is read in chunks of 256 KiB: 2,000 records in one
+    await closing;
+    assert.equal(after, 0, "no batch loaded after close()");
+    assert.equal(replica.counters.bootstraps, 0);
+    assert.equal(await store.load(source.name), null, "nothing committed");
+  } finally {
+    await replica?.close();
     await source.close();
   }
 });
