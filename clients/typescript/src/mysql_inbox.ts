@@ -148,10 +148,15 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
     const end = async (how: "COMMIT" | "ROLLBACK") => {
       if (!open) return;
       open = false;
+      let lost = false;
       try {
         await conn.query(how);
+      } catch (e) {
+        lost = isLost(e);
+        throw e;
       } finally {
-        conn.release();
+        if (lost) conn.destroy();
+        else conn.release();
       }
     };
     try {
@@ -220,6 +225,7 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
   async applyBatch(changes: readonly Change[], from: InboxRow): Promise<InboxRow[] | null> {
     const conn = await this.pool.getConnection();
     let committed = false;
+    let lost = false; // the server closed the connection: not given back to the pool (cli_inbox.ts)
     try {
       await conn.query("START TRANSACTION");
       const rows: InboxRow[] = [];
@@ -286,9 +292,16 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
       await conn.query("COMMIT");
       committed = true;
       return rows;
+    } catch (e) {
+      lost = isLost(e);
+      throw e;
     } finally {
-      if (!committed) await conn.query("ROLLBACK").catch(() => undefined);
-      conn.release();
+      if (lost) {
+        conn.destroy();
+      } else {
+        if (!committed) await conn.query("ROLLBACK").catch(() => undefined);
+        conn.release();
+      }
     }
   }
 
@@ -304,4 +317,9 @@ export class MysqlInbox<T = Fields> implements ReplicaStore {
       row.recordCount,
     ];
   }
+}
+
+/** A connection the server closed (a restart): mysql2 would hand it out again if released. */
+function isLost(e: unknown): boolean {
+  return (e as { fatal?: boolean } | null)?.fatal === true;
 }
