@@ -10,7 +10,7 @@
 
 namespace outbox {
 
-// The message a row becomes: subject, body and the headers of ARCHITECTURE.md section 4. A row
+// The message a row becomes: subject, body and the headers of docs/consumers.md section 1. A row
 // checked by findPoison brings its subject and moreHeaders; others have them worked out here.
 nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplate& subject, const OutboxRow& row,
                                 uint64_t epoch, uint64_t expectedLastSeq, bool fenceOnPreviousVersion);

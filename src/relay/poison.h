@@ -9,8 +9,8 @@
 
 namespace outbox {
 
-// Why `row` cannot be published as is (ARCHITECTURE.md section 7), or nullopt when it can:
-// payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
+// Why `row` cannot be published as is (README, "Operating it", poison rows), or nullopt when it
+// can: payload not valid JSON, an upsert without payload, an unknown op, an entity_type that is not a
 // subject token, an entity_key that is empty, begins or ends with a blank, holds a control
 // character other than tab or is not valid UTF-8, `headers` that cannot travel (row_headers.h),
 // a subject over kMaxSubjectBytes, or a message over `maxPayload` bytes. A row that can be
