@@ -80,15 +80,6 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
   // Runs on a nats.c thread: copy what the relay needs, queue it, never block.
   auto* self = static_cast<JetStream*>(closure);
   AckEvent event;
-  {
-    std::lock_guard lock(self->mu_);
-    if (auto it = self->msgIds_.find(msg); it != self->msgIds_.end()) {
-      event.msgId = std::move(it->second);
-      self->msgIds_.erase(it);
-    }
-  }
-  const char* id = nullptr;  // not recorded (abandoned meanwhile): read from the message
-  if (event.msgId.empty() && natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) event.msgId = id;
   if (pa != nullptr) {
     event.ok = true;
     event.seq = pa->Sequence;
@@ -99,11 +90,18 @@ void JetStream::onAck(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
                               natsStatus_GetText(pae->Err), static_cast<int>(pae->ErrCode),
                               pae->ErrText != nullptr ? pae->ErrText : "");
   }
-  natsMsg_Destroy(msg);
   {
+    // One lock an ack: its Nats-Msg-Id taken from msgIds_ and the event queued. A message not
+    // there was abandoned meanwhile (abandonPending): its event keeps an empty id, which the
+    // publisher passes over, as it does the acks that abandon cleared.
     std::lock_guard lock(self->mu_);
+    if (auto it = self->msgIds_.find(msg); it != self->msgIds_.end()) {
+      event.msgId = std::move(it->second);
+      self->msgIds_.erase(it);
+    }
     self->acks_.push_back(std::move(event));
   }
+  natsMsg_Destroy(msg);
   self->cv_.notify_one();
 }
 

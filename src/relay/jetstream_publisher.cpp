@@ -165,7 +165,7 @@ void JetStreamPublisher::takeAcks(std::vector<VersionAck>& out) {
   for (auto& event : scratch_) {
     VersionAck ack;
     auto version = event.msgId.size() > prefix ? parseU64(std::string_view(event.msgId).substr(prefix)) : std::nullopt;
-    if (!version) continue;  // not ours: cannot happen, the context publishes only our messages
+    if (!version) continue;  // abandoned while its ack came (JetStream::onAck): that session is over
     ack.version = *version;
     ack.seq = event.seq;
     ack.ok = event.ok;
