@@ -147,6 +147,8 @@ class MysqlOutboxStore final : public OutboxStore {
   // thread's, as are readNew and assign; setWriteGuard's reset comes from the relay thread while
   // no batch is being prepared (a session begins after the prefetcher drained).
   std::optional<uint64_t> joinedThrough_;
+  // When a poll with nothing to assign last asked the state row's epoch (readNew).
+  std::chrono::steady_clock::time_point epochAskedAt_{};
   bool readLean_ = false;  // the last readNew left the versions out
   JointMarks* marks_ = nullptr;
   std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above

@@ -93,8 +93,14 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   if (!rows.isOk()) return rows.status();
   out.rows = scannedRows(*rows);
   // An epoch bump lowers scan_floor below rows it took versions from: the scan must start over.
-  // A poll with rows to assign learns it from the assign's epoch guard; only one with none asks.
-  if (std::none_of(out.rows.begin(), out.rows.end(), [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
+  // A poll with rows to assign learns it from the assign's epoch guard; only one with none asks,
+  // at most once a second: at a trickle a tenth of the polls find nothing (the doorbell rings
+  // before InnoDB shows the commit), and their asking was a tenth of a statement a row (the
+  // bump's republishing may start up to a second later).
+  const auto now = std::chrono::steady_clock::now();
+  if (now - epochAskedAt_ >= std::chrono::seconds(1) &&
+      std::none_of(out.rows.begin(), out.rows.end(), [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
+    epochAskedAt_ = now;
     auto epoch = queryRows(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
     if (!epoch.isOk()) return epoch.status();
     if (epoch->next()) out.epoch = epoch->u64(0);
