@@ -32,3 +32,5 @@ export type {
   ReplicaState,
   ReplicaStatus,
 } from "./replica_events.js";
+export { SettledReactor, settledChangeOf } from "./settled.js";
+export type { SettledChange, SettledReactorOptions, SettledReactorStatus } from "./settled.js";
