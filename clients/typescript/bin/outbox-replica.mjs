@@ -193,9 +193,9 @@ let dumping = Promise.resolve();
 // would resume from), row and records as of one moment.
 async function dumpNow() {
   if (values.dump === undefined || replica === null) return;
-  const { row, records } = inbox ? await inbox.read() : { row: replica.inbox, records: memory.records(values.source) };
   const tmp = `${values.dump}.tmp`;
-  writeFileSync(tmp, dumpJson(values.source, row, records));
+  if (inbox) await inbox.writeDump(tmp);
+  else writeFileSync(tmp, dumpJson(values.source, replica.inbox, memory.records(values.source)));
   renameSync(tmp, values.dump);
 }
 // One at a time, in the order asked.
