@@ -43,6 +43,14 @@ void encodeHeaders(const OutgoingMessage& message, std::string& out) {
   out.append("\r\n");
 }
 
+bool encodesHeadersOnce() {
+#ifdef OUTBOX_NATS_MSG_CREATE
+  return true;
+#else
+  return false;
+#endif
+}
+
 Result<natsMsg*> makeMessage(const OutgoingMessage& message, std::string& scratch) {
   natsMsg* raw = nullptr;
   natsStatus s = NATS_OK;
