@@ -32,7 +32,9 @@ db::ConnectParams MysqlLeaseStore::connectParams(const SourceConfig& source) {
 
 db::ConnectionPool::Setup MysqlLeaseStore::connectionSetup(std::chrono::seconds lockWait) {
   return [lockWait](db::Connection& conn) {
-    return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}", std::max<int64_t>(1, lockWait.count())));
+    // Lease times in UTC, whatever the server's zone (docs/design.md, "Leases and the clock").
+    return conn.exec(fmt::format("SET SESSION innodb_lock_wait_timeout = {}, SESSION time_zone = '+00:00'",
+                                 std::max<int64_t>(1, lockWait.count())));
   };
 }
 

@@ -51,17 +51,20 @@ Status MysqlOutboxStore::setUpConnection(db::Connection& conn, const ServerKind&
       clockRefused(clock.isOk() ? "someone else holds it" : clock.status().message());
     }
   }
+  // The lease's times (its guard, `expires_at > NOW(6)`) in UTC: in the session's own zone NOW(6)
+  // repeats an hour when daylight saving time ends, and an expiry computed there could stand an
+  // hour too long (docs/design.md, "Leases and the clock"). Nothing this connection reads renders
+  // a time as text: the rows' times come as UNIX_TIMESTAMP.
+  std::string set = "SET SESSION time_zone = '+00:00'";
   if (idleTransactionTimeout.count() > 0) {
     // MySQL has no idle_transaction_timeout: there wait_timeout bounds it (a session idle that
     // long, in a transaction or not, is closed and its locks released; the next call reconnects).
     // Lock waits, of rows and of metadata (an ALTER queued behind a long transaction), end as
     // soon: a call waits no longer than that with a connection other sources share.
-    (void)conn.exec(fmt::format("SET SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION "
-                                "lock_wait_timeout = {1}",
-                                kind.mysql ? "wait_timeout" : "idle_transaction_timeout",
-                                idleTransactionTimeout.count()));
+    set += fmt::format(", SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION lock_wait_timeout = {1}",
+                       kind.mysql ? "wait_timeout" : "idle_transaction_timeout", idleTransactionTimeout.count());
   }
-  return Status::ok();
+  return conn.exec(set);
 }
 
 namespace {

@@ -184,3 +184,23 @@ BOOST_AUTO_TEST_CASE(the_marks_of_a_database_are_written_in_one_statement_each_u
   BOOST_TEST(marks.statements() == 3u, "nothing left to write");
   for (auto& lease : leases) lease->release();
 }
+
+// The lease's clock is NOW(6) compared with TIMESTAMP columns: in a session zone with daylight
+// saving time, NOW(6) repeats an hour when it ends, and `NOW(6) + INTERVAL ...` taken just before
+// the change lands an hour late (a lease that stands an hour after its holder died). The
+// connections that take, renew and check leases (the lease pool's, and the relay's, whose writes
+// are guarded by the lease) keep their session in UTC, whatever the server's zone.
+BOOST_AUTO_TEST_CASE(the_connections_that_hold_and_check_leases_keep_time_in_utc) {
+  Spread spread;
+  const auto& source = spread.config.sources[0];
+  db::ConnectionPool leasePool(MysqlLeaseStore::connectParams(source), 1, MysqlLeaseStore::connectionSetup(1s));
+  db::ConnectionPool relayPool(db::paramsFrom(source.dsn), 1, MysqlOutboxStore::connectionSetup(10s));
+  for (db::ConnectionPool* pool : {&leasePool, &relayPool}) {
+    auto conn = pool->borrow(source.dsn.database);
+    BOOST_REQUIRE_MESSAGE(conn.isOk(), conn.status().toString());
+    auto rows = (**conn).query("SELECT @@session.time_zone");
+    BOOST_REQUIRE(rows.isOk());
+    BOOST_REQUIRE(rows->next());
+    BOOST_TEST(std::string(rows->text(0)) == "+00:00");
+  }
+}
