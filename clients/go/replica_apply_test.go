@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -92,10 +91,7 @@ func TestSkippedMessageMovesTheStreamSequence(t *testing.T) {
 // An OnApplied that fails: the change stays applied, and a re-bootstrap the verifier decided on
 // that same change is not lost with the error — the next step bootstraps (a GET of the snapshot).
 func TestOnAppliedErrorKeepsTheVerifiersBootstrap(t *testing.T) {
-	natsURL := os.Getenv("OUTBOX_TEST_NATS_URL")
-	if natsURL == "" {
-		t.Fatal("OUTBOX_TEST_NATS_URL is not set: run under tools/test (the stack's nats-server)")
-	}
+	natsURL := stackNatsURL(t)
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -53,10 +52,7 @@ func slowBridge(t *testing.T, doc string, pieces int, pause time.Duration, stall
 }
 
 func bootstrapFrom(t *testing.T, url string) (*Replica, error, time.Duration) {
-	natsURL := os.Getenv("OUTBOX_TEST_NATS_URL")
-	if natsURL == "" {
-		t.Fatal("OUTBOX_TEST_NATS_URL is not set: run under tools/test (the stack's nats-server)")
-	}
+	natsURL := stackNatsURL(t)
 	r := NewReplica(ReplicaOptions{URL: url, Source: "account", NATS: NatsOptions{URL: natsURL},
 		VerifyInterval: -1, IdleTimeout: 400 * time.Millisecond})
 	t.Cleanup(r.Close)

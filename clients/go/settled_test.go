@@ -18,6 +18,16 @@ import (
 // handler that fails gets the same change again before any later one; a reactor stopped with a
 // change in hand, or a second instance, resumes where the durable consumer stands.
 
+// stackNatsURL is the stack's nats-server (tools/test starts it): missing, the test fails.
+func stackNatsURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("OUTBOX_TEST_NATS_URL")
+	if url == "" {
+		t.Fatal("OUTBOX_TEST_NATS_URL is not set: run under tools/test (the stack's nats-server)")
+	}
+	return url
+}
+
 type settledFixture struct {
 	t       *testing.T
 	nc      *nats.Conn
@@ -27,10 +37,7 @@ type settledFixture struct {
 }
 
 func newSettledFixture(t *testing.T) *settledFixture {
-	natsURL := os.Getenv("OUTBOX_TEST_NATS_URL")
-	if natsURL == "" {
-		t.Fatal("OUTBOX_TEST_NATS_URL is not set: run under tools/test (the stack's nats-server)")
-	}
+	natsURL := stackNatsURL(t)
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)

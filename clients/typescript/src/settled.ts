@@ -17,6 +17,7 @@ import {
 } from "nats";
 
 import { connectionOptions, type NatsOptions } from "./nats_options.js";
+import { sleep } from "./replica_bootstrap.js";
 import { logTo, type ReplicaLogger } from "./replica_events.js";
 
 /** One settled change: the key's latest change, standing for `count` changes from version `from`. */
@@ -122,18 +123,6 @@ export function settledChangeOf(m: JsMsg, stream: string): SettledChange | { pro
 }
 
 const CONSUMER_NOT_FOUND = 10014; // JetStream's error code
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done);
-  });
 
 /**
  * Runs `handler` on every settled change of `stream`, in stream order, one at a time, through the
