@@ -1,0 +1,149 @@
+#define BOOST_TEST_MODULE settle
+#include <boost/test/unit_test.hpp>
+
+// The settled stream wired into the bridge (issue 36; README, "The settled stream"): a producer's
+// bursts of changes become one settled message per key once the key is quiet, and a key that
+// never goes quiet is settled at least every settle_max. The real MariaDB and nats-server.
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "settle_support.h"
+
+using namespace outbox;
+using namespace outbox::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kKeys = 100;
+
+struct SettlingSource {
+  TestDatabase database;
+  SourceSpec source;
+  std::string config;
+  BridgeProcess bridge;
+  std::unique_ptr<db::Connection> producer;
+  StreamReader reader;
+
+  SettlingSource(const std::string& tag, const std::string& settle, const std::string& settleMax)
+      : database(tag),
+        source{uniqueName(tag, database), &database, {{"settle", settle}, {"settle_max", settleMax}}},
+        config(writeConfig({source})),
+        bridge(config),
+        producer(database.connect()) {
+    migrate(config);
+  }
+  ~SettlingSource() {
+    (void)reader.js().deleteStream(source.stream());
+    (void)reader.js().deleteStream(settledStreamOf(source));
+  }
+  void requirePublished(uint64_t through) {
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == through; }, 20s),
+                          bridge.log());
+  }
+};
+
+}  // namespace
+
+// Four bursts over 100 keys, each six transactions 50 ms apart changing a random half of the
+// keys (some of them several times), then a quiet gap: after each gap the settled stream holds
+// exactly one new message per key the burst changed, with the burst's last version of the key,
+// From its first and Count its changes.
+BOOST_AUTO_TEST_CASE(each_burst_settles_once_per_key_at_its_last_change) {
+  SettlingSource s("settleb", "\"700ms\"", "\"10s\"");
+  s.bridge.start();
+  const int port = s.bridge.httpPort();
+  std::mt19937 rng(36);
+  uint64_t published = 0;
+  size_t settledBefore = 0;
+  uint64_t changesMade = 0;
+  for (int burst = 0; burst < 4; ++burst) {
+    std::map<std::string, std::vector<uint64_t>> burstVersions;
+    const uint64_t firstVersion = published + 1;
+    for (int tx = 0; tx < 6; ++tx) {
+      std::vector<int> keys(kKeys);
+      std::iota(keys.begin(), keys.end(), 0);
+      std::shuffle(keys.begin(), keys.end(), rng);
+      keys.resize(kKeys / 2 - static_cast<size_t>(burst * 5));
+      changeKeys(*s.producer, s.source.outboxTable(), keys, burst * 100 + tx);
+      published += keys.size();
+      std::this_thread::sleep_for(50ms);
+    }
+    changesMade = published;
+    s.requirePublished(published);
+    for (const auto& c : mainChanges(s.reader, s.source)) {
+      if (c.version >= firstVersion) burstVersions[c.key].push_back(c.version);
+    }
+    // The quiet gap: every key changed in the burst settles, and nothing else.
+    const size_t expected = settledBefore + burstVersions.size();
+    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return settledMessages(s.reader, s.source).size() >= expected; }, 10s),
+                          "burst " << burst << ": " << settledMessages(s.reader, s.source).size() << " of "
+                                   << expected << " settled\n"
+                                   << s.bridge.log());
+    std::this_thread::sleep_for(900ms);  // longer than settle: a second message would be there now
+    const auto settled = settledMessages(s.reader, s.source);
+    BOOST_REQUIRE_EQUAL(settled.size(), expected);
+    std::set<std::string> keysSettled;
+    for (size_t i = settledBefore; i < settled.size(); ++i) {
+      const SettledMsg& m = settled[i];
+      BOOST_TEST_CONTEXT("burst " << burst << ", key " << m.key) {
+        BOOST_REQUIRE(burstVersions.count(m.key) == 1);
+        BOOST_TEST(keysSettled.insert(m.key).second);
+        BOOST_TEST(m.version == burstVersions[m.key].back());
+        BOOST_TEST(m.from == burstVersions[m.key].front());
+        BOOST_TEST(m.count == burstVersions[m.key].size());
+        // The main message's body, under the settled subjects.
+        BOOST_TEST(m.subject == settledPrefixOf(s.source) + ".item");
+        BOOST_TEST(m.data.find(fmt::format("\"k\":{}", m.key.substr(1))) != std::string::npos);
+      }
+    }
+    settledBefore = settled.size();
+    std::this_thread::sleep_for(100ms);
+  }
+  const auto changes = mainChanges(s.reader, s.source);
+  const auto settled = settledMessages(s.reader, s.source);
+  BOOST_TEST(checkSettledWhole(changes, settled) == "");
+  // The metrics say the same.
+  BOOST_TEST(sourceMetric(port, "outbox_settled_messages_total", s.source.name) == static_cast<double>(settled.size()));
+  BOOST_TEST(sourceMetric(port, "outbox_settle_squashed_total", s.source.name) ==
+             static_cast<double>(changesMade - settled.size()));
+  BOOST_TEST(sourceMetric(port, "outbox_settle_pending_keys", s.source.name) == 0.0);
+  BOOST_TEST(sourceMetric(port, "outbox_settled_early_total", s.source.name) == 0.0);
+  BOOST_TEST(s.bridge.stop() == 0);
+}
+
+// One key changed every 50 ms for more than three times settle_max is never quiet for settle, yet
+// it is settled at least every settle_max: each settled message came no later than settle_max
+// (and a margin for the two streams' acks) after the first change it stands for.
+BOOST_AUTO_TEST_CASE(a_key_that_never_goes_quiet_settles_at_least_every_settle_max) {
+  SettlingSource s("settlem", "\"500ms\"", "\"1500ms\"");
+  s.bridge.start();
+  const auto until = std::chrono::steady_clock::now() + 3 * 1500ms + 300ms;
+  int tag = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    changeKeys(*s.producer, s.source.outboxTable(), {7}, tag++);
+    std::this_thread::sleep_for(50ms);
+  }
+  s.requirePublished(static_cast<uint64_t>(tag));
+  BOOST_REQUIRE(waitUntil([&] {
+    auto settled = settledMessages(s.reader, s.source);
+    return !settled.empty() && settled.back().version == static_cast<uint64_t>(tag);
+  }, 10s));
+  const auto changes = mainChanges(s.reader, s.source);
+  const auto settled = settledMessages(s.reader, s.source);
+  BOOST_TEST(checkSettledWhole(changes, settled) == "");
+  // Three while the key changed, and the last once it stopped.
+  BOOST_TEST(settled.size() >= 4u);
+  std::map<uint64_t, int64_t> storedAt;
+  for (const auto& c : changes) storedAt[c.version] = c.storedNanos;
+  for (size_t i = 0; i + 1 < settled.size(); ++i) {  // the last one settled when the key went quiet
+    const SettledMsg& m = settled[i];
+    const double waited = static_cast<double>(m.storedNanos - storedAt.at(m.from)) / 1e9;
+    BOOST_TEST(waited <= 1.5 + 0.5, "message " << i << " settled " << waited << " s after its first change");
+    BOOST_TEST(m.count > 1u);  // it stands for a run of changes, not one
+  }
+  BOOST_TEST(s.bridge.stop() == 0);
+}
