@@ -49,11 +49,11 @@ struct SettlingSource {
 }  // namespace
 
 // Four bursts over 100 keys, each six transactions 50 ms apart changing a random half of the
-// keys (some of them several times), then a quiet gap: after each gap the settled stream holds
-// exactly one new message per key the burst changed, with the burst's last version of the key,
-// From its first and Count its changes.
+// keys (some of them several times; settle 1 s leaves room for a loaded machine), then a quiet
+// gap: after each gap the settled stream holds exactly one new message per key the burst changed,
+// with the burst's last version of the key, From its first and Count its changes.
 BOOST_AUTO_TEST_CASE(each_burst_settles_once_per_key_at_its_last_change) {
-  SettlingSource s("settleb", "\"700ms\"", "\"10s\"");
+  SettlingSource s("settleb", "\"1s\"", "\"10s\"");
   s.bridge.start();
   const int port = s.bridge.httpPort();
   std::mt19937 rng(36);
@@ -83,9 +83,17 @@ BOOST_AUTO_TEST_CASE(each_burst_settles_once_per_key_at_its_last_change) {
                           "burst " << burst << ": " << settledMessages(s.reader, s.source).size() << " of "
                                    << expected << " settled\n"
                                    << s.bridge.log());
-    std::this_thread::sleep_for(900ms);  // longer than settle: a second message would be there now
+    std::this_thread::sleep_for(1200ms);  // longer than settle: a second message would be there now
     const auto settled = settledMessages(s.reader, s.source);
-    BOOST_REQUIRE_EQUAL(settled.size(), expected);
+    if (settled.size() != expected) {
+      std::string extra;
+      for (size_t i = settledBefore; i < settled.size(); ++i) {
+        extra += fmt::format(" {}@{}(from {}, count {})", settled[i].key, settled[i].version, settled[i].from,
+                             settled[i].count);
+      }
+      BOOST_FAIL("burst " << burst << ": " << settled.size() << " settled, expected " << expected << ":" << extra
+                          << "\n" << s.bridge.log());
+    }
     std::set<std::string> keysSettled;
     for (size_t i = settledBefore; i < settled.size(); ++i) {
       const SettledMsg& m = settled[i];
@@ -117,7 +125,8 @@ BOOST_AUTO_TEST_CASE(each_burst_settles_once_per_key_at_its_last_change) {
 
 // One key changed every 50 ms for more than three times settle_max is never quiet for settle, yet
 // it is settled at least every settle_max: each settled message came no later than settle_max
-// (and a margin for the two streams' acks) after the first change it stands for.
+// (and a margin of 1 s for the two streams' acks on a loaded machine; without settle_max the
+// first would come only once the key stops, 4.8 s in) after the first change it stands for.
 BOOST_AUTO_TEST_CASE(a_key_that_never_goes_quiet_settles_at_least_every_settle_max) {
   SettlingSource s("settlem", "\"500ms\"", "\"1500ms\"");
   s.bridge.start();
@@ -142,7 +151,7 @@ BOOST_AUTO_TEST_CASE(a_key_that_never_goes_quiet_settles_at_least_every_settle_m
   for (size_t i = 0; i + 1 < settled.size(); ++i) {  // the last one settled when the key went quiet
     const SettledMsg& m = settled[i];
     const double waited = static_cast<double>(m.storedNanos - storedAt.at(m.from)) / 1e9;
-    BOOST_TEST(waited <= 1.5 + 0.5, "message " << i << " settled " << waited << " s after its first change");
+    BOOST_TEST(waited <= 1.5 + 1.0, "message " << i << " settled " << waited << " s after its first change");
     BOOST_TEST(m.count > 1u);  // it stands for a run of changes, not one
   }
   BOOST_TEST(s.bridge.stop() == 0);
