@@ -212,6 +212,11 @@ Command addRun(CLI::App& app) {
         stop.onRequest([f = rt.settleFeed] { f->wake(); });
         rt.settleThread = std::make_unique<SettleThread>(source, config.nats, *natsConnection, *rt.settleFeed,
                                                          *metrics[i], stop);
+        // As for the main stream: a settled stream with foreign subjects stops the start.
+        if (Status s = rt.settleThread->prepare(); s.isPermanent()) {
+          throw Exit{kExitFailure, fmt::format("source {}: settled stream {}: {}", source.name, source.settledStream,
+                                               s.message())};
+        }
         metrics[i]->settles = true;
         options.settleFeed = rt.settleFeed.get();
       }

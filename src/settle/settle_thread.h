@@ -34,14 +34,15 @@ class SettleThread {
  public:
   SettleThread(const SourceConfig& source, const NatsConfig& nats, nats::Connection& connection, SettleFeed& feed,
                SourceMetrics& metrics, StopSignal& stop);
+  // The JetStream context and the settled stream, made or checked as the main stream is (each
+  // session begins with it; `run` calls it at start too, refusing a stream with other subjects).
+  Status prepare();
   // Settles until stop is requested.
   void run();
 
  private:
   // One settle session, until the relay's session `relaySession` ends, stop, or a failure.
   Status session(uint64_t relaySession);
-  // The JetStream context and the settled stream, made or checked as the main stream is.
-  Status prepare();
   // Rebuilds the settler from the settled stream's last Through and tail and the main stream
   // after that Through (docs/design.md, "Recovery").
   Status recover();
