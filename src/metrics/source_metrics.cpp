@@ -75,8 +75,9 @@ void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_settled_early_total", Type::kCounter,
               "Keys settled before they were quiet because settle_max_keys keys were pending.");
   page.family("outbox_settle_missing_versions_total", Type::kCounter,
-              "Versions a new leader found neither settled nor in the main stream (purged or expired before "
-              "they settled): their keys may not settle until they change again.");
+              "Versions the settle thread found missing from the main stream (purged or expired) where no epoch "
+              "bump explains the gap: those not yet settled are lost to the settled stream until their keys change "
+              "again.");
   page.family("outbox_settle_errors_total", Type::kCounter,
               "Settle sessions ended by a failure (a settled publish refused or unanswered, a read of either "
               "stream); the next one recovers from the streams.");

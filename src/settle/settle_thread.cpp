@@ -93,8 +93,8 @@ void SettleThread::take(const SettleKey& key, uint64_t version, uint64_t epoch, 
   // main stream no longer holds (a bump's gap lies between two epochs).
   if (version > expected && epoch != 0 && epoch == lastEpoch_) {
     metrics_.settleMissing += version - expected;
-    log_->warn("versions {} to {} are not in stream {} (purged or expired before they settled): their keys settle "
-               "only when they change again",
+    log_->warn("versions {} to {} are not in stream {} (purged or expired): those not yet settled are lost to the "
+               "settled stream, their keys settle again when they next change",
                expected, version - 1, source_.stream);
   }
   if (version >= expected) lastEpoch_ = epoch;

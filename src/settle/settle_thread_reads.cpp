@@ -91,7 +91,10 @@ Status SettleThread::recover() {
   settler_.emplace(
       Settler::Options{source_.settle, source_.settleMax, static_cast<size_t>(source_.settleMaxKeys)});
   settler_->restart(through);
-  lastEpoch_ = 0;
+  // A gap right after `through` in the same epoch as the last settled message is versions the main
+  // stream no longer holds (a purge, max_age): said and counted by take(). Some of them the tail
+  // may stand for; the rest are lost to the settled stream.
+  lastEpoch_ = last->has_value() ? (*last)->epoch : 0;
   uint64_t tail = 0;
   if (last->has_value()) {
     // The settled messages that may stand for versions above `through`: theirs are left out.

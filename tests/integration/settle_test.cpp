@@ -28,10 +28,11 @@ struct SettlingSource {
   std::unique_ptr<db::Connection> producer;
   StreamReader reader;
 
-  SettlingSource(const std::string& tag, const std::string& settle, const std::string& settleMax)
+  SettlingSource(const std::string& tag, const std::string& settle, const std::string& settleMax,
+                 const std::string& extraToml = "")
       : database(tag),
         source{uniqueName(tag, database), &database, {{"settle", settle}, {"settle_max", settleMax}}},
-        config(writeConfig({source})),
+        config(writeConfig({source}, extraToml)),
         bridge(config),
         producer(database.connect()) {
     migrate(config);
@@ -174,4 +175,76 @@ BOOST_AUTO_TEST_CASE(a_settled_stream_with_other_subjects_stops_the_start) {
   const CommandResult r = runCommand(fmt::format("timeout 30 {} run --config {}", stack().bridgeBinary, s.config));
   BOOST_TEST(r.exitCode == 1);
   BOOST_TEST((r.out + r.err).find("settled stream " + settledStreamOf(s.source)) != std::string::npos, r.out + r.err);
+}
+
+// An epoch bump (README, "The settled stream"): the settled stream goes on. Keys changed just
+// before the bump and again after it settle once, with the new epoch's message and a From in the
+// old one; keys changed only before it settle once with theirs. The bump ends the relay's session,
+// so the settle thread recovers the pending keys from the streams in between.
+BOOST_AUTO_TEST_CASE(a_key_pending_across_an_epoch_bump_settles_once_with_the_new_epochs_message) {
+  // settle 8 s: the bump takes a few seconds to reach the leader (measured: up to 5 s), and the
+  // keys changed before it must still be pending when they change again after it.
+  SettlingSource s("settlee", "\"8s\"", "\"30s\"");
+  s.bridge.start();
+  changeKeys(*s.producer, s.source.outboxTable(), {4, 5}, 0);
+  s.requirePublished(2);
+  changeKeys(*s.producer, s.source.outboxTable(), {0, 1, 2, 3}, 1);
+  s.requirePublished(6);
+  auto bump = runBridge({"epoch", "bump", "--config", s.config, "--source", s.source.name, "--reason", "test"});
+  BOOST_REQUIRE_MESSAGE(bump.exitCode == 0, bump.err << s.bridge.log());
+  changeKeys(*s.producer, s.source.outboxTable(), {0, 1}, 2);
+  BOOST_REQUIRE(waitUntil([&] { return mainChanges(s.reader, s.source).size() == 8; }, 20s));
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return settledMessages(s.reader, s.source).size() == 6; }, 30s),
+                        s.bridge.log());
+  std::this_thread::sleep_for(1s);  // nothing more comes
+  const auto changes = mainChanges(s.reader, s.source);
+  const auto settled = settledMessages(s.reader, s.source);
+  BOOST_TEST(checkSettledWhole(changes, settled) == "");
+  BOOST_REQUIRE_EQUAL(settled.size(), 6u);
+  std::map<std::string, SettledMsg> after;  // each key's message
+  for (const auto& m : settled) after[m.key] = m;
+  BOOST_REQUIRE_EQUAL(after.size(), 6u);
+  for (const char* key : {"k0", "k1"}) {
+    BOOST_TEST_CONTEXT(key) {
+      BOOST_TEST(after[key].epoch == 2u);
+      BOOST_TEST(after[key].count == 2u);
+      BOOST_TEST(after[key].from <= 6u);  // its change of epoch 1
+      BOOST_TEST(after[key].version > 6u);
+    }
+  }
+  for (const char* key : {"k2", "k3", "k4", "k5"}) {
+    BOOST_TEST_CONTEXT(key) {
+      BOOST_TEST(after[key].epoch == 1u);
+      BOOST_TEST(after[key].count == 1u);
+    }
+  }
+  BOOST_TEST(s.bridge.stop() == 0);
+}
+
+// A purge of the main stream (README, "The settled stream"): keys pending when the leader dies are
+// lost to the settled stream if the main stream no longer holds their changes; the new leader says
+// so (a warning naming the versions, and the counter), and settles what changes from then on.
+BOOST_AUTO_TEST_CASE(a_purge_a_new_leader_cannot_read_back_is_said_and_counted) {
+  SettlingSource s("settlep", "\"3s\"", "\"10s\"", "[lease]\nttl = \"2s\"\nheartbeat = \"500ms\"\n");
+  s.bridge.start();
+  changeKeys(*s.producer, s.source.outboxTable(), {9}, 0);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return settledMessages(s.reader, s.source).size() == 1; }, 20s),
+                        s.bridge.log());
+  changeKeys(*s.producer, s.source.outboxTable(), {0, 1, 2, 3, 4}, 1);  // versions 2 to 6, pending
+  s.requirePublished(6);
+  s.bridge.kill();
+  BOOST_REQUIRE(s.reader.js().purgeStream(s.source.stream()).isOk());
+  s.bridge.start();
+  const int port = s.bridge.httpPort();
+  changeKeys(*s.producer, s.source.outboxTable(), {5}, 2);  // version 7
+  s.requirePublished(7);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return settledMessages(s.reader, s.source).size() == 2; }, 20s),
+                        s.bridge.log());
+  const auto settled = settledMessages(s.reader, s.source);
+  BOOST_TEST(settled[1].key == "k5");
+  BOOST_TEST(settled[1].version == 7u);
+  BOOST_TEST(s.bridge.log().find("versions 2 to 6 are not in stream " + s.source.stream()) != std::string::npos,
+             s.bridge.log());
+  BOOST_TEST(sourceMetric(port, "outbox_settle_missing_versions_total", s.source.name) == 5.0);
+  BOOST_TEST(s.bridge.stop() == 0);
 }

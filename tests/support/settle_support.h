@@ -39,6 +39,7 @@ struct SettledMsg {
   uint64_t version = 0, from = 0, count = 0, through = 0, seen = 0;
   int64_t storedNanos = 0;
   std::string subject, data;
+  uint64_t epoch = 0;
 };
 
 inline std::string settledStreamOf(const SourceSpec& s) { return s.stream() + "_SETTLED"; }
@@ -59,7 +60,7 @@ inline std::vector<SettledMsg> settledMessages(StreamReader& reader, const Sourc
     out.push_back({m.headers.at("Outbox-Entity-Key"), headerU64(m, "Outbox-Version"),
                    headerU64(m, "Outbox-Settled-From"), headerU64(m, "Outbox-Settled-Count"),
                    headerU64(m, "Outbox-Settled-Through"), headerU64(m, "Outbox-Settled-Seen"), m.timestampNanos,
-                   m.subject, m.data});
+                   m.subject, m.data, headerU64(m, "Outbox-Epoch")});
   }
   return out;
 }
