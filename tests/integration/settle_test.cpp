@@ -248,3 +248,29 @@ BOOST_AUTO_TEST_CASE(a_purge_a_new_leader_cannot_read_back_is_said_and_counted) 
   BOOST_TEST(sourceMetric(port, "outbox_settle_missing_versions_total", s.source.name) == 5.0);
   BOOST_TEST(s.bridge.stop() == 0);
 }
+
+// settle_max_keys bounds the pending keys: 20,000 distinct keys changed within one window with a
+// bound of 1,000 settle, the oldest early, each key once at its change; the early ones are
+// counted, and the pending keys never pass the bound.
+BOOST_AUTO_TEST_CASE(past_settle_max_keys_the_oldest_keys_settle_early_and_are_counted) {
+  SettlingSource s("settlek", "\"8s\"", "\"20s\"");
+  s.source.extra["settle_max_keys"] = "1000";
+  s.config = writeConfig({s.source});
+  BridgeProcess bridge(s.config);
+  bridge.start();
+  const int port = bridge.httpPort();
+  insertRows(s.database.sql(), s.source.outboxTable(), 20'000, 0, "item", 100);  // keys 0 to 19999
+  double maxPending = 0;
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
+    maxPending = std::max(maxPending, sourceMetric(port, "outbox_settle_pending_keys", s.source.name));
+    return s.reader.state(settledStreamOf(s.source)).messages >= 19'000;
+  }, 60s), bridge.log());
+  // The last thousand wait for their window: they were the newest.
+  BOOST_TEST(s.reader.state(settledStreamOf(s.source)).messages == 19'000u);
+  BOOST_TEST(maxPending <= 1000.0);
+  BOOST_TEST(sourceMetric(port, "outbox_settled_early_total", s.source.name) == 19'000.0);
+  BOOST_REQUIRE(waitUntil([&] { return s.reader.state(settledStreamOf(s.source)).messages == 20'000; }, 20s));
+  BOOST_TEST(checkSettledWhole(mainChanges(s.reader, s.source), settledMessages(s.reader, s.source)) == "");
+  BOOST_TEST(sourceMetric(port, "outbox_settled_early_total", s.source.name) == 19'000.0);
+  BOOST_TEST(bridge.stop() == 0);
+}
