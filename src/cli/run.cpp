@@ -27,6 +27,9 @@
 #include "relay/jetstream_publisher.h"
 #include "relay/mysql_store.h"
 #include "relay/relay.h"
+#include "settle/settle_feed.h"
+#include "settle/settle_thread.h"
+#include "settle/settled_message.h"
 #include "wake/doorbell.h"
 #include "wake/idle_check.h"
 
@@ -146,6 +149,10 @@ Command addRun(CLI::App& app) {
       std::unique_ptr<LeaderLease> lease;
       std::unique_ptr<JetStreamPublisher> publisher;
       std::unique_ptr<Relay> relay;
+      // A source that settles (docs/design.md, "The settled stream (issue 36)"): the relay's feed
+      // (shared with the stop listener that wakes it) and the settle thread.
+      std::shared_ptr<SettleFeed> settleFeed;
+      std::unique_ptr<SettleThread> settleThread;
     };
     SteadyClock clock;
     // What wakes each relay besides its own polls (docs/design.md, "Waking up"); a stop wakes them too.
@@ -198,10 +205,30 @@ Command addRun(CLI::App& app) {
       options.maxInFlight = config.nats.maxPending;
       options.ackTimeout = config.nats.ackTimeout;
       options.wakeup = wakeups[i].get();
+      if (source.settles()) {
+        // A few times what can be in flight waits for the settle thread; past that it reads the
+        // main stream instead.
+        rt.settleFeed = std::make_shared<SettleFeed>(4 * static_cast<size_t>(config.nats.maxPending));
+        stop.onRequest([f = rt.settleFeed] { f->wake(); });
+        rt.settleThread = std::make_unique<SettleThread>(source, config.nats, *natsConnection, *rt.settleFeed,
+                                                         *metrics[i], stop);
+        // As for the main stream: a settled stream with foreign subjects stops the start.
+        if (Status s = rt.settleThread->prepare(); s.isPermanent()) {
+          throw Exit{kExitFailure, fmt::format("source {}: settled stream {}: {}", source.name, source.settledStream,
+                                               s.message())};
+        }
+        metrics[i]->settles = true;
+        options.settleFeed = rt.settleFeed.get();
+      }
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
                                          *metrics[i], clock, options);
       sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,
                                       source.subjectPrefix);
+      if (source.settles()) {
+        sourceLogger(source.name)
+            ->info("settled stream {} ({}.>): settle {}, settle_max {}", source.settledStream,
+                   settledPrefix(source.subjectPrefix), formatDuration(source.settle), formatDuration(source.settleMax));
+      }
       runtimes.push_back(std::move(rt));
     }
 
@@ -213,7 +240,10 @@ Command addRun(CLI::App& app) {
     std::vector<std::unique_ptr<IdleCheck>> idleChecks;
     for (auto& group : idleCheckGroups(watched)) idleChecks.push_back(std::make_unique<IdleCheck>(group, stop));
     std::vector<std::thread> threads;
-    for (auto& rt : runtimes) threads.emplace_back([&rt] { rt.relay->run(); });
+    for (auto& rt : runtimes) {
+      threads.emplace_back([&rt] { rt.relay->run(); });
+      if (rt.settleThread) threads.emplace_back([&rt] { rt.settleThread->run(); });
+    }
     for (auto& d : doorbells) d->start();
     for (auto& c : idleChecks) c->start();
     for (auto& t : threads) t.join();

@@ -124,6 +124,14 @@ struct SourceConfig {
   Duration duplicateWindow{120'000};
   int replicas = 1;
   Duration maxAge{0};  // 0: keep forever
+  // The settled stream (docs/design.md, "The settled stream (issue 36)"): each key's latest change
+  // once quiet for `settle`, or `settle_max` after its first unsettled change; at most
+  // `settle_max_keys` keys pending. settle 0 (the key absent): off, and the rest unset.
+  Duration settle{0};
+  Duration settleMax{30'000};
+  std::string settledStream;  // set when settling: default `<stream>_SETTLED`
+  int settleMaxKeys = 100'000;
+  bool settles() const { return settle.count() > 0; }
 };
 
 struct NatsConfig {

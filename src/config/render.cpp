@@ -59,6 +59,13 @@ std::string renderMasked(const Config& c) {
     out += fmt::format("wake = {}\n", quoted(wakeName(s.wake)));
     out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
                        s.replicas, quoted(formatDuration(s.maxAge)));
+    if (s.settles()) {
+      out += fmt::format("settle = {}\nsettle_max = {}\nsettled_stream = {}\nsettle_max_keys = {}\n",
+                         quoted(formatDuration(s.settle)), quoted(formatDuration(s.settleMax)), quoted(s.settledStream),
+                         s.settleMaxKeys);
+    } else {
+      out += "# settle is not set: no settled stream\n";
+    }
   }
   for (const auto& d : c.doorbells) {
     out += fmt::format("\n[[doorbell]]\nname = {}\ndsn = {}\n", quoted(d.name), quoted(d.dsn.masked()));

@@ -179,6 +179,8 @@ void readDsnCredentials(Section& sec, Dsn& dsn);
 // max_age and duplicate_window, as nats-server will take them.
 void streamLimits(Section& sec, SourceConfig& source);
 void subjectAndLatest(Section& sec, SourceConfig& source);
+// settle, settle_max, settled_stream and settle_max_keys, after streamLimits (max_age).
+void settleKeys(Section& sec, SourceConfig& source);
 // "" when `query` is empty or one SELECT (or WITH ... SELECT) statement; else why not (sql_text.cpp).
 std::string snapshotQueryProblem(const std::string& query);
 // The rules between sources (sources_apart.cpp): a ConfigError naming both when two would share a

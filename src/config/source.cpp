@@ -139,6 +139,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   }
   if (auto v = sec.integer("replicas")) s.replicas = positiveInt(sec.keyName("replicas"), *v, 5);
   streamLimits(sec, s);
+  settleKeys(sec, s);
   sec.finish();
   return s;
 }
@@ -198,6 +199,57 @@ void streamLimits(Section& sec, SourceConfig& s) {
     s.duplicateWindow = *window;
   } else if (s.maxAge.count() != 0) {
     s.duplicateWindow = std::min(s.duplicateWindow, s.maxAge);
+  }
+}
+
+// The settled stream's keys. The other keys need `settle`: given without it they would do nothing,
+// which is more likely a mistake than a wish. settle_max bounds what a new leader replays of the
+// main stream (docs/design.md, "Recovery"), so a main stream that expires its messages must keep
+// them well past it: at least twice settle_max.
+void settleKeys(Section& sec, SourceConfig& s) {
+  auto settle = sec.duration("settle");
+  auto settleMax = sec.duration("settle_max");
+  auto stream = sec.str("settled_stream");
+  auto maxKeys = sec.integer("settle_max_keys");
+  if (!settle) {
+    const char* given = settleMax ? "settle_max" : stream ? "settled_stream" : maxKeys ? "settle_max_keys" : nullptr;
+    if (given != nullptr) {
+      throw ConfigError(sec.keyName(given), "is set without settle: set settle (the quiet window) to have a settled "
+                                            "stream, or leave the key out");
+    }
+    return;
+  }
+  if (settle->count() < 1) throw ConfigError(sec.keyName("settle"), "must be at least 1ms (leave it out: no settled stream)");
+  if (settleMax) s.settleMax = *settleMax;
+  if (s.settleMax > std::chrono::hours(1)) {
+    throw ConfigError(sec.keyName("settle_max"), fmt::format("{} is longer than 1h: a new leader replays up to "
+                                                             "settle_max of the main stream",
+                                                             formatDuration(s.settleMax)));
+  }
+  if (*settle > s.settleMax) {
+    throw ConfigError(sec.keyName("settle"), fmt::format("{} is longer than settle_max ({}{}): a key would settle "
+                                                         "before it had been quiet for settle",
+                                                         formatDuration(*settle), formatDuration(s.settleMax),
+                                                         settleMax ? "" : ", its default"));
+  }
+  if (s.maxAge.count() != 0 && s.settleMax * 2 > s.maxAge) {
+    throw ConfigError(sec.keyName(settleMax ? "settle_max" : "settle"),
+                      fmt::format("settle_max ({}) must be at most half of max_age ({}): a new leader rebuilds the "
+                                  "pending keys from up to settle_max of the main stream, which must still hold it",
+                                  formatDuration(s.settleMax), formatDuration(s.maxAge)));
+  }
+  s.settle = *settle;
+  if (maxKeys) s.settleMaxKeys = positiveInt(sec.keyName("settle_max_keys"), *maxKeys, 10'000'000);
+  s.settledStream = stream.value_or(s.stream + "_SETTLED");
+  if (std::string problem = streamNameProblem(s.settledStream); !problem.empty()) {
+    throw ConfigError(sec.keyName("settled_stream"),
+                      fmt::format("'{}' {}{}", shownValue(s.settledStream), problem,
+                                  stream ? "" : " (it defaults to '<stream>_SETTLED': set settled_stream)"));
+  }
+  if (s.settledStream == s.stream || s.settledStream == s.latestStream) {
+    throw ConfigError(sec.keyName("settled_stream"),
+                      fmt::format("'{}' is the source's {} too", shownValue(s.settledStream),
+                                  s.settledStream == s.stream ? "stream" : "latest_stream"));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "config/section.h"
+#include "settle/settled_message.h"
 
 namespace outbox::config_detail {
 
@@ -30,6 +31,9 @@ std::string databaseOf(const Dsn& dsn) {
 
 // The first source (in file order) that claimed each name of one kind.
 using Claims = std::unordered_map<std::string, const SourceConfig*>;
+// The subject prefixes claimed: the source, and its prefix the claim comes from (its
+// subject_prefix, or its settled prefix).
+using PrefixClaims = std::unordered_map<std::string, std::pair<const SourceConfig*, std::string>>;
 
 }  // namespace
 
@@ -45,7 +49,11 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
       }
     }
   }
-  Claims names, tables, prefixes, outerPrefixes, paths, streams, latestStreams;
+  Claims names, tables, paths;
+  PrefixClaims prefixes, outerPrefixes;
+  // Every stream an earlier source uses (its stream, latest_stream, settled_stream), and which
+  // key of that source names it.
+  std::unordered_map<std::string, std::pair<const SourceConfig*, const char*>> streams;
   for (const SourceConfig& b : sources) {
     const std::string key = "source." + b.name + ".";
     if (auto [it, fresh] = names.try_emplace(lower(b.name), &b); !fresh) {
@@ -73,26 +81,33 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
 
     // Subject spaces overlap when one prefix is the other or a token prefix of it (a.b and a.b.c):
     // b's own prefixes against earlier prefixes, and b against the token prefixes of earlier ones.
-    const SourceConfig* overlapping = nullptr;
-    for (size_t dot = 0; overlapping == nullptr && dot != std::string::npos;) {
-      dot = b.subjectPrefix.find('.', dot + 1);
-      if (auto it = prefixes.find(b.subjectPrefix.substr(0, dot)); it != prefixes.end()) overlapping = it->second;
-    }
-    if (auto it = outerPrefixes.find(b.subjectPrefix); overlapping == nullptr && it != outerPrefixes.end()) {
-      overlapping = it->second;
-    }
-    if (overlapping != nullptr) {
-      throw ConfigError(key + "subject_prefix", fmt::format("'{}' overlaps source {}'s '{}': their streams' subjects "
-                                                            "({}.> and {}.>) would collide",
-                                                            shownValue(b.subjectPrefix), overlapping->name,
-                                                            shownValue(overlapping->subjectPrefix),
-                                                            shownValue(b.subjectPrefix),
-                                                            shownValue(overlapping->subjectPrefix)));
-    }
-    prefixes.emplace(b.subjectPrefix, &b);
-    for (size_t dot = b.subjectPrefix.find('.'); dot != std::string::npos; dot = b.subjectPrefix.find('.', dot + 1)) {
-      outerPrefixes.try_emplace(b.subjectPrefix.substr(0, dot), &b);
-    }
+    // A settling source's settled subjects (`<subject_prefix>_settled.>`) are a prefix of its own.
+    auto claimPrefix = [&](const std::string& prefix, const char* keyOfB) {
+      const std::pair<const SourceConfig*, std::string>* overlapping = nullptr;
+      for (size_t dot = 0; overlapping == nullptr && dot != std::string::npos;) {
+        dot = prefix.find('.', dot + 1);
+        if (auto it = prefixes.find(prefix.substr(0, dot)); it != prefixes.end()) overlapping = &it->second;
+      }
+      if (auto it = outerPrefixes.find(prefix); overlapping == nullptr && it != outerPrefixes.end()) {
+        overlapping = &it->second;
+      }
+      if (overlapping != nullptr) {
+        const auto& [other, theirs] = *overlapping;
+        auto what = [](const SourceConfig& source, const std::string& p) {
+          return p == source.subjectPrefix ? "subjects" : "settled subjects";
+        };
+        throw ConfigError(key + keyOfB, fmt::format("its {} {}.> and source {}'s {} {}.> overlap: their streams would "
+                                                    "collide",
+                                                    what(b, prefix), shownValue(prefix), other->name,
+                                                    what(*other, theirs), shownValue(theirs)));
+      }
+      prefixes.emplace(prefix, std::make_pair(&b, prefix));
+      for (size_t dot = prefix.find('.'); dot != std::string::npos; dot = prefix.find('.', dot + 1)) {
+        outerPrefixes.try_emplace(prefix.substr(0, dot), std::make_pair(&b, prefix));
+      }
+    };
+    claimPrefix(b.subjectPrefix, "subject_prefix");
+    if (b.settles()) claimPrefix(settledPrefix(b.subjectPrefix), "settle");
 
     if (!b.snapshotPath.empty()) {
       if (auto [it, fresh] = paths.try_emplace(b.snapshotPath, &b); !fresh) {
@@ -100,25 +115,20 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
                                                              shownValue(b.snapshotPath), it->second->name));
       }
     }
-    if (auto it = streams.find(b.stream); it != streams.end()) {
-      throw ConfigError(key + "stream", fmt::format("stream '{}' is used by source {}", shownValue(b.stream),
-                                                    it->second->name));
-    }
-    if (auto it = latestStreams.find(b.stream); it != latestStreams.end()) {
-      throw ConfigError(key + "stream", fmt::format("stream '{}' is source {}'s latest_stream", shownValue(b.stream),
-                                                    it->second->name));
-    }
-    if (!b.latestStream.empty()) {
-      const SourceConfig* user = nullptr;
-      if (auto it = streams.find(b.latestStream); it != streams.end()) user = it->second;
-      if (auto it = latestStreams.find(b.latestStream); user == nullptr && it != latestStreams.end()) user = it->second;
-      if (user != nullptr) {
-        throw ConfigError(key + "latest_stream",
-                          fmt::format("stream '{}' is used by source {}", shownValue(b.latestStream), user->name));
+    // b's streams against every stream of the earlier sources (b's own are apart: source.cpp).
+    for (auto [name, keyOfB] : {std::pair<const std::string*, const char*>{&b.stream, "stream"},
+                                {&b.latestStream, "latest_stream"}, {&b.settledStream, "settled_stream"}}) {
+      if (name->empty()) continue;
+      if (auto it = streams.find(*name); it != streams.end()) {
+        const auto& [user, theirKey] = it->second;
+        throw ConfigError(key + keyOfB, fmt::format("stream '{}' is used by source {} (its {})", shownValue(*name),
+                                                    user->name, theirKey));
       }
-      latestStreams.emplace(b.latestStream, &b);
     }
-    streams.emplace(b.stream, &b);
+    for (auto [name, keyOfB] : {std::pair<const std::string*, const char*>{&b.stream, "stream"},
+                                {&b.latestStream, "latest_stream"}, {&b.settledStream, "settled_stream"}}) {
+      if (!name->empty()) streams.emplace(*name, std::make_pair(&b, keyOfB));
+    }
   }
 }
 

@@ -11,6 +11,13 @@ void SourceMetrics::observeLatency(double seconds) {
   latencySumMicros.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
 }
 
+void SourceMetrics::observeSettleDelay(double seconds) {
+  size_t i = 0;
+  while (i < kSettleDelayBuckets.size() && seconds > kSettleDelayBuckets[i]) ++i;
+  settleDelayBuckets[i].fetch_add(1, std::memory_order_relaxed);
+  settleDelaySumMicros.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
 void declareSourceFamilies(PrometheusPage& page) {
   page.family("outbox_published_rows_total", Type::kCounter,
               "Rows this process published and the stream acknowledged.");
@@ -57,6 +64,25 @@ void declareSourceFamilies(PrometheusPage& page) {
               "commit its row.");
   page.family("outbox_commit_to_ack_seconds", Type::kHistogram,
               "From a row's created_at to the stream's acknowledgement of its message.");
+  // The settled stream's (sources with `settle` only).
+  page.family("outbox_settle_pending_keys", Type::kGauge,
+              "Keys changed and not yet settled, on the leader (at most settle_max_keys).");
+  page.family("outbox_settled_messages_total", Type::kCounter,
+              "Messages the settled stream acknowledged: one per key each time it settles.");
+  page.family("outbox_settle_squashed_total", Type::kCounter,
+              "Changes a later change of the same key stood for on the settled stream (Outbox-Settled-Count "
+              "less one, summed).");
+  page.family("outbox_settled_early_total", Type::kCounter,
+              "Keys settled before they were quiet because settle_max_keys keys were pending.");
+  page.family("outbox_settle_missing_versions_total", Type::kCounter,
+              "Versions the settle thread found missing from the main stream (purged or expired) where no epoch "
+              "bump explains the gap: those not yet settled are lost to the settled stream until their keys change "
+              "again.");
+  page.family("outbox_settle_errors_total", Type::kCounter,
+              "Settle sessions ended by a failure (a settled publish refused or unanswered, a read of either "
+              "stream); the next one recovers from the streams.");
+  page.family("outbox_settle_delay_seconds", Type::kHistogram,
+              "From a key's last change (its ack by the main stream) to the settled stream's ack of its message.");
 }
 
 void addSourceMetrics(PrometheusPage& page, const std::string& name, const SourceMetrics& m) {
@@ -91,6 +117,17 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   for (size_t i = 0; i < counts.size(); ++i) counts[i] = m.latencyBuckets[i].load();
   page.histogram("outbox_commit_to_ack_seconds", source, SourceMetrics::kLatencyBuckets, counts,
                  static_cast<double>(m.latencySumMicros.load()) / 1e6);
+  if (!m.settles) return;
+  page.sample("outbox_settle_pending_keys", source, m.settlePendingKeys.load());
+  page.sample("outbox_settled_messages_total", source, m.settledMessages.load());
+  page.sample("outbox_settle_squashed_total", source, m.settleSquashed.load());
+  page.sample("outbox_settled_early_total", source, m.settledEarly.load());
+  page.sample("outbox_settle_missing_versions_total", source, m.settleMissing.load());
+  page.sample("outbox_settle_errors_total", source, m.settleErrors.load());
+  std::array<uint64_t, SourceMetrics::kSettleDelayBuckets.size() + 1> delays{};
+  for (size_t i = 0; i < delays.size(); ++i) delays[i] = m.settleDelayBuckets[i].load();
+  page.histogram("outbox_settle_delay_seconds", source, SourceMetrics::kSettleDelayBuckets, delays,
+                 static_cast<double>(m.settleDelaySumMicros.load()) / 1e6);
 }
 
 }  // namespace outbox

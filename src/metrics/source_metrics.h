@@ -43,7 +43,22 @@ struct SourceMetrics {
   std::array<std::atomic<uint64_t>, kLatencyBuckets.size() + 1> latencyBuckets{};
   std::atomic<uint64_t> latencySumMicros{0};
 
+  // The settled stream (docs/design.md, "The settled stream (issue 36)"), written by the settle
+  // thread; shown only for a source that settles.
+  static constexpr std::array<double, 12> kSettleDelayBuckets{0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                              2,    5,    10,  30,   60,  120};
+  bool settles = false;  // set before any thread starts
+  std::atomic<uint64_t> settlePendingKeys{0};
+  std::atomic<uint64_t> settledMessages{0};   // acknowledged by the settled stream
+  std::atomic<uint64_t> settleSquashed{0};    // changes a later change of their key stood for
+  std::atomic<uint64_t> settledEarly{0};      // keys settled early: settle_max_keys pending
+  std::atomic<uint64_t> settleMissing{0};     // versions recovery found neither settled nor in the main stream
+  std::atomic<uint64_t> settleErrors{0};      // settle sessions ended by a failure
+  std::array<std::atomic<uint64_t>, kSettleDelayBuckets.size() + 1> settleDelayBuckets{};
+  std::atomic<uint64_t> settleDelaySumMicros{0};
+
   void observeLatency(double seconds);
+  void observeSettleDelay(double seconds);
 };
 
 // Declares the families that addSourceMetrics() fills, once per page.

@@ -99,7 +99,7 @@ struct StreamSettings {
 // A message read back from a stream.
 struct StoredMessage {
   uint64_t seq = 0;
-  int64_t timestampNanos = 0;  // when the server stored it (readRange only)
+  int64_t timestampNanos = 0;  // when the server stored it (ns since the epoch)
   std::string subject;
   std::string data;
   std::map<std::string, std::string> headers;
@@ -112,6 +112,8 @@ struct StreamState {
   std::vector<std::string> subjects;
   int replicas = 1;
   std::string leader;  // the server leading a clustered stream ("" on a single server)
+  int64_t createdNanos = 0;   // when the stream was made (the server's clock, ns since the epoch)
+  int64_t lastTimeNanos = 0;  // when its last message was stored (kept through a purge); 0: never
 };
 
 // An ordered consumer on a stream, from a start sequence on: messages arrive in stream order,

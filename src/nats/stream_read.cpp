@@ -37,6 +37,7 @@ std::map<std::string, std::string> headersOf(natsMsg* msg) {
 StoredMessage storedFrom(natsMsg* raw) {
   StoredMessage out;
   out.seq = natsMsg_GetSequence(raw);
+  out.timestampNanos = natsMsg_GetTime(raw);
   out.subject = natsMsg_GetSubject(raw);
   out.data.assign(natsMsg_GetData(raw), static_cast<size_t>(natsMsg_GetDataLength(raw)));
   out.headers = headersOf(raw);

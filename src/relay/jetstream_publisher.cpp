@@ -67,6 +67,27 @@ nats::OutgoingMessage toMessage(const SourceConfig& source, const SubjectTemplat
   return m;
 }
 
+Status ensureSourceStream(nats::JetStream& js, const SourceConfig& source, const std::string& name,
+                          const std::string& subject, bool& warnedReplicas) {
+  nats::StreamSettings settings;
+  settings.name = name;
+  settings.subject = subject;
+  settings.duplicateWindow = source.duplicateWindow;
+  settings.replicas = source.replicas;
+  settings.maxAge = source.maxAge;
+  int replicas = 0;
+  OUTBOX_RETURN_IF_ERROR(js.ensureStream(settings, &replicas));
+  if (replicas != source.replicas && !std::exchange(warnedReplicas, true)) {
+    // Changing a stream's replicas is the operator's decision (it moves data between servers):
+    // the bridge publishes into the stream as it is.
+    sourceLogger(source.name)
+        ->warn("stream {} exists with {} replica(s), this source's config says replicas = {}; leaving it as it is "
+               "(change it on the server if it should have {})",
+               name, replicas, source.replicas, source.replicas);
+  }
+  return Status::ok();
+}
+
 JetStreamPublisher::JetStreamPublisher(const SourceConfig& source, const NatsConfig& nats,
                                        nats::Connection& connection)
     : source_(source),
@@ -80,22 +101,8 @@ Status JetStreamPublisher::prepare() {
     if (!js.isOk()) return js.status();
     js_ = std::move(js).value();
   }
-  nats::StreamSettings settings;
-  settings.name = source_.stream;
-  settings.subject = source_.subjectPrefix + ".>";
-  settings.duplicateWindow = source_.duplicateWindow;
-  settings.replicas = source_.replicas;
-  settings.maxAge = source_.maxAge;
-  int replicas = 0;
-  OUTBOX_RETURN_IF_ERROR(js_->ensureStream(settings, &replicas));
-  if (replicas != source_.replicas && !std::exchange(warnedReplicas_, true)) {
-    // Changing a stream's replicas is the operator's decision (it moves data between servers):
-    // the bridge publishes into the stream as it is.
-    sourceLogger(source_.name)
-        ->warn("stream {} exists with {} replica(s), this source's config says replicas = {}; leaving it as it is "
-               "(change it on the server if it should have {})",
-               source_.stream, replicas, source_.replicas, source_.replicas);
-  }
+  OUTBOX_RETURN_IF_ERROR(ensureSourceStream(*js_, source_, source_.stream, source_.subjectPrefix + ".>",
+                                            warnedReplicas_));
   if (!source_.latestStream.empty()) {
     // nats-server fills it from the main stream; the bridge only sees that it is there. Neither
     // a failure here nor a stream set up otherwise stops the main stream's publishing.

@@ -21,6 +21,13 @@ std::vector<std::pair<const char*, std::string>> bridgeHeaders(const SourceConfi
                                                                uint64_t version, uint64_t epoch,
                                                                uint64_t expectedLastSeq, bool fenceOnPreviousVersion);
 
+// Makes or checks a stream of `source` (its main stream, or its settled stream): created with
+// the source's duplicate_window, replicas and max_age when missing; one whose subjects are not
+// `subject` is refused (permanent); one with other replicas is left as it is, with a warning the
+// first time (`warnedReplicas`).
+Status ensureSourceStream(nats::JetStream& js, const SourceConfig& source, const std::string& name,
+                          const std::string& subject, bool& warnedReplicas);
+
 // Publisher over a shared nats::Connection (which must outlive it), with its own JetStream
 // context. Single-threaded apart from the ack queue inside nats::JetStream.
 class JetStreamPublisher final : public Publisher {

@@ -38,6 +38,12 @@ void Relay::run() {
     if (!awaitLeadership()) break;
     SessionEnd end = session();
     metrics_.running = false;
+    if (options_.settleFeed != nullptr) {
+      // The rows still in flight are in the main stream or not: the next session's settle
+      // recovery reads what it holds.
+      options_.settleFeed->end();
+      sentRows_.clear();
+    }
     settle(stop_.stopped() ? std::min(options_.ackTimeout, std::chrono::milliseconds(2000)) : options_.ackTimeout);
     publisher_.abandon();
     if (stop_.stopped()) break;
@@ -171,6 +177,10 @@ Status Relay::beginSession() {
   unmarkedSince_.reset();
   offered_ = 0;
   pacer_.begin(clock_.now());
+  if (options_.settleFeed != nullptr) {
+    sentRows_.clear();
+    options_.settleFeed->begin();
+  }
   return Status::ok();
 }
 
@@ -257,7 +267,7 @@ Status Relay::publishTail() {
                                   from + i, source_.outboxTable));
     }
   }
-  return publishRows(*rows);
+  return publishRows(std::move(rows).value());
 }
 
 Status Relay::onBatch(Batch& batch) {
@@ -283,7 +293,7 @@ Status Relay::onBatch(Batch& batch) {
   // More is waiting: start the next batch's database work first, so it overlaps with this
   // batch's publishing.
   if (full && roomFor(batch.rows.size() + static_cast<size_t>(source_.batchSize))) startBatch();
-  OUTBOX_RETURN_IF_ERROR(publishRows(batch.rows));
+  OUTBOX_RETURN_IF_ERROR(publishRows(std::move(batch.rows)));
   if (!batch.poison) return Status::ok();
   metrics_.poisonRows++;
   std::string reason = poisonHaltReason(batch.poison->first, batch.poison->second);
@@ -298,9 +308,9 @@ Status Relay::onBatch(Batch& batch) {
   return haltWith(reason, HaltedRow{batch.poison->first, std::nullopt});
 }
 
-Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
+Status Relay::publishRows(std::vector<OutboxRow> rows) {
   const auto sentAt = clock_.now();  // one read per batch: the deadline is ack_timeout, not microseconds
-  for (const auto& row : rows) {
+  for (auto& row : rows) {
     Status s = publisher_.publish(row, state_.epoch, expectedSeq_, /*fenceOnPreviousVersion=*/!firstPublish_);
     if (!s.isOk()) {
       metrics_.errorsPublish++;
@@ -317,6 +327,7 @@ Status Relay::publishRows(const std::vector<OutboxRow>& rows) {
     firstPublish_ = false;
     ++expectedSeq_;
     window_.sent(row, sentAt);
+    if (options_.settleFeed != nullptr) sentRows_.push_back(std::move(row));
   }
   return Status::ok();
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <variant>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "relay/ports.h"
 #include "relay/progress_log.h"
 #include "relay/scanner.h"
+#include "settle/settle_feed.h"
 
 namespace outbox {
 
@@ -44,6 +46,10 @@ class Relay {
     // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null: the relay
     // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
     Wakeup* wakeup = nullptr;
+    // The source's settle feed when it settles (docs/design.md, "The settled stream (issue 36)"):
+    // the rows the stream acknowledged are moved to it, and it is told when a session begins and
+    // ends. Null: nothing is kept, and publishing costs what it did.
+    SettleFeed* settleFeed = nullptr;
   };
 
   // `lease` may be null: then this relay assumes it is the only one (tests, single instance).
@@ -95,7 +101,10 @@ class Relay {
   // deals with the poison row that ended it, if any.
   Status onBatch(Batch& batch);
   bool roomFor(size_t rows) const;
-  Status publishRows(const std::vector<OutboxRow>& rows);
+  // Takes the rows by value: with a settle feed, each sent row is kept (moved) until acked.
+  Status publishRows(std::vector<OutboxRow> rows);
+  // Moves the sent rows now below the contiguous ack mark to the settle feed.
+  void feedAcked();
   // Takes the acks received so far and marks; returns the first publish failure, if any.
   Status takeAcks();
   // Counts what `taken` published (rows, commit-to-ack latency) and its failure (errors); returns
@@ -147,6 +156,10 @@ class Relay {
   uint64_t offered_ = 0;  // the acks last offered to the store (OutboxStore::offerMark)
   ProgressLog progress_;
   bool progressed_ = false;
+  // With a settle feed: this session's sent rows not yet below the contiguous ack mark, oldest
+  // first (at most maxInFlight), and the vector handed to the feed (reused).
+  std::deque<OutboxRow> sentRows_;
+  std::vector<SettleFeed::Row> feeding_;
 };
 
 }  // namespace outbox

@@ -31,8 +31,21 @@ Status Relay::checkAckDeadline() {
 
 Status Relay::takeAcks() {
   Status failed = count(window_.take(publisher_));
+  if (options_.settleFeed != nullptr) feedAcked();
   OUTBOX_RETURN_IF_ERROR(mark(/*force=*/!failed.isOk()));
   return failed;
+}
+
+void Relay::feedAcked() {
+  const uint64_t through = window_.contiguousVersion();
+  if (sentRows_.empty() || sentRows_.front().version > through) return;
+  const auto now = clock_.now();
+  while (!sentRows_.empty() && sentRows_.front().version <= through) {
+    feeding_.push_back(SettleFeed::Row{std::move(sentRows_.front()), state_.epoch, now});
+    sentRows_.pop_front();
+  }
+  options_.settleFeed->hand(std::move(feeding_));
+  feeding_.clear();
 }
 
 Status Relay::count(const AckWindow::Taken& taken) {

@@ -33,24 +33,36 @@ Status tooManyDeleted(uint64_t from) {
 
 }  // namespace
 
-Result<std::optional<SettledMark>> lastSettled(MessageReader& settled) {
-  auto bounds = settled.bounds();
+Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream) {
+  auto bounds = stream.bounds();
   if (!bounds.isOk()) return bounds.status();
   const uint64_t first = std::max<uint64_t>(bounds->first, 1);
   uint64_t walked = 0;
   for (uint64_t seq = bounds->last; seq >= first && seq > 0; --seq) {
     if (++walked > kMaxDeletedWalk) return tooManyDeleted(bounds->last);
-    auto m = settled.at(seq);
+    auto m = stream.at(seq);
     if (!m.isOk()) return m.status();
-    if (!m->has_value()) continue;
-    auto mark = settledMark((*m)->headers);
-    if (!mark) return notOurs(seq, "Outbox-Settled-Through, -Seen or the key's headers");
-    return std::optional<SettledMark>(std::move(*mark));
+    if (m->has_value()) return std::move(*m);
   }
-  return std::optional<SettledMark>();
+  return std::optional<nats::StoredMessage>();
 }
 
-Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64_t value) {
+Result<std::optional<SettledMark>> lastSettled(MessageReader& settled) {
+  auto last = lastStored(settled);
+  if (!last.isOk()) return last.status();
+  if (!last->has_value()) return std::optional<SettledMark>();
+  auto mark = settledMark((*last)->headers);
+  if (!mark) return notOurs((*last)->seq, "Outbox-Settled-Through, -Seen or the key's headers");
+  mark->seq = (*last)->seq;
+  return std::optional<SettledMark>(std::move(*mark));
+}
+
+namespace {
+
+// The lowest sequence from which every stored message's `of` is above `value` (firstSeqAbove).
+// `of` returns nullopt for a message that has no such value (`what` names it).
+template <typename Of>
+Result<uint64_t> firstSeqWhere(MessageReader& stream, const char* what, uint64_t value, Of of) {
   auto bounds = stream.bounds();
   if (!bounds.isOk()) return bounds.status();
   uint64_t lo = std::max<uint64_t>(bounds->first, 1);
@@ -64,8 +76,8 @@ Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64
       auto m = stream.at(seq);
       if (!m.isOk()) return m.status();
       if (!m->has_value()) continue;
-      auto v = headerValue(**m, header);
-      if (!v) return notOurs(seq, header);
+      std::optional<uint64_t> v = of(**m);
+      if (!v) return notOurs(seq, what);
       found.emplace(seq, *v);
       break;
     }
@@ -77,6 +89,20 @@ Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64
     }
   }
   return lo;
+}
+
+}  // namespace
+
+Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64_t value) {
+  return firstSeqWhere(stream, header, value,
+                       [header](const nats::StoredMessage& m) { return headerValue(m, header); });
+}
+
+Result<uint64_t> firstSeqStoredFrom(MessageReader& stream, int64_t nanos) {
+  if (nanos <= 0) return firstSeqWhere(stream, "time", 0, [](const nats::StoredMessage&) { return std::optional<uint64_t>(1); });
+  return firstSeqWhere(stream, "time stored", static_cast<uint64_t>(nanos - 1), [](const nats::StoredMessage& m) {
+    return m.timestampNanos > 0 ? std::optional<uint64_t>(static_cast<uint64_t>(m.timestampNanos)) : std::nullopt;
+  });
 }
 
 Clock::TimePoint steadyTimeOf(int64_t storedNanos, Clock::TimePoint now, int64_t nowWallNanos) {

@@ -38,12 +38,21 @@ inline constexpr uint64_t kMaxDeletedWalk = 10'000;
 // stream has one writer, the bridge.
 Result<std::optional<SettledMark>> lastSettled(MessageReader& settled);
 
+// The stream's last stored message (walking back over deleted sequences); nullopt when it holds
+// none.
+Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream);
+
 // The sequence from which every stored message carries `header` above `value`: the lowest
 // sequence whose message, or the first stored one after it, does (last + 1 when none does).
 // `header` must never fall along the stream: Outbox-Version on the main stream (versions rise with
 // sequences in every epoch), Outbox-Settled-Seen on the settled one. A binary search: about
 // log2(n) reads, plus the deleted sequences it walks over.
 Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64_t value);
+
+// The same for the time the server stored each message: the lowest sequence from which every
+// stored message was stored at or after `nanos` (ns since the epoch; the server's clock). Stored
+// times rise with sequences in one stream.
+Result<uint64_t> firstSeqStoredFrom(MessageReader& stream, int64_t nanos);
 
 // The steady-clock time of a message the server stored at `storedNanos` (its wall clock), given
 // both clocks now; never after `now` (a server clock ahead of ours).

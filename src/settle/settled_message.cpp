@@ -97,7 +97,7 @@ std::optional<SettledMark> settledMark(const std::map<std::string, std::string>&
   auto through = parseU64(headers, kSettledThroughHeader);
   auto seen = parseU64(headers, kSettledSeenHeader);
   if (!key || !version || !through || !seen) return std::nullopt;
-  return SettledMark{std::move(*key), *version, *through, *seen};
+  return SettledMark{std::move(*key), *version, *through, *seen, parseU64(headers, "Outbox-Epoch").value_or(0), 0};
 }
 
 }  // namespace outbox

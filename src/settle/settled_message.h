@@ -56,6 +56,8 @@ struct SettledMark {
   uint64_t version = 0;
   uint64_t through = 0;
   uint64_t seen = 0;
+  uint64_t epoch = 0;  // its Outbox-Epoch (0: none)
+  uint64_t seq = 0;    // where the settled stream holds it (set by lastSettled)
 };
 // nullopt when a header is missing or bad (a message the bridge did not write).
 std::optional<SettledMark> settledMark(const std::map<std::string, std::string>& headers);

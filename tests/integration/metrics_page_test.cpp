@@ -41,7 +41,9 @@ std::map<std::string, ParsedFamily> parseWithPrometheusClient(const std::string&
 // grouped by source, and the Python client read 103 untyped families for 26 names.
 BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) {
   TestDatabase database("metrics");
-  SourceSpec first{uniqueName("ma", database), &database, {{"snapshot_query", "\"SELECT 1 AS id\""}}};
+  // The first settles (issue 36): its settle families carry its samples only.
+  SourceSpec first{uniqueName("ma", database), &database,
+                   {{"snapshot_query", "\"SELECT 1 AS id\""}, {"settle", "\"100ms\""}}};
   SourceSpec second{uniqueName("mb", database), &database, {{"snapshot_query", "\"SELECT 2 AS id\""}}};
   std::string config = writeConfig({first, second});
   migrate(config);
@@ -83,6 +85,18 @@ BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) 
       BOOST_REQUIRE(families.count(name) == 1);
       BOOST_TEST(families[name].type == type);
       BOOST_TEST(families[name].sources == both, "every source's samples in the one family");
+    }
+  }
+  const std::map<std::string, std::string> settle{
+      {"outbox_settle_pending_keys", "gauge"},     {"outbox_settled_messages", "counter"},
+      {"outbox_settle_squashed", "counter"},       {"outbox_settled_early", "counter"},
+      {"outbox_settle_missing_versions", "counter"}, {"outbox_settle_errors", "counter"},
+      {"outbox_settle_delay_seconds", "histogram"}};
+  for (const auto& [name, type] : settle) {
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_REQUIRE(families.count(name) == 1);
+      BOOST_TEST(families[name].type == type);
+      BOOST_TEST(families[name].sources == first.name, "the settling source's samples only");
     }
   }
   BOOST_TEST(families["outbox_build_info"].type == "gauge");

@@ -56,6 +56,10 @@ wake = "binlog"
 duplicate_window = "30s"
 replicas = 3
 max_age = "7d"
+settle = "1500ms"
+settle_max = "1m"
+settled_stream = "ACCT_QUIET"
+settle_max_keys = 5000
 
 [[source]]
 name = "stock"
@@ -99,8 +103,14 @@ dsn = "mysql://watcher:w4tch@DB.internal:3307/?ssl-mode=VERIFY_IDENTITY"
     BOOST_TEST((b.batchSize == a.batchSize && b.pollInterval == a.pollInterval && b.summaryInterval == a.summaryInterval &&
                 b.onPoison == a.onPoison &&
                 b.wake == a.wake && b.duplicateWindow == a.duplicateWindow && b.replicas == a.replicas && b.maxAge == a.maxAge));
+    BOOST_TEST((b.settle == a.settle && b.settleMax == a.settleMax && b.settledStream == a.settledStream &&
+                b.settleMaxKeys == a.settleMaxKeys));
   }
   BOOST_TEST(c.sources[1].snapshotKey == "k\x01\x7f\"\\");
+  // The settled stream's keys (issue 36): the first source's as given, the second's off.
+  BOOST_TEST((back.sources[0].settle.count() == 1500 && back.sources[0].settledStream == "ACCT_QUIET" &&
+              back.sources[0].settleMaxKeys == 5000));
+  BOOST_TEST(!back.sources[1].settles());
   // The doorbell's account (issue 33): its password masked, the rest as given; the source on its
   // server reads through it, the other through its own.
   BOOST_REQUIRE_EQUAL(back.doorbells.size(), 1u);

@@ -515,6 +515,7 @@ struct Harness {
     source.pollInterval = 5ms;
   }
   Wakeup* wakeup = nullptr;  // set before start(): the relay waits on it
+  SettleFeed* settleFeed = nullptr;  // set before start(): the relay feeds it
   Wakeup watcher;
   // Before start(): the relay waits on `watcher`, which says a doorbell and an idle check watch it.
   void watched() {
@@ -526,6 +527,7 @@ struct Harness {
   void start(std::chrono::milliseconds ackTimeout = 300ms) {
     Relay::Options options;
     options.wakeup = wakeup;
+    options.settleFeed = settleFeed;
     options.maxInFlight = 30;
     options.ackTimeout = ackTimeout;
     options.haltRecheck = 20ms;
@@ -679,6 +681,47 @@ BOOST_AUTO_TEST_CASE(shuffled_acks_still_mark_only_contiguous_versions) {
   BOOST_TEST(h.streamIsDense(257));
   BOOST_TEST(h.store.snapshot().publishedStreamSeq == 257u);
   BOOST_TEST(h.metrics.publishedRows.load() == 257u);
+}
+
+// Issue 36: a source that settles gets every row the stream acknowledged, once, oldest first,
+// only once it is below the contiguous ack mark (not when merely sent), with its epoch; the
+// feed's session ends with the relay's.
+BOOST_AUTO_TEST_CASE(the_settle_feed_gets_each_acknowledged_row_once_in_version_order) {
+  SettleFeed feed(1000);
+  Harness h;
+  h.settleFeed = &feed;
+  h.store.add(257);
+  h.publisher.holdAcks = true;
+  h.start(5s);
+  // Sent, stored, not acknowledged: nothing for the settled stream yet.
+  BOOST_REQUIRE(h.waitFor([&] { return h.inStream() >= 30; }));
+  BOOST_TEST(feed.take(100ms).rows.empty());
+  h.publisher.holdAcks = false;
+  std::vector<SettleFeed::Row> got;
+  uint64_t session = 0;
+  std::string problem;
+  for (int i = 0; i < 500 && got.size() < 257; ++i) {
+    SettleFeed::Taken taken = feed.take(10ms);
+    if (taken.session != 0) session = taken.session;
+    const uint64_t holds = h.publisher.holdsThrough();
+    for (auto& r : taken.rows) {
+      if (r.row.version > holds && problem.empty()) problem = fmt::format("version {} handed before stored", r.row.version);
+      got.push_back(std::move(r));
+    }
+    BOOST_TEST(taken.dropped == 0u);
+  }
+  BOOST_TEST(problem == "");
+  BOOST_TEST(session == 1u);
+  BOOST_REQUIRE_EQUAL(got.size(), 257u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    BOOST_TEST_REQUIRE(got[i].row.version == i + 1);
+    BOOST_TEST(got[i].row.entityKey == std::to_string(i + 1));
+    BOOST_TEST(got[i].row.payload.value_or("") == fmt::format("{{\"n\":{}}}", i + 1));
+    BOOST_TEST(got[i].epoch == 1u);
+  }
+  h.stop.request();
+  h.thread.join();
+  BOOST_TEST(feed.take(0ms).session == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(lost_acks_are_reconciled_from_the_stream_without_duplicates) {
