@@ -108,7 +108,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     };
     if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
     auto inserted = conn.execCount(insert);
-    if (!inserted.isOk() && readLean_ && inserted.status().cause() == Cause::kDuplicateKey) {
+    if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
       // Read without the versions (readNew): a row of the batch may have one (scan again), or the
       // state row and the versions disagree (a version taken twice: the error stands).
       auto versioned = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
@@ -125,7 +125,9 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     return recordPins(conn, mark);
   });
   if (!s.isOk()) {
-    joinedThrough_.reset();  // the next read is a whole one (readNew)
+    // The next read is a whole one (readNew): this store's, and a scan's on another store reads
+    // in the next session (a failed batch ends the session; setWriteGuard resets it there).
+    joinedThrough_.reset();
     return s;
   }
   if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
