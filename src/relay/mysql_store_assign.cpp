@@ -81,9 +81,12 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
   // the quarantine, then inserts one VALUES list; a small one (a trickle's row) checks in its
   // INSERT ... SELECT, which reads the quarantine with shared locks too (and no earlier read of
   // the transaction fixed a snapshot): all of it or none of it is inserted.
+  // Rows with consecutive ids (a backlog's batch) are all the ids between the first and the last:
+  // the list would add nothing but a thousand values to parse.
+  const bool consecutive = rows.back().id - rows.front().id + 1 == rows.size();
   const std::string quarantined = fmt::format(
-      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
-      rows.front().id, rows.back().id, ids);
+      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {}{}", sourceLiteral_, rows.front().id,
+      rows.back().id, consecutive ? "" : fmt::format(" AND outbox_id IN ({})", ids));
   const std::string insert =
       folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                            versions_, pairs, quarantined)
