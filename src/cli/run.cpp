@@ -145,6 +145,7 @@ Command addRun(CLI::App& app) {
     struct SourceRuntime {
       std::unique_ptr<MysqlOutboxStore> store;
       std::unique_ptr<MysqlOutboxStore> assignStore;
+      std::unique_ptr<MysqlOutboxStore> readStore;
       std::unique_ptr<MysqlLeaseStore> leaseStore;
       std::unique_ptr<LeaderLease> lease;
       std::unique_ptr<JetStreamPublisher> publisher;
@@ -185,6 +186,8 @@ Command addRun(CLI::App& app) {
       // no error. So it checks each time it prepares too (a grant revoked meanwhile).
       rt.assignStore =
           std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck, marks.get());
+      // The scan's: it reads the next batch while the one before is assigned (no marks: it writes nothing).
+      rt.readStore = std::make_unique<MysqlOutboxStore>(source, pool, MysqlOutboxStore::ServerCheck::kCheck);
       db::ConnectionPool& leasePool = leasePools.forServer(MysqlLeaseStore::connectParams(source));
       auto& joint = jointRenewals[{&leasePool, source.dsn.database}];
       if (!joint) {
@@ -220,6 +223,7 @@ Command addRun(CLI::App& app) {
         metrics[i]->settles = true;
         options.settleFeed = rt.settleFeed.get();
       }
+      options.readStore = rt.readStore.get();
       rt.relay = std::make_unique<Relay>(source, *rt.store, *rt.assignStore, *rt.publisher, rt.lease.get(), stop,
                                          *metrics[i], clock, options);
       sourceLogger(source.name)->info("{} -> stream {} ({}.>)", source.dsn.masked(), source.stream,

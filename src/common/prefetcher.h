@@ -46,6 +46,13 @@ class Prefetcher {
     busy_ = false;
     return std::exchange(result_, std::nullopt);
   }
+  // Only when busy(): waits for the work started last, and returns its result.
+  T wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return result_.has_value(); });
+    busy_ = false;
+    return *std::exchange(result_, std::nullopt);
+  }
   // Waits for the work started last, if any, and drops its result.
   void drain() {
     if (!busy_) return;

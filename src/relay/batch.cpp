@@ -4,51 +4,73 @@
 
 namespace outbox {
 
-Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
-                   uint64_t assignedThrough, PublishedMark published) {
-  Batch batch;
-  auto t0 = std::chrono::steady_clock::now();
+ScannedBatch readBatch(Scanner& scanner, Publisher& publisher, int limit) {
+  ScannedBatch out;
   auto scan = scanner.next(limit);
   if (!scan.isOk()) {
     scanner.invalidate();
-    batch.status = scan.status();
-    return batch;
+    out.status = scan.status();
+    return out;
   }
-  batch.read = scan->newRead;
   for (auto& row : scan->rows) {
     if (auto reason = publisher.poisonReason(row)) {
-      batch.poison.emplace(row.id, *reason);
+      out.poison.emplace(row.id, *reason);
       scanner.cutAt(*scan, row.id);
       break;
     }
   }
-  auto t1 = std::chrono::steady_clock::now();
-  scan->mark.published = published;
-  if (!scan->rows.empty()) {
-    batch.status = store.assign(scan->rows, assignedThrough, scan->mark);
+  out.saveScan = scan->rows.empty() && scan->mark.differsFrom(scanner.recorded());
+  scanner.committed(*scan);
+  out.holesOpen = scanner.holeRanges() > 0;
+  out.openHoles = scanner.openHoles();
+  out.oldestHoleAge = scanner.oldestHoleAge();
+  out.holeRanges = scanner.holeRanges();
+  out.quietRanges = scanner.quietRanges();
+  out.holeReads = scanner.holeReads();
+  out.scan = std::move(*scan);
+  return out;
+}
+
+Batch assignBatch(ScannedBatch scanned, OutboxStore& store, SourceMetrics& metrics, uint64_t assignedThrough,
+                  PublishedMark published) {
+  Batch batch;
+  batch.status = scanned.status;
+  if (!batch.status.isOk()) return batch;
+  auto t0 = std::chrono::steady_clock::now();
+  Scanner::Batch& scan = scanned.scan;
+  batch.read = scan.newRead;
+  batch.poison = std::move(scanned.poison);
+  scan.mark.published = published;
+  if (!scan.rows.empty()) {
+    batch.status = store.assign(scan.rows, assignedThrough, scan.mark);
     batch.marked = published;
-  } else if (scan->mark.differsFrom(scanner.recorded())) {
-    batch.status = store.saveScan(scan->mark);
+  } else if (scanned.saveScan) {
+    batch.status = store.saveScan(scan.mark);
     batch.marked = published;
   }
-  if (!batch.status.isOk()) batch.marked = {};
   if (batch.status.isOk()) {
-    scanner.committed(*scan);
-    batch.rows = std::move(scan->rows);
+    batch.rows = std::move(scan.rows);
+    batch.holesOpen = scanned.holesOpen;
+    batch.cursor = scan.mark.cursor;
   } else {
-    scanner.invalidate();
+    batch.marked = {};
+    batch.holesOpen = true;  // the session ends, and the next one scans again
   }
-  batch.holesOpen = scanner.holeRanges() > 0 || !scanner.valid();
-  batch.cursor = scanner.recorded().cursor;
-  metrics.openHoles = scanner.openHoles();
-  metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanner.oldestHoleAge().count());
-  metrics.openHoleRanges = scanner.holeRanges();
-  metrics.quietHoleRanges = scanner.quietRanges();
-  metrics.holeReads = scanner.holeReads();
-  auto t2 = std::chrono::steady_clock::now();
+  metrics.openHoles = scanned.openHoles;
+  metrics.oldestOpenHoleMillis = static_cast<uint64_t>(scanned.oldestHoleAge.count());
+  metrics.openHoleRanges = scanned.holeRanges;
+  metrics.quietHoleRanges = scanned.quietRanges;
+  metrics.holeReads = scanned.holeReads;
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  spdlog::trace("batch: {} rows: scan {:.1f} ms, assign {:.1f} ms; {} open holes", batch.rows.size(), ms(t1 - t0),
-                ms(t2 - t1), scanner.openHoles());
+  spdlog::trace("batch: {} rows: assign {:.1f} ms; {} open holes", batch.rows.size(),
+                ms(std::chrono::steady_clock::now() - t0), scanned.openHoles);
+  return batch;
+}
+
+Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
+                   uint64_t assignedThrough, PublishedMark published) {
+  Batch batch = assignBatch(readBatch(scanner, publisher, limit), store, metrics, assignedThrough, published);
+  if (!batch.status.isOk()) scanner.invalidate();
   return batch;
 }
 

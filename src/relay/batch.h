@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,14 +25,46 @@ struct Batch {
   PublishedMark marked;   // the published marks its transaction wrote (version 0: none)
 };
 
-// One batch (docs/design.md, "The relay loop" and "Contract v2: finding late commits"): scan for
-// committed rows, stop before the first poison row, and in one transaction version the rows
-// before it and record the scan's cursor and floor. The rows are numbered from
-// assignedThrough + 1; the store's write guard refuses the assign if another writer or an epoch
-// bump moved assigned_through. On failure the scanner is invalidated (the database may differ
-// from what it knows). `publisher` is asked only poisonReason(), which is thread-safe: the relay
-// runs this on its prefetch thread. `published` (version 0: none) rides on the batch's
-// transaction, when it writes one.
+// The first half of a batch: the scan's rows, checked for poison, not yet assigned.
+struct ScannedBatch {
+  Status status;
+  Scanner::Batch scan;
+  std::optional<std::pair<uint64_t, std::string>> poison;  // (row id, reason): the rows stop before it
+  bool saveScan = false;  // no row to assign, but a mark to record
+  // The scanner's figures once the rows are versioned, taken as the scan ended (the scanner may
+  // be reading the next batch meanwhile).
+  bool holesOpen = true;
+  uint64_t openHoles = 0;
+  std::chrono::milliseconds oldestHoleAge{0};
+  uint64_t holeRanges = 0;
+  uint64_t quietRanges = 0;
+  uint64_t holeReads = 0;
+  // As many new rows as asked and no poison row: more may wait, and the next batch may be read
+  // before this one is assigned.
+  bool full(int limit) const {
+    return status.isOk() && scan.newRead == static_cast<size_t>(limit) && !poison;
+  }
+};
+
+// A batch in two halves (docs/design.md, "The relay loop" and "Contract v2: finding late
+// commits"): readBatch scans for committed rows and stops before the first poison row;
+// assignBatch versions them, and records the scan's cursor and floor, in one transaction.
+//
+// readBatch takes the rows as the scanner's (Scanner::committed) before they are assigned, so
+// that the next batch can be read while this one is assigned: a batch whose assign fails, or
+// one read after it, is never assigned in this session (the relay ends it, and the next one
+// resets the scanner from the database), and a batch's assign succeeds only after the one before
+// it did (assignedThrough, below). On a failed scan the scanner is invalidated. `publisher` is
+// asked only poisonReason(), which is thread-safe.
+ScannedBatch readBatch(Scanner& scanner, Publisher& publisher, int limit);
+
+// The rows are numbered from assignedThrough + 1; the store's write guard refuses the assign if
+// another writer or an epoch bump moved assigned_through. `published` (version 0: none) rides on
+// the batch's transaction, when it writes one. Touches neither the scanner nor the publisher.
+Batch assignBatch(ScannedBatch scanned, OutboxStore& store, SourceMetrics& metrics, uint64_t assignedThrough,
+                  PublishedMark published = {});
+
+// Both halves, one after the other.
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,
                    uint64_t assignedThrough, PublishedMark published = {});
 

@@ -143,13 +143,14 @@ class MysqlOutboxStore final : public OutboxStore {
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
   // readNew leaves out its join of the versions while the cursor is at or above this (the highest
-  // outbox id with a version, read once a session and after a failed assign). The prefetch
-  // thread's, as are readNew and assign; setWriteGuard's reset comes from the relay thread while
-  // no batch is being prepared (a session begins after the prefetcher drained).
+  // outbox id with a version, read once a session and after a failed assign). The thread's that
+  // reads the scan, as readNew is; setWriteGuard's reset comes from the relay thread while no
+  // batch is being prepared or read (a session begins after both drained). Whether a read left
+  // the join out travels with its batch (ScanMark::leanRead) to the assign, which may be another
+  // store's.
   std::optional<uint64_t> joinedThrough_;
   // When a poll with nothing to assign last asked the state row's epoch (readNew).
   std::chrono::steady_clock::time_point epochAskedAt_{};
-  bool readLean_ = false;  // the last readNew left the versions out
   JointMarks* marks_ = nullptr;
   std::unique_ptr<db::Session> session_;  // set last: its setup uses the members above
 };

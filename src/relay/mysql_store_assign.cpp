@@ -73,10 +73,12 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
   // REPEATABLE READ, which every connection sets, as it does the lease's), which sees what the
   // quarantine wrote. One of the two wins, never both, and the versions are one VALUES list: an
   // INSERT ... SELECT that checked them cost MariaDB a third of a producer's commit more a row
-  // (docs/design.md, "Cost per row").
+  // (docs/design.md, "Cost per row"). Rows with consecutive ids (a backlog's batch) are all the
+  // ids between the first and the last: the list would add nothing but a thousand values to parse.
+  const bool consecutive = rows.back().id - rows.front().id + 1 == rows.size();
   const std::string quarantined = fmt::format(
-      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {} AND outbox_id IN ({})", sourceLiteral_,
-      rows.front().id, rows.back().id, ids);
+      "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {}{}", sourceLiteral_, rows.front().id,
+      rows.back().id, consecutive ? "" : fmt::format(" AND outbox_id IN ({})", ids));
   bool refused = false;
   Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
@@ -93,7 +95,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           "moved the source to a new epoch");
     }
     auto inserted = conn.execCount(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs));
-    if (!inserted.isOk() && readLean_ && inserted.status().cause() == Cause::kDuplicateKey) {
+    if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
       // Read without the versions (readNew): a row of the batch may have one (scan again), or the
       // state row and the versions disagree (a version taken twice: the error stands).
       auto versioned = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
@@ -109,7 +111,9 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     return recordPins(conn, mark);
   });
   if (!s.isOk()) {
-    joinedThrough_.reset();  // the next read is a whole one (readNew)
+    // The next read is a whole one (readNew): this store's, and a scan's on another store reads
+    // in the next session (a failed batch ends the session; setWriteGuard resets it there).
+    joinedThrough_.reset();
     if (refused) {
       // The claim matched nothing: a row quarantined meanwhile is named (the common reason a
       // claim fails is another: the rows are scanned again either way).

@@ -81,11 +81,11 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     if (!through.isOk()) return through.status();
     joinedThrough_ = through->next() ? through->u64(0) : 0;
   }
-  readLean_ = cursor >= *joinedThrough_;
+  out.lean = cursor >= *joinedThrough_;
   // One statement: a consistent read of its own.
   const std::string where = fmt::format("o.id > {}", cursor);
   auto rows = queryRows(
-      (readLean_ ? fmt::format("SELECT {}, 0, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN outbox_quarantine q ON "
+      (out.lean ? fmt::format("SELECT {}, 0, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN outbox_quarantine q ON "
                                "q.source = {} AND q.outbox_id = o.id WHERE {} ORDER BY o.id",
                                kRowColumns, table_, sourceLiteral_, where)
                  : scannedRowsQuery(where)) +

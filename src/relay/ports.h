@@ -65,6 +65,11 @@ struct ScanMark {
   std::vector<IdRange> pin;
   std::vector<uint64_t> unpin;
   PublishedMark published;
+  // The new rows were read without the versions' join (NewRows::lean): a duplicate outbox_id on
+  // the assign is a row of the batch that has a version (scan again), not a halt. Travels with the
+  // mark because the read and the assign may be on different stores (the relay reads the next
+  // batch while this one is assigned).
+  bool leanRead = false;
   // Whether recording this mark changes what `recorded` says.
   bool differsFrom(const ScanMark& recorded) const {
     return cursor != recorded.cursor || floor != recorded.floor || !pin.empty() || !unpin.empty();

@@ -24,7 +24,8 @@ Relay::Relay(const SourceConfig& source, OutboxStore& store, OutboxStore& assign
       metrics_(metrics),
       clock_(clock),
       options_(options),
-      scanner_(assignStore, clock, log_),
+      scanner_(options.readStore != nullptr ? *options.readStore : assignStore, clock, log_),
+      readAhead_(options.readStore != nullptr ? std::make_unique<Prefetcher<ScannedBatch>>() : nullptr),
       pacer_(source.pollInterval),
       progress_(log_) {
   options_.maxInFlight = std::max(options_.maxInFlight, source_.batchSize);
@@ -161,6 +162,9 @@ Relay::SessionEnd Relay::session() {
 
 Status Relay::beginSession() {
   prefetcher_.drain();  // a batch from the last session keeps its versions: it is in the tail now
+  // A batch read ahead is dropped unassigned: the first batch scans again (rescan_). Its caller,
+  // the prefetch thread, is idle now.
+  if (readAhead_) readAhead_->drain();
   guard_ = WriteGuard{};
   if (lease_ != nullptr) {
     sessionLeaseEpoch_ = lease_->leaseEpoch();
@@ -168,8 +172,10 @@ Status Relay::beginSession() {
   }
   store_.setWriteGuard(guard_);
   assignStore_.setWriteGuard(guard_);
+  if (options_.readStore != nullptr) options_.readStore->setWriteGuard(guard_);
   OUTBOX_RETURN_IF_ERROR(store_.connect());
   OUTBOX_RETURN_IF_ERROR(assignStore_.connect());
+  if (options_.readStore != nullptr) OUTBOX_RETURN_IF_ERROR(options_.readStore->connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
   rescan_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
@@ -219,14 +225,19 @@ void Relay::startBatch() {
   if (std::exchange(rescan_, false)) from = state_;
   prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough,
                       published = unmarked()] {
-    if (from) {
+    if (from) {  // nothing was read ahead: beginSession drained it
       if (Status s = scanner_.reset(*from); !s.isOk()) {
         Batch failed;
         failed.status = s;
         return failed;
       }
     }
-    return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through, published);
+    if (!readAhead_) return prepareBatch(scanner_, assignStore_, publisher_, metrics_, limit, through, published);
+    ScannedBatch scanned = readAhead_->busy() ? readAhead_->wait() : readBatch(scanner_, publisher_, limit);
+    // More is waiting: read the next batch while this one is assigned. It is assigned only after
+    // this one was (its assign expects this one's assigned_through), and dropped if this one fails.
+    if (scanned.full(limit)) readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    return assignBatch(std::move(scanned), assignStore_, metrics_, through, published);
   });
 }
 

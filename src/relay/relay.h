@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -32,8 +33,9 @@ namespace outbox {
 // stream holds; reconcile with the stream on start and after every failure. One thread per source runs run(); the store and the
 // publisher belong to that thread, except `assignStore` (a second connection) and
 // Publisher::poisonReason(), which the prefetch thread uses to prepare the next batch while this
-// one is published. Every time and wait is the `clock`'s. `source`, both stores, `publisher`,
-// `lease`, `stop`, `metrics` and `clock` must outlive the Relay.
+// one is published, and Options::readStore, on which a third thread reads the batch after that
+// while the next one is assigned. Every time and wait is the `clock`'s. `source`, the stores,
+// `publisher`, `lease`, `stop`, `metrics` and `clock` must outlive the Relay.
 class Relay {
  public:
   struct Options {
@@ -50,6 +52,10 @@ class Relay {
     // the rows the stream acknowledged are moved to it, and it is told when a session begins and
     // ends. Null: nothing is kept, and publishing costs what it did.
     SettleFeed* settleFeed = nullptr;
+    // A store of its own (a third connection) for the scan, which then reads the next batch while
+    // the one before is assigned (docs/design.md, "The relay loop"); null: the scan reads on
+    // `assignStore`, one step after the assign.
+    OutboxStore* readStore = nullptr;
   };
 
   // `lease` may be null: then this relay assumes it is the only one (tests, single instance).
@@ -140,8 +146,11 @@ class Relay {
   uint64_t sessionLeaseEpoch_ = 0;
   WriteGuard guard_;  // this session's, on both stores
 
-  Scanner scanner_;  // the prefetch thread's, while a batch is being prepared
+  Scanner scanner_;  // the prefetch or read-ahead thread's, while a batch is being prepared or read
   bool rescan_ = false;  // the next batch first resets the scan from state_ (after reconcile)
+  // With Options::readStore: the next batch's read, started by the prefetch thread (its caller)
+  // as it assigns a full batch. Before prefetcher_: its work waits for this one's.
+  std::unique_ptr<Prefetcher<ScannedBatch>> readAhead_;
   Prefetcher<Batch> prefetcher_;
 
   SourceState state_;

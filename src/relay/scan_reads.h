@@ -84,6 +84,9 @@ struct NewRows {
   // The source's epoch, read when no row of `rows` is to be assigned (a batch to assign learns of an
   // epoch bump from the assign's epoch guard instead).
   std::optional<uint64_t> epoch;
+  // Read without the versions' join (MysqlOutboxStore::readNew): a row above the cursor that has
+  // a version after all is found by the assign's duplicate key, and that is "scan again".
+  bool lean = false;
 };
 
 // Outbox ids first..last, both included. Holes come in runs (a rolled-back multi-row INSERT, an

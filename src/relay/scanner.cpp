@@ -193,6 +193,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   markFor(batch, now);
+  batch.mark.leanRead = read->lean;
   if (readThrough) cutAt(batch, *readThrough + 1);  // rows above it wait for the late rows below them
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.

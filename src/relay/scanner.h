@@ -45,7 +45,8 @@ namespace outbox {
 // committed before it, which (3) then sees. Late and new rows of one poll are returned together,
 // in id order.
 //
-// Used by one thread at a time: the relay's prefetch thread (prepareBatch), with its own store.
+// Used by one thread at a time: the relay's (readBatch, on its prefetch or read-ahead thread),
+// with a store of its own.
 class Scanner {
  public:
   // The busy connections are read at most this often, while holes are open.

@@ -35,6 +35,8 @@ class FakeStore final : public OutboxStore {
   SourceState state;
   std::set<uint64_t> quarantined;
   int failNextAssigns = 0;
+  int failAssignNumber = 0;  // the assign (counting from 1) that fails, once; 0: none
+  int assigns = 0;
   // What the stream holds contiguously from version 1 (set by the test): a mark past it is a lie
   // the snapshot would serve and prune would act on.
   std::function<uint64_t()> streamHolds;
@@ -157,6 +159,7 @@ class FakeStore final : public OutboxStore {
       --failNextAssigns;
       return Status::transient("injected assign failure");
     }
+    if (++assigns == failAssignNumber) return Status::transient("injected assign failure");
     if (state.assignedThrough != expected || !state.haltedReason.empty() || refused()) return Status::transient("moved");
     for (const auto& b : batch) {
       if (quarantined.count(b.id)) return Status::transient("quarantined while its batch was being assigned");
@@ -516,6 +519,7 @@ struct Harness {
   }
   Wakeup* wakeup = nullptr;  // set before start(): the relay waits on it
   SettleFeed* settleFeed = nullptr;  // set before start(): the relay feeds it
+  bool readAhead = false;    // set before start(): the scan reads the next batch while one is assigned
   Wakeup watcher;
   // Before start(): the relay waits on `watcher`, which says a doorbell and an idle check watch it.
   void watched() {
@@ -531,6 +535,7 @@ struct Harness {
     options.maxInFlight = 30;
     options.ackTimeout = ackTimeout;
     options.haltRecheck = 20ms;
+    if (readAhead) options.readStore = &store;  // the fake is locked: one store serves all three
     publisher.clock = &clock;
     publisher.stop = &stop;
     relay = std::make_unique<Relay>(source, store, store, publisher, lease.get(), stop, metrics, clock, options);
@@ -742,6 +747,25 @@ BOOST_AUTO_TEST_CASE(a_transient_database_failure_is_retried) {
   BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 25; }));
   BOOST_TEST(h.streamIsDense(25));
   BOOST_TEST(h.metrics.errorsDatabase.load() >= 2u);
+}
+
+// The next batch is read while the one before is assigned (docs/design.md, "The relay loop"):
+// versions still follow id order, each row gets one, and a batch read ahead of a failed assign is
+// dropped, not assigned.
+BOOST_AUTO_TEST_CASE(a_batch_read_ahead_keeps_id_order_and_is_dropped_when_the_assign_before_it_fails) {
+  for (int failing : {0, 1, 3, 4}) {
+    Harness h;
+    h.readAhead = true;
+    h.store.add(95);
+    h.store.failAssignNumber = failing;
+    h.start();
+    BOOST_REQUIRE(h.waitFor([&] { return h.store.snapshot().publishedThrough == 95; }));
+    BOOST_TEST(h.streamIsDense(95));
+    std::lock_guard lock(h.store.mu);
+    BOOST_TEST(h.store.violations.empty(), (h.store.violations.empty() ? "" : h.store.violations.front()));
+    for (const auto& r : h.store.rows) BOOST_TEST(r.version == r.id, "row " << r.id << " has version " << r.version);
+    BOOST_TEST(h.metrics.errorsDatabase.load() == (failing > 0 ? 1u : 0u));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(reconcile_advances_marks_when_the_stream_is_ahead) {
