@@ -1,6 +1,6 @@
 #pragma once
 
-// What the scan reads of the outbox table and the server (section 3a's poll, docs/design.md
+// What the scan reads of the outbox table and the server (the poll of docs/design.md,
 // "Contract v2: finding late commits"): rows with their flags, which connections are inside a
 // statement, and the id ranges the open holes are kept and read as. Part of the relay's seams
 // (relay/ports.h).
