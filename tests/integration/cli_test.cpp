@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(healthcheck_asks_readyz_of_a_running_bridge) {
 
 // Where a refusal of the server sends the operator: a README section that explains it (the
 // packaging suite's citations test checks the heading exists).
-constexpr const char* kServerSection = "(README, \"Which server a source reads\")";
+constexpr const char* kServerSection = "README, \"Which server a source reads\"";
 
 // docs/design.md, "Contract v2: finding late commits": the bridge reads information_schema.INNODB_TRX, which needs the
 // PROCESS privilege. Without it `run` exits 2 with the exact GRANT to run; with it, it starts.
