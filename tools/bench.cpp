@@ -1,9 +1,10 @@
-// outbox-bench: the project's benchmark (ARCHITECTURE.md section 11). In one run, on the same
-// MariaDB and nats-server: (a) the raw JetStream async-publish rate, (b) the bridge draining a
-// backlog of the same messages, (c) commit-to-ack latency at a steady rate, (d) the bridge idle,
-// (h) (c) again with one-id holes and a long statement elsewhere, (i) a trickle over 1, 50 and 200
-// sources, with the binlog doorbell and polling only, ROW and MIXED (statements, CPU, latency, connections). It prints each
-// figure beside the raw rate, since shared machines are noisy.
+// outbox-bench: the project's benchmark (its targets: docs/design.md, "Performance, and where the
+// time goes"). In one run, on the same MariaDB and nats-server: (a) the raw JetStream async-publish
+// rate, (b) the bridge draining a backlog of the same messages, (c) commit-to-ack latency at a
+// steady rate, (d) the bridge idle, (h) (c) again with one-id holes and a long statement elsewhere,
+// (i) a trickle over 1, 50 and 200 sources, with the binlog doorbell and polling only, ROW and
+// MIXED (statements, CPU, latency, connections). It prints each figure beside the raw rate, since
+// shared machines are noisy.
 
 #include <unistd.h>
 
@@ -403,11 +404,12 @@ double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std
   return cpu;
 }
 
-// (i) The trickle (ARCHITECTURE.md 3b, issue 20): `sources` sources on one database of their own,
-// waking by `wake` ("auto": the binlog doorbell; "poll": the idle check only), first at rest, then
-// 10 rows/s spread evenly over them, one-row autocommit transactions. MariaDB's statements are
-// its Questions counter less the producer's and the measurement's own; latency is from the
-// producer's commit to the time nats-server stored the message.
+// (i) The trickle (docs/design.md, "Waking up: the binlog doorbell", issue 20): `sources` sources
+// on one database of their own, waking by `wake` ("auto": the binlog doorbell; "poll": the idle
+// check only), first at rest, then 10 rows/s spread evenly over them, one-row autocommit
+// transactions. MariaDB's statements are its Questions counter less the producer's and the
+// measurement's own; latency is from the producer's commit to the time nats-server stored the
+// message.
 void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection& nc, const std::string& runId,
              int sources, const std::string& wake, const std::string& binlogFormat, double producerCpu) {
   const std::string id = fmt::format("t{}{}{}{}", runId, sources, wake.front(), binlogFormat.front());

@@ -1,4 +1,4 @@
--- The bridge's own tables, once per database that hosts sources (ARCHITECTURE.md section 3).
+-- The bridge's own tables, once per database that hosts sources (docs/design.md, "The tables").
 
 CREATE TABLE IF NOT EXISTS outbox_source_state (
   source               VARCHAR(64)     NOT NULL PRIMARY KEY,

@@ -1,7 +1,7 @@
--- Contract v2 (ARCHITECTURE.md section 3a): where the scan for new outbox rows stands.
--- scan_cursor: the highest outbox id read past; scan_floor: every id at or below it is resolved
--- for good (versioned, quarantined, rolled back or never used). NULL until the bridge first
--- scans the source (it then starts below the lowest row without a version).
+-- Contract v2 (docs/design.md, "Contract v2: finding late commits"): where the scan for new outbox
+-- rows stands. scan_cursor: the highest outbox id read past; scan_floor: every id at or below it is
+-- resolved for good (versioned, quarantined, rolled back or never used). NULL until the bridge
+-- first scans the source (it then starts below the lowest row without a version).
 --
 -- Edited after it shipped (issue 19), to run on MySQL 8 too: it was one
 --   ALTER TABLE outbox_source_state ADD COLUMN IF NOT EXISTS scan_cursor ..., ADD COLUMN IF NOT EXISTS scan_floor ...;

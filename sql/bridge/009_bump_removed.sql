@@ -1,4 +1,4 @@
--- The versions an epoch bump's finish took from their rows (ARCHITECTURE.md section 4): assigned,
+-- The versions an epoch bump's finish took from their rows (docs/design.md, "Reconcile"): assigned,
 -- but not in the stream when the leader read its tip. A leader the bump fenced (frozen past its
 -- lease, or the last session's publishes still in nats.c's buffer) may yet store some of them,
 -- as the continuation of the old epoch's chain and only before the new epoch's first message.

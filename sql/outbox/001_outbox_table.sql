@@ -1,7 +1,7 @@
--- One outbox table per source, in the producer's own database (ARCHITECTURE.md section 3).
+-- One outbox table per source, in the producer's own database (docs/design.md, "The tables").
 -- {{outbox_table}} is replaced by the source's outbox_table, a validated identifier.
 --
--- Producer rule (section 6): in the same transaction, after the business write,
+-- Producer rule (README, "The producer rule"): in the same transaction, after the business write,
 --   INSERT INTO {{outbox_table}} (entity_type, entity_key, op, payload)
 --   SELECT 'account', id, 'upsert', JSON_OBJECT('id', id, 'displayName', display_name)
 --   FROM accounts WHERE id = ?;

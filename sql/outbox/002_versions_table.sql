@@ -1,6 +1,6 @@
--- Contract v2 (ARCHITECTURE.md sections 2, 3, 3a): versions live in a side table, one narrow row
--- per published outbox row, and the outbox table is append-only (producers INSERT, the bridge
--- never updates it). {{outbox_table}} is at most 55 characters, so this name fits.
+-- Contract v2 (docs/design.md, "The tables" and "Contract v2"): versions live in a side table, one
+-- narrow row per published outbox row, and the outbox table is append-only (producers INSERT, the
+-- bridge never updates it). {{outbox_table}} is at most 55 characters, so this name fits.
 --
 -- Edited after it shipped (issue 19), to run on MySQL 8 too: the v1 move below dropped the
 -- indexes with DROP INDEX IF EXISTS, which is MariaDB-only syntax. It now asks information_schema

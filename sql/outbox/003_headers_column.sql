@@ -1,5 +1,5 @@
 -- online: adds a column no running bridge reads, so `migrate` applies it while bridges run.
--- More headers for each message (ARCHITECTURE.md section 4): a JSON object of name -> string,
+-- More headers for each message (README, "Subjects and headers"): a JSON object of name -> string,
 -- e.g. the producer's W3C trace context:
 --   INSERT INTO {{outbox_table}} (entity_type, entity_key, op, payload, headers)
 --   VALUES ('account', '42', 'upsert', '{"id":42}',

@@ -8,8 +8,8 @@
 
 namespace outbox::db {
 
-// What the bridge needs of a source's database server (ARCHITECTURE.md section 3a), checked on
-// every connect of a relay and once at `run` start:
+// What the bridge needs of a source's database server (README, "Which server a source reads"),
+// checked on every connect of a relay and once at `run` start:
 // - the PROCESS privilege, to see every connection in information_schema.PROCESSLIST (any may
 //   hold an outbox id);
 // - a primary: a server with read_only on is a replica, where a transaction of the primary that

@@ -35,12 +35,12 @@ struct NatsLink {
   std::string problem;  // why it is not connected, for /readyz ("" for a generic reason)
 };
 
-// The bridge's HTTP server: snapshots (section 5), /healthz, /readyz, /metrics, and the admin
-// API under /v1/admin (bearer token: status, pause/resume, leases, quarantine). Requests are read
-// by an HttpTransport (every client held to its limits) and handled on two pools of threads: the
-// health routes on one of their own, so snapshots and admin calls cannot starve the probes.
-// Every handler is thread-safe. Errors are JSON bodies {"error": "..."} with a 4xx/5xx status and
-// never contain SQL or credentials.
+// The bridge's HTTP server: snapshots (docs/consumers.md, "2. Bootstrap: the snapshot"), /healthz,
+// /readyz, /metrics, and the admin API under /v1/admin (bearer token: status, pause/resume, leases,
+// quarantine). Requests are read by an HttpTransport (every client held to its limits) and handled
+// on two pools of threads: the health routes on one of their own, so snapshots and admin calls
+// cannot starve the probes. Every handler is thread-safe. Errors are JSON bodies {"error": "..."}
+// with a 4xx/5xx status and never contain SQL or credentials.
 class HttpServer {
  public:
   struct Options {

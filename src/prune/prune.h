@@ -40,7 +40,7 @@ struct PruneReport {
 inline constexpr std::chrono::milliseconds kPruneTransactionTarget{20};
 uint64_t pruneStep(uint64_t last, std::chrono::duration<double, std::milli> took, uint64_t most);
 
-// ARCHITECTURE.md section 10: deletes the source's rows with version <= published_through and
+// README, "Pruning": deletes the source's rows with version <= published_through and
 // created_at older than `keep`, with their versions-table rows, walking the versions table's
 // primary key in ranges sized by pruneStep, one short autocommit DELETE each, at READ COMMITTED so no gap locks reach where producers insert or the
 // relay assigns. Never touches unpublished or quarantined rows (they have no version at or below

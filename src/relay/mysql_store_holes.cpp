@@ -70,12 +70,12 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
     if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
     while (rows->next()) present.push_back(rows->u64(0));
-    // Then the contract's locking probe (section 3a) of the ranges between them: it also finds a
-    // row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT), which
-    // the read above does not show. A locking range read at READ COMMITTED also locks the row
+    // Then the locking probe (docs/design.md, "Contract v2") of the ranges between them: it also
+    // finds a row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT),
+    // which the read above does not show. A locking range read at READ COMMITTED also locks the row
     // just past the range in the direction it reads, so a range with a held row above it is read
-    // downwards, one with a held row below it upwards, and one between two held rows waits for
-    // one of them to end (docs/design.md).
+    // downwards, one with a held row below it upwards, and one between two held rows waits for one
+    // of them to end (docs/design.md).
     auto held = [&](uint64_t id) { return std::binary_search(present.begin(), present.end(), id); };
     std::vector<IdRange> up, down, between;
     for (IdRange r : without(chunk, present)) {

@@ -110,7 +110,7 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // (an id the read went past is taken inside a statement): ids are taken under COMMAND values
   // other than Query too (Execute, MariaDB's Bulk_execute for batched inserts, Connect for event
   // scheduler workers). Not a replica's threads: they write rows with the ids another server
-  // gave them, outside section 3a's scope (producers write through this server), and an idle
+  // gave them, outside the rule's scope (producers write through this server), and an idle
   // applier would otherwise keep every hole open for good.
   auto busy = [](const char* p) {  // PROCESSLIST's alias, with its dot
     return fmt::format("{0}COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', 'Binlog Dump GTID', 'Slave_IO', "

@@ -38,7 +38,8 @@ struct SourceState {
   // everything is published again from here.
   uint64_t epochVersionsAfter = 0;
   uint64_t epochStreamSeq = 0;
-  // Where the scan for new rows stands (section 3a); nullopt until the source is first scanned.
+  // Where the scan for new rows stands (docs/design.md, "Contract v2"); nullopt until the source is
+  // first scanned.
   std::optional<uint64_t> scanCursor;  // the highest outbox id read past
   std::optional<uint64_t> scanFloor;   // every id at or below it is resolved for good
   // Set while an `epoch bump` waits for the leader to finish it (completeEpochBump): the epoch
@@ -156,13 +157,13 @@ class OutboxStore {
     if (!clear.isOk()) return clear.status();
     return clear->size() == 1 && clear->front() == span;
   }
-  // Whether a replication applier on this server has work left (section 3a, "Replica appliers"):
-  // a replication connection whose relay log holds events it has not executed — its SQL thread
-  // running or stopped (started, it applies them) — or an applier thread busy applying. Such an
-  // applier writes rows with ids another server handed out (a promoted replica still catching
-  // up, a second primary) and shows in no ConnectionReading, so it may hold any open hole: while
-  // it has work left, no hole dies. One that has executed everything it received holds none.
-  // Asked after the new-row read it guards and before unheld().
+  // Whether a replication applier on this server has work left (docs/design.md, "Contract v2":
+  // replica threads): a replication connection whose relay log holds events it has not executed —
+  // its SQL thread running or stopped (started, it applies them) — or an applier thread busy
+  // applying. Such an applier writes rows with ids another server handed out (a promoted replica
+  // still catching up, a second primary) and shows in no ConnectionReading, so it may hold any open
+  // hole: while it has work left, no hole dies. One that has executed everything it received holds
+  // none. Asked after the new-row read it guards and before unheld().
   virtual Result<bool> applierWorkLeft() = 0;
   // The ids in (floor, cursor] that have no version and are not quarantined, visible or not (the
   // open holes of a scan that restarts), as ascending ranges.

@@ -1,4 +1,4 @@
-// The relay's reconcile with the stream (ARCHITECTURE.md section 4) and its halts: where a
+// The relay's reconcile with the stream (docs/design.md, "Reconcile") and its halts: where a
 // session starts publishing, and when a halted source may go on.
 #include <fmt/format.h>
 

@@ -9,7 +9,7 @@
 
 namespace outbox {
 
-// Where publishing resumes after reconcile (ARCHITECTURE.md section 4): the stream holds every
+// Where publishing resumes after reconcile (docs/design.md, "Reconcile"): the stream holds every
 // version through `version`, and the next message it stores gets sequence `seq` + 1. reconcile()
 // writes the pair as published_through / published_stream_seq.
 //
@@ -36,7 +36,7 @@ struct ResumePoint {
 // or holds messages the marks cannot account for.
 Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& tip, const std::string& stream);
 
-// What `epoch bump` does (ARCHITECTURE.md section 4), given the source's state, the stream's tip
+// What `epoch bump` does (docs/design.md, "Reconcile"), given the source's state, the stream's tip
 // and the highest version in the table.
 struct BumpPlan {
   uint64_t epoch = 0;    // the new epoch: above the database's and the stream's

@@ -1,6 +1,6 @@
 #pragma once
 
-// What the scan reads of the outbox table and the server (section 3a's poll, docs/design.md
+// What the scan reads of the outbox table and the server (the poll of docs/design.md,
 // "Contract v2: finding late commits"): rows with their flags, which connections are inside a
 // statement, and the id ranges the open holes are kept and read as. Part of the relay's seams
 // (relay/ports.h).
@@ -32,7 +32,7 @@ struct ScannedRow {
 // seen between statements, without that lock, or gone, after a hole was found, cannot be about to
 // insert it. (Not by statement id or start: MariaDB gives each instruction of a trigger or
 // stored function a new QUERY_ID and TIME_MS while the INSERT that fired it, holding ids it
-// reserved, still runs.) Both are read live; INNODB_TRX, which the contract names, is served
+// reserved, still runs.) Both are read live; INNODB_TRX, the obvious place to look, is served
 // from a cache InnoDB refreshes only when nobody read it for 100 ms, so a reading of it can
 // predate the read it follows, and a statement takes its id before its InnoDB transaction
 // starts (docs/design.md).
@@ -41,7 +41,7 @@ struct ScannedRow {
 // clock to hold it against, both the server's: the age of a user lock the reading connection took
 // when it connected, read before the writers. A connection whose every writer's lock is younger
 // than the time since the reading that tagged a hole began writing after the hole's ids were
-// taken, so holds none of them — the contract's "retire suspects by statement start", by the
+// taken, so holds none of them — suspects retired by when they began writing, by the
 // one clock no trigger resets. (Not against this process's clock: a slewed or paused clock on
 // either side would retire a holder.)
 struct ConnectionReading {

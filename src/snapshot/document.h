@@ -10,8 +10,8 @@
 
 namespace outbox {
 
-// What a snapshot document (ARCHITECTURE.md section 5) says about itself: all of it but the
-// records. SnapshotStream writes it; parseSnapshot reads it back.
+// What a snapshot document (docs/consumers.md, "2. Bootstrap: the snapshot") says about itself: all
+// of it but the records. SnapshotStream writes it; parseSnapshot reads it back.
 struct SnapshotHeader {
   std::string source;
   uint64_t epoch = 0;      // "sourceEpoch"

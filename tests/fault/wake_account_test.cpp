@@ -45,7 +45,8 @@ BOOST_AUTO_TEST_CASE(the_doorbell_reads_as_its_own_account_and_the_sources_need_
   TestDatabase database("wake_acct");
   const std::string tag = database.name().substr(database.name().size() - 8);
   auto& sql = database.sql();
-  // The sources' account: its database and PROCESS (section 3a), no replication grant at all.
+  // The sources' account: its database and PROCESS (README, "Which server a source reads"), no
+  // replication grant at all.
   TestUser app(sql, "wa_" + tag, "wa-secret-" + tag);
   app.grant(fmt::format("ALL ON `{}`.*", database.name()));
   app.grant("PROCESS ON *.*");

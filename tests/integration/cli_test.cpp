@@ -180,6 +180,10 @@ BOOST_AUTO_TEST_CASE(healthcheck_asks_readyz_of_a_running_bridge) {
   BOOST_TEST(runBridge({"healthcheck"}).exitCode == 2);
 }
 
+// Where a refusal of the server sends the operator: a README section that explains it (the
+// packaging suite's citations test checks the heading exists).
+constexpr const char* kServerSection = "README, \"Which server a source reads\"";
+
 // docs/design.md, "Contract v2: finding late commits": the bridge reads information_schema.INNODB_TRX, which needs the
 // PROCESS privilege. Without it `run` exits 2 with the exact GRANT to run; with it, it starts.
 BOOST_AUTO_TEST_CASE(run_without_the_process_privilege_exits_2_with_the_grant) {
@@ -207,6 +211,7 @@ BOOST_AUTO_TEST_CASE(run_without_the_process_privilege_exits_2_with_the_grant) {
   BOOST_TEST(refused.err.find(fmt::format("GRANT PROCESS ON *.* TO '{}'@'%';", user)) != std::string::npos,
              refused.err);
   BOOST_TEST(refused.err.find(source.name) != std::string::npos, refused.err);
+  BOOST_TEST(refused.err.find(kServerSection) != std::string::npos, refused.err);
 
   BOOST_REQUIRE(sql.exec(fmt::format("GRANT PROCESS ON *.* TO '{}'@'%'", user)).isOk());
   auto started = runCommand(env + fmt::format("timeout -s TERM 3 {} run --config {}", stack().bridgeBinary, config));
@@ -229,4 +234,5 @@ BOOST_AUTO_TEST_CASE(run_against_a_read_only_server_exits_2) {
   auto refused = runCommand(fmt::format("timeout -s TERM 5 {} run --config {}", stack().bridgeBinary, config));
   BOOST_TEST(refused.exitCode == 2, refused.err);
   BOOST_TEST(refused.err.find("read_only on: it is a replica") != std::string::npos, refused.err);
+  BOOST_TEST(refused.err.find(kServerSection) != std::string::npos, refused.err);
 }

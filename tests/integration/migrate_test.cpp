@@ -57,9 +57,10 @@ BOOST_AUTO_TEST_CASE(migrate_runs_each_schema_file_once) {
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM outbox_schema_migrations") == 15u);
   auto columns = [&](const std::string& table) { return columnsOf(database, table); };
   auto indexes = [&](const std::string& table) { return indexesOf(database, table); };
-  // Exactly the contract's (v2) columns and keys: the outbox table append-only, versions beside it;
-  // the state row also names the row a halt is about (halted_row_id, halted_version) and the epoch
-  // a bump the leader has yet to finish moves on from (bump_from_epoch).
+  // Exactly the (v2) columns and keys of docs/design.md, "The tables": the outbox table
+  // append-only, versions beside it; the state row also names the row a halt is about
+  // (halted_row_id, halted_version) and the epoch a bump the leader has yet to finish moves on from
+  // (bump_from_epoch).
   BOOST_TEST(columns("outbox_source_state") == kStateColumns, columns("outbox_source_state"));
   BOOST_TEST(columns(a.outboxTable()) == "id,entity_type,entity_key,op,payload,created_at,headers");
   BOOST_TEST(indexes(a.outboxTable()) == "PRIMARY");

@@ -18,7 +18,7 @@ using namespace outbox;
 using namespace outbox::test;
 using namespace std::chrono_literals;
 
-// Issue 21 (ARCHITECTURE.md section 4): the message shaped by its row.
+// Issue 21 (docs/design.md, "The message shaped by its row"): the message shaped by its row.
 
 namespace {
 

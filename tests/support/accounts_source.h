@@ -17,7 +17,7 @@
 
 namespace outbox::test {
 
-// A source over an `accounts` table, following the producer rule of section 6.
+// A source over an `accounts` table, following README's "The producer rule".
 struct AccountsSource {
   TestDatabase database;
   SourceSpec spec;

@@ -1,8 +1,8 @@
 #pragma once
 
 // What the cluster and failover tests share: producers that write the whole time a fault runs,
-// and the check of a stream against its outbox table afterwards (ARCHITECTURE.md section 2,
-// invariants 1-5).
+// and the check of a stream against its outbox table afterwards (README, "The
+// guarantees, in plain words", 1-5).
 
 #include <atomic>
 #include <chrono>

@@ -30,8 +30,8 @@ BOOST_AUTO_TEST_CASE(a_snapshot_isolation_conflict_is_run_again_not_a_halt) {
   BOOST_TEST((deadlock.cause() == Cause::kRolledBack));
 }
 
-// A lock held by someone else: a wait that timed out (1205), or a NOWAIT read that met it
-// (MariaDB says 1205, MySQL 3572). The probe of section 3a reads either as "held".
+// A lock held by someone else: a wait that timed out (1205), or a NOWAIT read that met it (MariaDB
+// says 1205, MySQL 3572). The hole's probe (docs/design.md, "Contract v2") reads either as "held".
 BOOST_AUTO_TEST_CASE(a_held_lock_is_transient_and_says_so) {
   for (unsigned code : {1205u, 3572u}) {
     const Status s = from(code);

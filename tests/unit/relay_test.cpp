@@ -912,7 +912,8 @@ BOOST_AUTO_TEST_CASE(a_purged_stream_past_the_marks_advances_them_and_republishe
 }
 
 // Issue 8, finding 4: a stream deleted in epoch 2 used to halt ("lost messages of epoch 2");
-// the contract republishes from the rows in every epoch, from where the epoch's versions begin.
+// reconcile republishes from the rows in every epoch (docs/design.md, "Reconcile"), from where the
+// epoch's versions begin.
 BOOST_AUTO_TEST_CASE(a_deleted_stream_is_republished_from_the_rows_in_a_later_epoch) {
   Harness h;
   h.store.add(15);

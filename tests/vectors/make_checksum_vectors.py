@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Snapshot checksum test vectors, computed independently of the C++ code with hashlib.
 
-ARCHITECTURE.md section 5: canonical(record) = for each column in order, 0x00 for NULL, else 0x01,
-the value's byte length as 4-byte big-endian, then its UTF-8 text. h(record) = the first 8 bytes
-of SHA-256(canonical) as a big-endian uint64. checksum = "sha256-sum64:" + 16 lower-case hex
+docs/consumers.md, "4. The checksum": canonical(record) = for each column in order, 0x00 for NULL,
+else 0x01, the value's byte length as 4-byte big-endian, then its UTF-8 text. h(record) = the first
+8 bytes of SHA-256(canonical) as a big-endian uint64. checksum = "sha256-sum64:" + 16 lower-case hex
 digits of the sum of h over all records, mod 2^64.
 
 Run: python3 tests/vectors/make_checksum_vectors.py > tests/vectors/checksum_vectors.json

@@ -1,7 +1,8 @@
-// The comparison of ARCHITECTURE.md section 11: a well-written batched Node.js outbox poller
-// (mysql2 + nats.js) doing the bridge's job — read pending rows through idx_pending, assign
-// their versions in one statement, publish the batch concurrently with Nats-Msg-Id and wait for
-// every ack — as a team would write it instead of running outbox-bridge. Run by tools/bench.
+// The comparison of the benchmark (README, "Benchmark"; docs/design.md, "Performance"): a
+// well-written batched Node.js outbox poller (mysql2 + nats.js) doing the bridge's job — read
+// pending rows through idx_pending, assign their versions in one statement, publish the batch
+// concurrently with Nats-Msg-Id and wait for every ack — as a team would write it instead of
+// running outbox-bridge. Run by tools/bench.
 //
 // usage: node poller.mjs MYSQL_URL PASSWORD NATS_URL TABLE SUBJECT_PREFIX SOURCE ROWS
 import mysql from 'mysql2/promise';
