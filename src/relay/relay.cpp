@@ -236,7 +236,8 @@ void Relay::startBatch() {
     ScannedBatch scanned = readAhead_->busy() ? readAhead_->wait() : readBatch(scanner_, publisher_, limit);
     // More is waiting: read the next batch while this one is assigned. It is assigned only after
     // this one was (its assign expects this one's assigned_through), and dropped if this one fails.
-    if (scanned.full(limit)) readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    // Not beside open holes: their reads would return this batch's rows again (Scanner::mayReadAhead).
+    if (scanned.full(limit) && scanner_.mayReadAhead()) readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
     return assignBatch(std::move(scanned), assignStore_, metrics_, through, published);
   });
 }

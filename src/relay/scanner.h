@@ -115,6 +115,12 @@ class Scanner {
   void invalidate() { valid_ = false; }
   bool valid() const { return valid_; }
 
+  // Whether the next poll may run before the batch just read is versioned (the relay's read-ahead,
+  // docs/design.md, "The relay loop"): only with no hole open. A span's read returns its ids
+  // without a version, which would be that batch's rows again, and the next poll folds the holes
+  // of the one before into spans (found by review: a read-ahead beside a late commit read a batch
+  // twice and its assign ended the session).
+  bool mayReadAhead() const { return valid_ && holes_.empty(); }
   // The ids of the open holes (of a span, those it had when folded, less its rows versioned since).
   uint64_t openHoles() const { return openIds_; }
   // The entries that are quiet spans (not read while their statements run).
