@@ -641,10 +641,12 @@ int main(int argc, char** argv) {
                  "length of (h), one-id holes beside a SELECT SLEEP(600) (default: --latency-seconds)");
   app.add_option("--settle-seconds", o.settleSeconds,
                  "length of each steady run of (j), the settled stream, settling on and off (default 10; 0: skip)");
-  app.add_option("--settle-keys", o.settleKeys, "the keys (j)'s rows change, one at random a row (default 10000)");
+  app.add_option("--settle-keys", o.settleKeys, "the keys (j)'s rows change, one at random a row (default 10000)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--settle-window-ms", o.settleWindowMs, "(j)'s settle window, ms (default 1000)")
       ->check(CLI::Range(1, 3'600'000));
-  app.add_flag("--settle-drain,!--no-settle-drain", o.settleDrain, "skip (j)'s drains of the backlog with settling on and off");
+  app.add_flag("--settle-drain,!--no-settle-drain", o.settleDrain,
+               "(j)'s drains of the backlog with settling on and off (default on; --no-settle-drain skips them)");
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
