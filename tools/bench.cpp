@@ -3,8 +3,8 @@
 // rate, (b) the bridge draining a backlog of the same messages, (c) commit-to-ack latency at a
 // steady rate, (d) the bridge idle, (h) (c) again with one-id holes and a long statement elsewhere,
 // (i) a trickle over 1, 50 and 200 sources, with the binlog doorbell and polling only, ROW and
-// MIXED (statements, CPU, latency, connections). It prints each figure beside the raw rate, since
-// shared machines are noisy.
+// MIXED (statements, CPU, latency, connections), (j) the settled stream (tools/bench_settle.cpp).
+// It prints each figure beside the raw rate, since shared machines are noisy.
 
 #include <unistd.h>
 
@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "tools/bench.h"
 #include "tools/support/subprocess.h"
 #include "config/config.h"
 #include "db/connection.h"
@@ -30,41 +31,12 @@
 #include "nats/jetstream.h"
 #include "relay/jetstream_publisher.h"
 
-using namespace outbox;
-using Clock = std::chrono::steady_clock;
+namespace outbox::bench {
 
-namespace {
-
-struct Options {
-  std::string dsn;
-  std::string password;
-  std::string natsUrl;
-  std::string bridge;
-  int rows = 200'000;
-  int payloadBytes = 200;
-  int latencyRate = 1000;
-  int latencySeconds = 10;
-  int idleSeconds = 5;
-  int snapshotRecords = 1'000'000;
-  int pruneRows = 500'000;
-  int trickleSeconds = 20;  // (i): each trickle run; 0: skip (i)
-  std::vector<int> trickleSources{1, 50, 200};   // (i): the doorbell over these many sources
-  std::vector<std::string> binlogFormats{"ROW", "MIXED"};  // (i): each run under each (SET GLOBAL)
-  int holesSeconds = 0;     // (h): its length; 0: latencySeconds
-  std::string nodePoller;  // the directory of tools/node-poller; empty: skip the comparison
-  pid_t natsPid = 0;   // for "where the time goes"; 0: not shown
-  pid_t mysqlPid = 0;
-};
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "outbox-bench: %s\n", what.c_str());
   std::exit(1);
-}
-
-template <typename T>
-T check(Result<T> r, const char* what) {
-  if (!r.isOk()) fail(fmt::format("{}: {}", what, r.status().message()));
-  return std::move(r).value();
 }
 
 void check(Status s, const char* what) {
@@ -83,33 +55,18 @@ int64_t wallMicros() {
       .count();
 }
 
-// A JSON payload of exactly `bytes` bytes.
-std::string payload(int bytes, int64_t stamp) {
-  std::string head = fmt::format("{{\"t\":{},\"pad\":\"", stamp);
+std::string payload(int bytes, int64_t stamp, int64_t row) {
+  std::string head = row < 0 ? fmt::format("{{\"t\":{},\"pad\":\"", stamp)
+                             : fmt::format("{{\"t\":{},\"i\":{},\"pad\":\"", stamp, row);
   int pad = std::max(0, bytes - static_cast<int>(head.size()) - 2);
   return head + std::string(static_cast<size_t>(pad), 'x') + "\"}";
 }
 
-// Where a measurement runs: the single nats-server, or the cluster with R3 streams. Each target
-// has its own streams, database and source (named after `id`), its own bridge, and its figures.
-struct Target {
-  std::string name;  // "single", "R3 cluster"
-  std::string mark;  // "" or "'": (a) and (a')
-  std::string url;   // one URL, or a cluster's list
-  int replicas = 1;
-  std::vector<pid_t> natsPids;  // for "where the time goes"; empty: not shown
-  std::string id;               // runId, or runId + "r3"
-  std::unique_ptr<nats::Connection> nc;
-  std::string database, source, table, config, log, stream;
-  std::unique_ptr<db::Connection> conn;
-  Subprocess bridge;
-  double raw = 0;    // (a)
-  double bare = 0;   // (a) with a Nats-Msg-Id alone
-  double drain = 0;  // (b)
-  double p99 = 0;    // (c)
+int64_t rowOf(const std::string& payload) {
+  auto at = payload.find("\"i\":");
+  return at == std::string::npos ? -1 : std::atoll(payload.c_str() + at + 4);
+}
 
-  std::string tag(char figure) const { return fmt::format("({}{})", figure, mark); }
-};
 
 // Creates a stream, retrying for 30 s: a cluster that has just elected its meta leader may not
 // have the peers current that a new R3 stream needs (the error is transient).
@@ -182,17 +139,19 @@ std::string writeConfig(const Options& o, const Target& t) {
   out << fmt::format("[[source]]\nname = \"{}\"\ndsn = \"mysql://{}@{}:{}/{}\"\nreplicas = {}\n", t.source, dsn.user,
                      dsn.host, dsn.port, t.database, t.replicas);
   out << "snapshot_query = \"SELECT id, display_name AS displayName, balance FROM bench_accounts\"\n";
+  out << t.sourceConfig;
   return path;
 }
 
-void bulkInsert(db::Connection& conn, const std::string& table, int rows, int payloadBytes) {
+// `rows` rows; row j changes item j, or j % keys when keys > 0.
+void bulkInsert(db::Connection& conn, const std::string& table, int rows, int payloadBytes, int keys = 0) {
   const std::string body = payload(payloadBytes, 0);
   const int chunk = 2000;
   for (int i = 0; i < rows; i += chunk) {
     std::string sql = "INSERT INTO " + table + " (entity_type, entity_key, op, payload) VALUES ";
     for (int j = i; j < std::min(rows, i + chunk); ++j) {
       if (j > i) sql += ',';
-      sql += fmt::format("('item','{}','upsert','{}')", j, body);
+      sql += fmt::format("('item','{}','upsert','{}')", keys > 0 ? j % keys : j, body);
     }
     check(conn.exec(sql), "insert backlog");
   }
@@ -203,12 +162,6 @@ uint64_t publishedThrough(db::Connection& conn, const std::string& source) {
                  "read state");
   return v.value_or(0);
 }
-
-struct ProcSample {
-  double cpuSeconds = 0;
-  double rssMiB = 0;
-  double peakRssMiB = 0;
-};
 
 ProcSample sample(pid_t pid) {
   ProcSample s;
@@ -241,11 +194,17 @@ int httpPortFromLog(const std::string& log) {
   return 0;
 }
 
-// The value of `family`{source="..."} on the bridge's /metrics page, or -1 when it is not there.
 double sourceMetric(const std::string& page, const std::string& family, const std::string& source) {
   const std::string key = fmt::format("{}{{source=\"{}\"}} ", family, source);
   auto at = page.find(key);
   return at == std::string::npos ? -1 : std::atof(page.c_str() + at + key.size());
+}
+
+std::string metricsPage(int port) {
+  if (port <= 0) return "";
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Get("/metrics");
+  return res && res->status == 200 ? res->body : "";
 }
 
 // While a run lasts, the bridge's open holes as its /metrics page shows them (every 200 ms), and
@@ -290,14 +249,12 @@ class HoleSampler {
   };
   Reading read() {
     Reading r;
-    if (port_ <= 0) return r;
-    httplib::Client client("127.0.0.1", port_);
-    auto res = client.Get("/metrics");
-    if (!res || res->status != 200) return r;
-    r.holes = sourceMetric(res->body, "outbox_open_holes", source_);
-    r.ranges = sourceMetric(res->body, "outbox_open_hole_ranges", source_);
-    r.reads = sourceMetric(res->body, "outbox_hole_reads_total", source_);
-    r.scans = std::max(0.0, sourceMetric(res->body, "outbox_scans_total", source_));
+    const std::string page = metricsPage(port_);
+    if (page.empty()) return r;
+    r.holes = sourceMetric(page, "outbox_open_holes", source_);
+    r.ranges = sourceMetric(page, "outbox_open_hole_ranges", source_);
+    r.reads = sourceMetric(page, "outbox_hole_reads_total", source_);
+    r.scans = std::max(0.0, sourceMetric(page, "outbox_scans_total", source_));
     return r;
   }
   std::string source_;
@@ -331,7 +288,6 @@ bool startBridge(Subprocess& child, const Target& t, const std::string& password
   return child.start(args, log);
 }
 
-// A database and source of t's own (bench_<id>, bench<id>), migrated, with a backlog of o.rows.
 void prepareSource(Target& t, const Options& o, Dsn dsn, db::Connection& admin) {
   t.database = "bench_" + t.id;
   t.source = "bench" + t.id;
@@ -346,7 +302,7 @@ void prepareSource(Target& t, const Options& o, Dsn dsn, db::Connection& admin) 
   const std::string log = fmt::format("/tmp/outbox-bench-migrate-{}.log", t.source);
   if (!startBridge(migrate, t, dsn.password, {"migrate"}, o, log)) fail("cannot run outbox-bridge migrate");
   while (migrate.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  bulkInsert(*t.conn, t.table, o.rows, o.payloadBytes);
+  bulkInsert(*t.conn, t.table, o.rows, o.payloadBytes, t.backlogKeys);
 }
 
 double cpuOf(pid_t pid) { return pid > 0 ? sample(pid).cpuSeconds : 0.0; }
@@ -535,16 +491,20 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
 
 // (b) Starts t's bridge on its backlog and waits until it has published all of it; the bridge
 // keeps running (idle) for (c) and (d). `single` is the single server's target, for the ratios.
-void drainBacklog(Target& t, const Target& single, const Options& o, const std::string& password) {
-  double natsCpu0 = cpuOf(t.natsPids), mysqlCpu0 = cpuOf(o.mysqlPid);
+double startAndDrain(Target& t, const Options& o, const std::string& password, uint64_t rows) {
   auto begin = Clock::now();
   if (!startBridge(t.bridge, t, password, {"run"}, o, t.log)) fail("cannot start the bridge");
-  while (publishedThrough(*t.conn, t.source) < static_cast<uint64_t>(o.rows)) {
+  while (publishedThrough(*t.conn, t.source) < rows) {
     if (!t.bridge.running()) fail("the bridge exited during the drain; see " + t.log);
     if (Clock::now() - begin > std::chrono::minutes(10)) fail("the drain took over 10 minutes");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  double drainSeconds = seconds(Clock::now() - begin);
+  return seconds(Clock::now() - begin);
+}
+
+void drainBacklog(Target& t, const Target& single, const Options& o, const std::string& password) {
+  double natsCpu0 = cpuOf(t.natsPids), mysqlCpu0 = cpuOf(o.mysqlPid);
+  double drainSeconds = startAndDrain(t, o, password, static_cast<uint64_t>(o.rows));
   t.drain = o.rows / drainSeconds;
   ProcSample afterDrain = sample(t.bridge.pid());
   double natsCpu = cpuOf(t.natsPids) - natsCpu0, mysqlCpu = cpuOf(o.mysqlPid) - mysqlCpu0;
@@ -566,6 +526,55 @@ void drainBacklog(Target& t, const Target& single, const Options& o, const std::
   std::fflush(stdout);
 }
 
+std::vector<int64_t> insertSteadily(db::Connection& conn, const std::string& table, int rate, int rows,
+                                    int payloadBytes, const std::function<std::string(int)>& keyOf) {
+  auto interval = std::chrono::duration<double>(1.0 / rate);
+  auto next = Clock::now();
+  std::vector<int64_t> committedAt(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    check(conn.exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item','{}','upsert','{}')",
+                                table, keyOf(i), payload(payloadBytes, wallMicros(), i))),
+          "insert");
+    committedAt[static_cast<size_t>(i)] = wallMicros();
+    next += std::chrono::duration_cast<Clock::duration>(interval);
+    std::this_thread::sleep_until(next);
+  }
+  return committedAt;
+}
+
+AckLatencies ackLatencies(Target& t, uint64_t before, const std::vector<int64_t>& committedAt, int warmup) {
+  const auto total = static_cast<uint64_t>(committedAt.size());
+  auto waitStart = Clock::now();
+  while (publishedThrough(*t.conn, t.source) < before + total) {
+    if (Clock::now() - waitStart > std::chrono::seconds(30)) fail("latency run did not finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto js = check(nats::JetStream::create(*t.nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
+  // The bridge created the stream from its config: make sure the figures are those of replicas = N.
+  auto state = check(js->streamState(t.stream), "stream state");
+  if (state.replicas != t.replicas) {
+    fail(fmt::format("stream {} has {} replica(s), not {}", t.stream, state.replicas, t.replicas));
+  }
+  auto messages = check(js->readRange(t.stream, "control." + t.source + ".>", before + 1, before + total,
+                                      std::chrono::milliseconds(10'000)),
+                        "read stream");
+  AckLatencies out;
+  for (const auto& m : messages) {
+    auto at = m.data.find("\"t\":");
+    const int64_t n = rowOf(m.data);
+    if (at == std::string::npos || n < 0 || static_cast<uint64_t>(n) >= total) continue;
+    const int64_t stored = m.timestampNanos / 1000;
+    const double latency = static_cast<double>(stored - committedAt[static_cast<size_t>(n)]) / 1000.0;
+    if (n < warmup) {
+      out.waking.push_back(latency);
+      continue;
+    }
+    out.steady.push_back(latency);
+    out.fromInsert.push_back(static_cast<double>(stored - std::stoll(m.data.substr(at + 4))) / 1000.0);
+  }
+  return out;
+}
+
 // (c) steady rate, default config: commit-to-ack from the moment the producer's autocommit
 // INSERT returned (its commit done) to the time nats-server stored the message. The time before
 // the INSERT also travels in the payload, for the producer's view (insert to ack).
@@ -578,47 +587,9 @@ double commitToAck(Target& t, const Target& single, const Options& o, char figur
   // to that long. They are reported apart; the target is about the steady flow after them.
   const int warmup = o.latencyRate;
   const int total = o.latencyRate * o.latencySeconds + warmup;
-  auto interval = std::chrono::duration<double>(1.0 / o.latencyRate);
-  auto next = Clock::now();
-  std::vector<int64_t> committedAt(static_cast<size_t>(total));
-  for (int i = 0; i < total; ++i) {
-    check(t.conn->exec(fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) "
-                                   "VALUES ('item','{}','upsert','{}')",
-                                   t.table, i, payload(o.payloadBytes, wallMicros()))),
-          "insert");
-    committedAt[static_cast<size_t>(i)] = wallMicros();
-    next += std::chrono::duration_cast<Clock::duration>(interval);
-    std::this_thread::sleep_until(next);
-  }
-  auto waitStart = Clock::now();
-  while (publishedThrough(*t.conn, t.source) < before + static_cast<uint64_t>(total)) {
-    if (Clock::now() - waitStart > std::chrono::seconds(30)) fail("latency run did not finish");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  auto js = check(nats::JetStream::create(*t.nc, std::chrono::milliseconds(10'000), 1024), "jetstream");
-  // The bridge created the stream from its config: make sure the figures are those of replicas = N.
-  auto state = check(js->streamState(t.stream), "stream state");
-  if (state.replicas != t.replicas) {
-    fail(fmt::format("stream {} has {} replica(s), not {}", t.stream, state.replicas, t.replicas));
-  }
-  auto messages = check(js->readRange(t.stream, "control." + t.source + ".>", before + 1,
-                                      before + static_cast<uint64_t>(total), std::chrono::milliseconds(10'000)),
-                        "read stream");
-  std::vector<double> latencies, fromInsert, waking;
-  for (const auto& m : messages) {
-    auto at = m.data.find("\"t\":");
-    auto key = m.headers.find("Outbox-Entity-Key");
-    if (at == std::string::npos || key == m.headers.end()) continue;
-    const int64_t stored = m.timestampNanos / 1000;
-    const size_t n = std::stoul(key->second);
-    const double latency = static_cast<double>(stored - committedAt.at(n)) / 1000.0;
-    if (n < static_cast<size_t>(warmup)) {
-      waking.push_back(latency);
-      continue;
-    }
-    latencies.push_back(latency);
-    fromInsert.push_back(static_cast<double>(stored - std::stoll(m.data.substr(at + 4))) / 1000.0);
-  }
+  const auto committedAt = insertSteadily(*t.conn, t.table, o.latencyRate, total, o.payloadBytes,
+                                          [](int i) { return std::to_string(i); });
+  auto [latencies, fromInsert, waking] = ackLatencies(t, before, committedAt, warmup);
   const double p99 = percentile(latencies, 0.99);
   std::string versus = &t == &single && figure == 'c'
                            ? ""
@@ -638,9 +609,11 @@ double commitToAck(Target& t, const Target& single, const Options& o, char figur
   return p99;
 }
 
-}  // namespace
+}  // namespace outbox::bench
 
 int main(int argc, char** argv) {
+  using namespace outbox;
+  using namespace outbox::bench;
   spdlog::set_level(spdlog::level::warn);  // the figures on stdout, not the NATS client's connects
   Options o;
   std::string clusterUrls;
@@ -668,6 +641,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"ROW", "MIXED", "STATEMENT"}));
   app.add_option("--holes-seconds", o.holesSeconds,
                  "length of (h), one-id holes beside a SELECT SLEEP(600) (default: --latency-seconds)");
+  app.add_option("--settle-seconds", o.settleSeconds,
+                 "length of each steady run of (j), the settled stream, settling on and off (default 10; 0: skip)");
+  app.add_option("--settle-keys", o.settleKeys, "the keys (j)'s rows change, one at random a row (default 10000)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--settle-window-ms", o.settleWindowMs, "(j)'s settle window, ms (default 1000)")
+      ->check(CLI::Range(1, 3'600'000));
+  app.add_flag("--settle-drain,!--no-settle-drain", o.settleDrain,
+               "(j)'s drains of the backlog with settling on and off (default on; --no-settle-drain skips them)");
   app.add_option("--prune-rows", o.pruneRows, "published rows in the prune run (default 500000; 0: skip)");
   app.add_option("--node-poller", o.nodePoller, "tools/node-poller (installed), to compare with a batched Node.js poller");
   app.add_option("--nats-pid", o.natsPid, "nats-server's pid, to report its CPU time");
@@ -837,6 +818,9 @@ int main(int argc, char** argv) {
     }
     (void)admin->exec(fmt::format("SET GLOBAL binlog_format = '{}'", formatBefore));
   }
+
+  // (j) The settled stream, while no other bridge runs: a source settling and one not, in turn.
+  if (o.settleSeconds > 0) settleFigures(o, dsn, *admin, runId);
 
   // (g) The same backlog through a batched Node.js poller (mysql2 + nats.js), same servers.
   if (!o.nodePoller.empty()) {
