@@ -135,10 +135,10 @@ Status SettleThread::publishDue(Clock::TimePoint now) {
     if (!lastMsgId_.empty()) m.headers.emplace_back("Nats-Expected-Last-Msg-Id", lastMsgId_);
     m.moreHeaders = settledHeaders(s);
     OUTBOX_RETURN_IF_ERROR(js_->publishAsync(m));
+    inFlight_.push_back(InFlight{std::move(toSend_.front()), now, expectedSeq_, lastMsgId_});
+    toSend_.pop_front();
     ++expectedSeq_;
     lastMsgId_ = std::move(id);
-    inFlight_.push_back(InFlight{s.version, now, s.count, s.early});
-    toSend_.pop_front();
   }
   return Status::ok();
 }
@@ -152,17 +152,25 @@ Status SettleThread::takeAcks(Clock::TimePoint now) {
     const char* begin = ack.msgId.data() + std::min(prefix.size(), ack.msgId.size());
     const char* end = ack.msgId.data() + ack.msgId.size();
     if (!ack.msgId.starts_with(prefix) || std::from_chars(begin, end, version).ptr != end) continue;  // abandoned
-    if (!ack.ok || ack.duplicate) {
-      return Status::transient(fmt::format(
-          "the settled publish of version {} failed ({}){}", version,
-          ack.ok ? "a duplicate of a message the stream holds" : ack.error,
-          ack.wrongLastSeq ? ": another writer, or the stream changed" : ""));
+    if (!ack.ok) {
+      return Status::transient(fmt::format("the settled publish of version {} failed ({}){}", version, ack.error,
+                                           ack.wrongLastSeq ? ": another writer, or the stream changed" : ""));
     }
-    auto it = std::find_if(inFlight_.begin(), inFlight_.end(), [&](const InFlight& f) { return f.version == version; });
+    auto it = std::find_if(inFlight_.begin(), inFlight_.end(),
+                           [&](const InFlight& f) { return f.settled.version == version; });
     if (it == inFlight_.end()) continue;
+    if (ack.duplicate) {
+      // Acks come in the order of the publishes: one still in flight before it is not this case.
+      if (it != inFlight_.begin()) {
+        return Status::transient(fmt::format(
+            "the settled publish of version {} was a duplicate while earlier ones were unacknowledged", version));
+      }
+      takeDuplicate(now);
+      return Status::ok();  // the acks after it in acks_ are of publishes sent again
+    }
     metrics_.settledMessages++;
-    metrics_.settleSquashed += it->count - 1;
-    if (it->early) metrics_.settledEarly++;
+    metrics_.settleSquashed += it->settled.count - 1;
+    if (it->settled.early) metrics_.settledEarly++;
     inFlight_.erase(it);
     if (auto delay = settler_->published(version, now)) {
       metrics_.observeSettleDelay(std::chrono::duration<double>(*delay).count());
@@ -170,9 +178,32 @@ Status SettleThread::takeAcks(Clock::TimePoint now) {
   }
   if (!inFlight_.empty() && now - inFlight_.front().sentAt > nats_.ackTimeout) {
     return Status::transient(fmt::format("the settled stream has not acknowledged version {} within {} ms",
-                                         inFlight_.front().version, nats_.ackTimeout.count()));
+                                         inFlight_.front().settled.version, nats_.ackTimeout.count()));
   }
   return Status::ok();
+}
+
+void SettleThread::takeDuplicate(Clock::TimePoint now) {
+  InFlight& it = inFlight_.front();
+  const uint64_t version = it.settled.version;
+  // The server answers a Nats-Msg-Id it holds in its duplicate window with the first copy's
+  // sequence, whether or not the stream still holds that copy; the id names the version, so the
+  // message is the same. The stream did not move: each later publish, fenced on a sequence one
+  // past what it holds, is refused; they are abandoned and sent again on the duplicate's fence.
+  if (++duplicates_ == 1) {
+    log_->info("settled stream {}: version {} was settled before (the server still holds its message id, the stream "
+               "was purged?): not settled twice",
+               source_.settledStream, version);
+  }
+  (void)settler_->published(version, now);
+  expectedSeq_ = it.fenceSeq;
+  lastMsgId_ = std::move(it.fenceMsgId);
+  js_->abandonPending();
+  for (auto later = inFlight_.end(); later != std::next(inFlight_.begin());) {
+    --later;
+    toSend_.push_front(std::move(later->settled));
+  }
+  inFlight_.clear();
 }
 
 SettleFeed::Taken SettleThread::waitForWork(Clock::TimePoint now) {

@@ -62,6 +62,7 @@ Status SettleThread::recover() {
   // whose id this session does not know (another leader's).
   expectedSeq_ = state->lastSeq;
   lastMsgId_.clear();
+  duplicates_ = 0;
   auto last = lastSettled(settled);
   if (!last.isOk()) return last.status();
   uint64_t through = 0;
