@@ -125,20 +125,25 @@ Status SettleThread::publishDue(Clock::TimePoint now) {
   for (Settled& s : settler_->due(now)) toSend_.push_back(std::move(s));
   while (!toSend_.empty() && inFlight_.size() < static_cast<size_t>(nats_.maxPending)) {
     const Settled& s = toSend_.front();
-    nats::OutgoingMessage m;
-    m.subject = settledSubject(s.message.subject, source_.subjectPrefix);
-    m.data = s.message.data;
-    std::string id = settledMsgId(source_.name, s.version);
     // Fenced as the main stream's publishes are: stored only as the continuation of what this
     // session read (docs/design.md, "Recovery").
-    m.headers = {{"Nats-Msg-Id", id}, {"Nats-Expected-Last-Sequence", std::to_string(expectedSeq_)}};
-    if (!lastMsgId_.empty()) m.headers.emplace_back("Nats-Expected-Last-Msg-Id", lastMsgId_);
-    m.moreHeaders = settledHeaders(s);
+    const nats::OutgoingMessage m = settledPublish(source_.name, source_.subjectPrefix, s, expectedSeq_, lastMsgId_);
+    // Its main message fit, with less: one key that cannot settle must not stop the others.
+    if (const int64_t max = connection_.maxPayload(); max > 0 && payloadBytes(m) > static_cast<size_t>(max)) {
+      metrics_.settleTooLarge++;
+      log_->warn("settled stream {}: key {}/{} not settled at version {}: its settled message of {} bytes is over "
+                 "the server's max_payload of {} bytes (the settled headers are added to its main message); it "
+                 "settles again when it next changes",
+                 source_.settledStream, s.key.entityType, s.key.entityKey, s.version, payloadBytes(m), max);
+      (void)settler_->published(s.version, now);
+      toSend_.pop_front();
+      continue;
+    }
     OUTBOX_RETURN_IF_ERROR(js_->publishAsync(m));
     inFlight_.push_back(InFlight{std::move(toSend_.front()), now, expectedSeq_, lastMsgId_});
     toSend_.pop_front();
     ++expectedSeq_;
-    lastMsgId_ = std::move(id);
+    lastMsgId_ = settledMsgId(source_.name, inFlight_.back().settled.version);
   }
   return Status::ok();
 }
