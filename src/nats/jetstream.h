@@ -170,6 +170,10 @@ class JetStream {
   Result<std::optional<StreamState>> findStream(const std::string& stream);
   // nullopt when no message has that sequence (deleted, expired, or never written).
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
+  // The first message `stream` holds at or after `seq`, however many deleted ones lie before it (a
+  // direct get, next_by_subj ">": the stream must allow direct gets, as the bridge makes its
+  // streams); nullopt when it holds none there.
+  Result<std::optional<StoredMessage>> firstMessageFrom(const std::string& stream, uint64_t seq);
   // The last message of `subject` in `stream` (a get-by-subject), or nullopt when it has none.
   Result<std::optional<StoredMessage>> lastMessage(const std::string& stream, const std::string& subject);
   // A latest-value stream (docs/design.md, "The message shaped by its row"): `name` sources `origin` with
@@ -190,7 +194,8 @@ class JetStream {
                                                   uint64_t startSeq);
   Status deleteStream(const std::string& stream);
   // Removes every message; the stream keeps its sequence numbers (the next one follows the last).
-  Status purgeStream(const std::string& stream);
+  // `subject`: only the messages on it (a wildcard may be), as `nats stream purge --subject`.
+  Status purgeStream(const std::string& stream, const std::string& subject = "");
   Status deleteMessage(const std::string& stream, uint64_t seq);
 
   // Hands the message to nats.c; its AckEvent arrives later through takeAcks(). A failure here

@@ -9,4 +9,10 @@ Result<MessageReader::Bounds> JetStreamReader::bounds() {
   return Bounds{state->firstSeq, state->lastSeq};
 }
 
+Result<std::optional<nats::StoredMessage>> JetStreamReader::firstFrom(uint64_t seq, uint64_t end) {
+  auto m = js_.firstMessageFrom(stream_, seq);
+  if (!m.isOk() || !m->has_value() || (*m)->seq < end) return m;
+  return std::optional<nats::StoredMessage>();
+}
+
 }  // namespace outbox

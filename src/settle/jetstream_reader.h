@@ -16,6 +16,8 @@ class JetStreamReader final : public MessageReader {
   Result<std::optional<nats::StoredMessage>> at(uint64_t seq) override {
     return js_.getMessage(stream_, seq);
   }
+  // One direct get (next_by_subj), whatever lies deleted before it.
+  Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end) override;
 
  private:
   nats::JetStream& js_;

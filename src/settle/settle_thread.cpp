@@ -51,9 +51,16 @@ void SettleThread::run() {
       continue;
     }
     metrics_.settleErrors++;
+    // One no retry mends (the streams are not as the bridge wrote them, say): the settled stream
+    // stops until an operator acts, and says so.
+    if (s.isPermanent()) metrics_.settleStuck = 1;
     failed = true;
     auto delay = backoff.next();
-    if (s.message() != lastProblem || backoff.attempts() <= 1) {
+    if (s.isPermanent() && s.message() != lastProblem) {
+      log_->error("settled stream {}: {}; the settled stream is stuck (outbox_settle_stuck) until that is mended, "
+                  "retrying every {} ms at most",
+                  source_.settledStream, s.message(), 10'000);
+    } else if (s.message() != lastProblem || backoff.attempts() <= 1) {
       log_->warn("settled stream {}: {}; recovering in {} ms", source_.settledStream, s.message(), delay.count());
     }
     lastProblem = s.message();
@@ -64,6 +71,7 @@ void SettleThread::run() {
 Status SettleThread::session(uint64_t relaySession) {
   OUTBOX_RETURN_IF_ERROR(prepare());
   OUTBOX_RETURN_IF_ERROR(recover());
+  metrics_.settleStuck = 0;
   while (!stop_.stopped()) {
     const auto now = clock_.now();
     OUTBOX_RETURN_IF_ERROR(takeAcks(now));

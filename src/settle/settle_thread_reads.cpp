@@ -80,13 +80,9 @@ Status SettleThread::recover() {
     if (!tip.isOk()) return tip.status();
     if (tip->has_value()) {
       through = headerU64(**tip, "Outbox-Version");  // none stored since: everything before
-      for (uint64_t seq = *from; seq <= (*tip)->seq; ++seq) {
-        auto m = main.at(seq);
-        if (!m.isOk()) return m.status();
-        if (!m->has_value()) continue;
-        through = headerU64(**m, "Outbox-Version") - 1;
-        break;
-      }
+      auto first = main.firstFrom(*from, (*tip)->seq + 1);
+      if (!first.isOk()) return first.status();
+      if (first->has_value()) through = headerU64(**first, "Outbox-Version") - 1;
     }
   }
   settler_.emplace(
