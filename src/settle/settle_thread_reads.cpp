@@ -69,11 +69,12 @@ Status SettleThread::recover() {
   if (last->has_value()) {
     through = (*last)->through;
   } else {
-    // Nothing settled yet: the changes the main stream took from the settled stream's making on (a
-    // second earlier, for clocks). Purged by an operator: from settle_max before its last message.
-    const int64_t fromNanos =
-        state->lastSeq == 0 ? state->createdNanos - 1'000'000'000
-                            : state->lastTimeNanos - std::chrono::nanoseconds(source_.settleMax).count();
+    // Nothing settled yet: the changes the main stream took from settle_max before the settled
+    // stream's making on; purged by an operator: from settle_max before its last message. A key
+    // pending then changed at most settle_max before (none is lost: a stream deleted and made
+    // again, by this bridge or a standby's start, included); those settled then may settle twice.
+    const int64_t settleMax = std::chrono::nanoseconds(source_.settleMax).count();
+    const int64_t fromNanos = (state->lastSeq == 0 ? state->createdNanos : state->lastTimeNanos) - settleMax;
     auto from = firstSeqStoredFrom(main, fromNanos);
     if (!from.isOk()) return from.status();
     auto tip = lastStored(main);
