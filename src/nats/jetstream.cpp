@@ -142,6 +142,7 @@ StreamState stateOf(const jsStreamInfo& info) {
     state.subjects.emplace_back(info.Config->Subjects[i]);
   }
   if (info.Config != nullptr) state.replicas = static_cast<int>(info.Config->Replicas);
+  if (info.Config != nullptr) state.allowDirect = info.Config->AllowDirect;
   state.createdNanos = info.Created;
   state.lastTimeNanos = info.State.LastTime;
   if (info.Cluster != nullptr && info.Cluster->Leader != nullptr) state.leader = info.Cluster->Leader;

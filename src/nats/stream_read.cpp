@@ -81,7 +81,9 @@ Result<std::optional<StoredMessage>> JetStream::firstMessageFrom(const std::stri
   natsStatus s = js_DirectGetMsg(&raw, js_.get(), stream.c_str(), nullptr, &get);
   MsgPtr msg(raw);
   if (s == NATS_NOT_FOUND) return std::optional<StoredMessage>();
-  if (s != NATS_OK) return fromNats(s, static_cast<jsErrCode>(0), fmt::format("get the first message from {} of {}", seq, stream));
+  if (s != NATS_OK) {
+    return fromNats(s, static_cast<jsErrCode>(0), fmt::format("get the first message from {} of {}", seq, stream));
+  }
   return std::optional<StoredMessage>(storedFrom(raw));
 }
 

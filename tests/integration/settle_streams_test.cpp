@@ -8,6 +8,7 @@
 // JetStreamPublisher, as the relay does.
 
 #include <fmt/format.h>
+#include <nats/nats.h>
 
 #include <map>
 #include <random>
@@ -171,6 +172,42 @@ BOOST_AUTO_TEST_CASE(recoverys_search_crosses_a_purge_of_25000_messages_of_one_s
     BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
     BOOST_TEST((*got >= c.from && *got <= c.to), "version " << c.v << ": " << *got);
   }
+}
+
+// A stream an operator made without direct gets: the search falls back to single gets.
+BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
+  SettleFixture f;
+  const std::string name = f.source.stream + "_ND", subject = f.source.subjectPrefix + "_nd";
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  BOOST_REQUIRE(natsConnection_ConnectTo(&nc, stack().natsUrl.c_str()) == NATS_OK);
+  BOOST_REQUIRE(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+  jsStreamConfig cfg;
+  jsStreamConfig_Init(&cfg);
+  cfg.Name = name.c_str();
+  const char* subjects[] = {subject.c_str()};
+  cfg.Subjects = subjects;
+  cfg.SubjectsLen = 1;
+  cfg.AllowDirect = false;
+  BOOST_REQUIRE(js_AddStream(nullptr, js, &cfg, nullptr, nullptr) == NATS_OK);
+  for (int v = 1; v <= 20; ++v) {
+    natsMsg* m = nullptr;
+    BOOST_REQUIRE(natsMsg_Create(&m, subject.c_str(), nullptr, "x", 1) == NATS_OK);
+    natsMsgHeader_Set(m, "Outbox-Version", std::to_string(v).c_str());
+    BOOST_REQUIRE(js_PublishMsg(nullptr, js, m, nullptr, nullptr) == NATS_OK);
+    natsMsg_Destroy(m);
+  }
+  for (uint64_t seq = 5; seq <= 15; ++seq) BOOST_REQUIRE(f.reader.js().deleteMessage(name, seq).isOk());
+  JetStreamReader reader(f.reader.js(), name);
+  auto got = firstSeqAbove(reader, "Outbox-Version", 4);
+  BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
+  BOOST_TEST((*got >= 5 && *got <= 16), *got);
+  got = firstSeqAbove(reader, "Outbox-Version", 16);
+  BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
+  BOOST_TEST(*got == 17u);
+  (void)f.reader.js().deleteStream(name);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
 }
 
 BOOST_AUTO_TEST_CASE(settled_messages_through_the_server_restart_a_settler_without_repeating_one) {
