@@ -220,6 +220,10 @@ void settleKeys(Section& sec, SourceConfig& s) {
     return;
   }
   if (settle->count() < 1) throw ConfigError(sec.keyName("settle"), "must be at least 1ms (leave it out: no settled stream)");
+  if (settleMax && settleMax->count() < 1) {
+    throw ConfigError(sec.keyName("settle_max"), "must be at least settle: a key settles at the latest settle_max after "
+                                                 "its first change (leave it out for its default)");
+  }
   if (settleMax) s.settleMax = *settleMax;
   if (s.settleMax > std::chrono::hours(1)) {
     throw ConfigError(sec.keyName("settle_max"), fmt::format("{} is longer than 1h: a new leader replays up to "

@@ -78,9 +78,15 @@ void declareSourceFamilies(PrometheusPage& page) {
               "Versions the settle thread found missing from the main stream (purged or expired) where no epoch "
               "bump explains the gap: those not yet settled are lost to the settled stream until their keys change "
               "again.");
+  page.family("outbox_settle_too_large_total", Type::kCounter,
+              "Keys not settled at a change because their settled message was over the server's max_payload (the "
+              "settled headers are added to a main message that fit); each settles again at its next change.");
   page.family("outbox_settle_errors_total", Type::kCounter,
               "Settle sessions ended by a failure (a settled publish refused or unanswered, a read of either "
               "stream); the next one recovers from the streams.");
+  page.family("outbox_settle_stuck", Type::kGauge,
+              "1 while the settled stream is stopped by a failure no retry mends (the streams not as the bridge "
+              "wrote them; the log says what): keys are not settled, whatever outbox_settle_pending_keys says.");
   page.family("outbox_settle_delay_seconds", Type::kHistogram,
               "From a key's last change (its ack by the main stream) to the settled stream's ack of its message.");
 }
@@ -123,7 +129,9 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   page.sample("outbox_settle_squashed_total", source, m.settleSquashed.load());
   page.sample("outbox_settled_early_total", source, m.settledEarly.load());
   page.sample("outbox_settle_missing_versions_total", source, m.settleMissing.load());
+  page.sample("outbox_settle_too_large_total", source, m.settleTooLarge.load());
   page.sample("outbox_settle_errors_total", source, m.settleErrors.load());
+  page.sample("outbox_settle_stuck", source, m.settleStuck.load());
   std::array<uint64_t, SourceMetrics::kSettleDelayBuckets.size() + 1> delays{};
   for (size_t i = 0; i < delays.size(); ++i) delays[i] = m.settleDelayBuckets[i].load();
   page.histogram("outbox_settle_delay_seconds", source, SourceMetrics::kSettleDelayBuckets, delays,

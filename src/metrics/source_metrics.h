@@ -53,7 +53,9 @@ struct SourceMetrics {
   std::atomic<uint64_t> settleSquashed{0};    // changes a later change of their key stood for
   std::atomic<uint64_t> settledEarly{0};      // keys settled early: settle_max_keys pending
   std::atomic<uint64_t> settleMissing{0};     // versions recovery found neither settled nor in the main stream
-  std::atomic<uint64_t> settleErrors{0};      // settle sessions ended by a failure
+  std::atomic<uint64_t> settleTooLarge{0};    // keys not settled: the settled message was over max_payload
+  std::atomic<uint64_t> settleErrors{0};
+  std::atomic<uint64_t> settleStuck{0};       // 1: the last settle session ended by a failure no retry mends      // settle sessions ended by a failure
   std::array<std::atomic<uint64_t>, kSettleDelayBuckets.size() + 1> settleDelayBuckets{};
   std::atomic<uint64_t> settleDelaySumMicros{0};
 

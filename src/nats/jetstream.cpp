@@ -142,6 +142,7 @@ StreamState stateOf(const jsStreamInfo& info) {
     state.subjects.emplace_back(info.Config->Subjects[i]);
   }
   if (info.Config != nullptr) state.replicas = static_cast<int>(info.Config->Replicas);
+  if (info.Config != nullptr) state.allowDirect = info.Config->AllowDirect;
   state.createdNanos = info.Created;
   state.lastTimeNanos = info.State.LastTime;
   if (info.Cluster != nullptr && info.Cluster->Leader != nullptr) state.leader = info.Cluster->Leader;
@@ -221,10 +222,13 @@ Status JetStream::deleteStream(const std::string& stream) {
   return s == NATS_OK ? Status::ok() : fromNats(s, code, "delete stream " + stream);
 }
 
-Status JetStream::purgeStream(const std::string& stream) {
+Status JetStream::purgeStream(const std::string& stream, const std::string& subject) {
   OUTBOX_RETURN_IF_ERROR(follow());
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_PurgeStream(js_.get(), stream.c_str(), nullptr, &code);
+  jsOptions opts;
+  jsOptions_Init(&opts);
+  if (!subject.empty()) opts.Stream.Purge.Subject = subject.c_str();
+  natsStatus s = js_PurgeStream(js_.get(), stream.c_str(), &opts, &code);
   return s == NATS_OK ? Status::ok() : fromNats(s, code, "purge stream " + stream);
 }
 

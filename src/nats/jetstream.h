@@ -114,6 +114,7 @@ struct StreamState {
   std::string leader;  // the server leading a clustered stream ("" on a single server)
   int64_t createdNanos = 0;   // when the stream was made (the server's clock, ns since the epoch)
   int64_t lastTimeNanos = 0;  // when its last message was stored (kept through a purge); 0: never
+  bool allowDirect = false;   // it answers direct gets
 };
 
 // An ordered consumer on a stream, from a start sequence on: messages arrive in stream order,
@@ -170,6 +171,10 @@ class JetStream {
   Result<std::optional<StreamState>> findStream(const std::string& stream);
   // nullopt when no message has that sequence (deleted, expired, or never written).
   Result<std::optional<StoredMessage>> getMessage(const std::string& stream, uint64_t seq);
+  // The first message `stream` holds at or after `seq`, however many deleted ones lie before it (a
+  // direct get, next_by_subj ">"); nullopt when it holds none there. The stream must allow direct
+  // gets (StreamState::allowDirect; the bridge makes its streams so): else it times out.
+  Result<std::optional<StoredMessage>> firstMessageFrom(const std::string& stream, uint64_t seq);
   // The last message of `subject` in `stream` (a get-by-subject), or nullopt when it has none.
   Result<std::optional<StoredMessage>> lastMessage(const std::string& stream, const std::string& subject);
   // A latest-value stream (docs/design.md, "The message shaped by its row"): `name` sources `origin` with
@@ -190,7 +195,8 @@ class JetStream {
                                                   uint64_t startSeq);
   Status deleteStream(const std::string& stream);
   // Removes every message; the stream keeps its sequence numbers (the next one follows the last).
-  Status purgeStream(const std::string& stream);
+  // `subject`: only the messages on it (a wildcard may be), as `nats stream purge --subject`.
+  Status purgeStream(const std::string& stream, const std::string& subject = "");
   Status deleteMessage(const std::string& stream, uint64_t seq);
 
   // Hands the message to nats.c; its AckEvent arrives later through takeAcks(). A failure here

@@ -71,6 +71,22 @@ Result<std::optional<StoredMessage>> JetStream::getMessage(const std::string& st
   return std::optional<StoredMessage>(storedFrom(raw));
 }
 
+Result<std::optional<StoredMessage>> JetStream::firstMessageFrom(const std::string& stream, uint64_t seq) {
+  OUTBOX_RETURN_IF_ERROR(follow());
+  jsDirectGetMsgOptions get;
+  jsDirectGetMsgOptions_Init(&get);
+  get.Sequence = seq;
+  get.NextBySubject = ">";
+  natsMsg* raw = nullptr;
+  natsStatus s = js_DirectGetMsg(&raw, js_.get(), stream.c_str(), nullptr, &get);
+  MsgPtr msg(raw);
+  if (s == NATS_NOT_FOUND) return std::optional<StoredMessage>();
+  if (s != NATS_OK) {
+    return fromNats(s, static_cast<jsErrCode>(0), fmt::format("get the first message from {} of {}", seq, stream));
+  }
+  return std::optional<StoredMessage>(storedFrom(raw));
+}
+
 Result<std::optional<StoredMessage>> JetStream::lastMessage(const std::string& stream, const std::string& subject) {
   OUTBOX_RETURN_IF_ERROR(follow());
   natsMsg* raw = nullptr;

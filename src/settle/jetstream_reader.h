@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "nats/jetstream.h"
@@ -16,10 +17,14 @@ class JetStreamReader final : public MessageReader {
   Result<std::optional<nats::StoredMessage>> at(uint64_t seq) override {
     return js_.getMessage(stream_, seq);
   }
+  // One direct get (next_by_subj), whatever lies deleted before it; on a stream without direct
+  // gets, the walk (a run of deleted messages longer than kMaxDeletedWalk stops it).
+  Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end) override;
 
  private:
   nats::JetStream& js_;
   std::string stream_;
+  std::optional<bool> direct_;  // whether the stream answers direct gets (known from bounds())
 };
 
 }  // namespace outbox

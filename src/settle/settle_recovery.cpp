@@ -33,6 +33,16 @@ Status tooManyDeleted(uint64_t from) {
 
 }  // namespace
 
+Result<std::optional<nats::StoredMessage>> MessageReader::firstFrom(uint64_t seq, uint64_t end) {
+  for (uint64_t at = seq; at < end; ++at) {
+    if (at - seq >= kMaxDeletedWalk) return tooManyDeleted(seq);
+    auto m = this->at(at);
+    if (!m.isOk()) return m.status();
+    if (m->has_value()) return std::move(*m);
+  }
+  return std::optional<nats::StoredMessage>();
+}
+
 Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream) {
   auto bounds = stream.bounds();
   if (!bounds.isOk()) return bounds.status();
@@ -71,15 +81,12 @@ Result<uint64_t> firstSeqWhere(MessageReader& stream, const char* what, uint64_t
     const uint64_t mid = lo + (hi - lo) / 2;
     // The first stored message at or after mid, below hi.
     std::optional<std::pair<uint64_t, uint64_t>> found;  // its sequence and header
-    for (uint64_t seq = mid; seq < hi; ++seq) {
-      if (seq - mid >= kMaxDeletedWalk) return tooManyDeleted(mid);
-      auto m = stream.at(seq);
-      if (!m.isOk()) return m.status();
-      if (!m->has_value()) continue;
+    auto m = stream.firstFrom(mid, hi);
+    if (!m.isOk()) return m.status();
+    if (m->has_value()) {
       std::optional<uint64_t> v = of(**m);
-      if (!v) return notOurs(seq, what);
-      found.emplace(seq, *v);
-      break;
+      if (!v) return notOurs((*m)->seq, what);
+      found.emplace((*m)->seq, *v);
     }
     // None stored from mid on, or one above `value`: reading may start at mid; else after it.
     if (!found || found->second > value) {

@@ -27,10 +27,13 @@ class MessageReader {
   virtual Result<Bounds> bounds() = 0;
   // The message at `seq`; nullopt when none is (deleted, expired, purged).
   virtual Result<std::optional<nats::StoredMessage>> at(uint64_t seq) = 0;
+  // The first message stored at or after `seq` and below `end`; nullopt when none is. This one
+  // walks at() (at most kMaxDeletedWalk deleted sequences, then a permanent error); a reader that
+  // can ask the server for it at once (JetStreamReader) does.
+  virtual Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end);
 };
 
-// A walk over deleted sequences stops after this many reads: a stream with such runs is read by
-// a consumer instead (a permanent error says so).
+// A walk over deleted sequences by at() stops after this many reads (a permanent error).
 inline constexpr uint64_t kMaxDeletedWalk = 10'000;
 
 // The mark of the settled stream's last stored message (walking back over deleted sequences);
@@ -46,7 +49,7 @@ Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream);
 // sequence whose message, or the first stored one after it, does (last + 1 when none does).
 // `header` must never fall along the stream: Outbox-Version on the main stream (versions rise with
 // sequences in every epoch), Outbox-Settled-Seen on the settled one. A binary search: about
-// log2(n) reads, plus the deleted sequences it walks over.
+// log2(n) reads, each a firstFrom().
 Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64_t value);
 
 // The same for the time the server stored each message: the lowest sequence from which every

@@ -51,9 +51,16 @@ void SettleThread::run() {
       continue;
     }
     metrics_.settleErrors++;
+    // One no retry mends (the streams are not as the bridge wrote them, say): the settled stream
+    // stops until an operator acts, and says so.
+    if (s.isPermanent()) metrics_.settleStuck = 1;
     failed = true;
     auto delay = backoff.next();
-    if (s.message() != lastProblem || backoff.attempts() <= 1) {
+    if (s.isPermanent() && s.message() != lastProblem) {
+      log_->error("settled stream {}: {}; the settled stream is stuck (outbox_settle_stuck) until that is mended, "
+                  "retrying every {} ms at most",
+                  source_.settledStream, s.message(), 10'000);
+    } else if (s.message() != lastProblem || backoff.attempts() <= 1) {
       log_->warn("settled stream {}: {}; recovering in {} ms", source_.settledStream, s.message(), delay.count());
     }
     lastProblem = s.message();
@@ -64,6 +71,7 @@ void SettleThread::run() {
 Status SettleThread::session(uint64_t relaySession) {
   OUTBOX_RETURN_IF_ERROR(prepare());
   OUTBOX_RETURN_IF_ERROR(recover());
+  metrics_.settleStuck = 0;
   while (!stop_.stopped()) {
     const auto now = clock_.now();
     OUTBOX_RETURN_IF_ERROR(takeAcks(now));
@@ -125,20 +133,25 @@ Status SettleThread::publishDue(Clock::TimePoint now) {
   for (Settled& s : settler_->due(now)) toSend_.push_back(std::move(s));
   while (!toSend_.empty() && inFlight_.size() < static_cast<size_t>(nats_.maxPending)) {
     const Settled& s = toSend_.front();
-    nats::OutgoingMessage m;
-    m.subject = settledSubject(s.message.subject, source_.subjectPrefix);
-    m.data = s.message.data;
-    std::string id = settledMsgId(source_.name, s.version);
     // Fenced as the main stream's publishes are: stored only as the continuation of what this
     // session read (docs/design.md, "Recovery").
-    m.headers = {{"Nats-Msg-Id", id}, {"Nats-Expected-Last-Sequence", std::to_string(expectedSeq_)}};
-    if (!lastMsgId_.empty()) m.headers.emplace_back("Nats-Expected-Last-Msg-Id", lastMsgId_);
-    m.moreHeaders = settledHeaders(s);
+    const nats::OutgoingMessage m = settledPublish(source_.name, source_.subjectPrefix, s, expectedSeq_, lastMsgId_);
+    // Its main message fit, with less: one key that cannot settle must not stop the others.
+    if (const int64_t max = connection_.maxPayload(); max > 0 && payloadBytes(m) > static_cast<size_t>(max)) {
+      metrics_.settleTooLarge++;
+      log_->warn("settled stream {}: key {}/{} not settled at version {}: its settled message of {} bytes is over "
+                 "the server's max_payload of {} bytes (the settled headers are added to its main message); it "
+                 "settles again when it next changes",
+                 source_.settledStream, s.key.entityType, s.key.entityKey, s.version, payloadBytes(m), max);
+      (void)settler_->published(s.version, now);
+      toSend_.pop_front();
+      continue;
+    }
     OUTBOX_RETURN_IF_ERROR(js_->publishAsync(m));
-    ++expectedSeq_;
-    lastMsgId_ = std::move(id);
-    inFlight_.push_back(InFlight{s.version, now, s.count, s.early});
+    inFlight_.push_back(InFlight{std::move(toSend_.front()), now, expectedSeq_, lastMsgId_});
     toSend_.pop_front();
+    ++expectedSeq_;
+    lastMsgId_ = settledMsgId(source_.name, inFlight_.back().settled.version);
   }
   return Status::ok();
 }
@@ -152,17 +165,25 @@ Status SettleThread::takeAcks(Clock::TimePoint now) {
     const char* begin = ack.msgId.data() + std::min(prefix.size(), ack.msgId.size());
     const char* end = ack.msgId.data() + ack.msgId.size();
     if (!ack.msgId.starts_with(prefix) || std::from_chars(begin, end, version).ptr != end) continue;  // abandoned
-    if (!ack.ok || ack.duplicate) {
-      return Status::transient(fmt::format(
-          "the settled publish of version {} failed ({}){}", version,
-          ack.ok ? "a duplicate of a message the stream holds" : ack.error,
-          ack.wrongLastSeq ? ": another writer, or the stream changed" : ""));
+    if (!ack.ok) {
+      return Status::transient(fmt::format("the settled publish of version {} failed ({}){}", version, ack.error,
+                                           ack.wrongLastSeq ? ": another writer, or the stream changed" : ""));
     }
-    auto it = std::find_if(inFlight_.begin(), inFlight_.end(), [&](const InFlight& f) { return f.version == version; });
+    auto it = std::find_if(inFlight_.begin(), inFlight_.end(),
+                           [&](const InFlight& f) { return f.settled.version == version; });
     if (it == inFlight_.end()) continue;
+    if (ack.duplicate) {
+      // Acks come in the order of the publishes: one still in flight before it is not this case.
+      if (it != inFlight_.begin()) {
+        return Status::transient(fmt::format(
+            "the settled publish of version {} was a duplicate while earlier ones were unacknowledged", version));
+      }
+      takeDuplicate(now);
+      return Status::ok();  // the acks after it in acks_ are of publishes sent again
+    }
     metrics_.settledMessages++;
-    metrics_.settleSquashed += it->count - 1;
-    if (it->early) metrics_.settledEarly++;
+    metrics_.settleSquashed += it->settled.count - 1;
+    if (it->settled.early) metrics_.settledEarly++;
     inFlight_.erase(it);
     if (auto delay = settler_->published(version, now)) {
       metrics_.observeSettleDelay(std::chrono::duration<double>(*delay).count());
@@ -170,9 +191,32 @@ Status SettleThread::takeAcks(Clock::TimePoint now) {
   }
   if (!inFlight_.empty() && now - inFlight_.front().sentAt > nats_.ackTimeout) {
     return Status::transient(fmt::format("the settled stream has not acknowledged version {} within {} ms",
-                                         inFlight_.front().version, nats_.ackTimeout.count()));
+                                         inFlight_.front().settled.version, nats_.ackTimeout.count()));
   }
   return Status::ok();
+}
+
+void SettleThread::takeDuplicate(Clock::TimePoint now) {
+  InFlight& it = inFlight_.front();
+  const uint64_t version = it.settled.version;
+  // The server answers a Nats-Msg-Id it holds in its duplicate window with the first copy's
+  // sequence, whether or not the stream still holds that copy; the id names the version, so the
+  // message is the same. The stream did not move: each later publish, fenced on a sequence one
+  // past what it holds, is refused; they are abandoned and sent again on the duplicate's fence.
+  if (++duplicates_ == 1) {
+    log_->info("settled stream {}: version {} was settled before (the server still holds its message id, the stream "
+               "was purged?): not settled twice",
+               source_.settledStream, version);
+  }
+  (void)settler_->published(version, now);
+  expectedSeq_ = it.fenceSeq;
+  lastMsgId_ = std::move(it.fenceMsgId);
+  js_->abandonPending();
+  for (auto later = inFlight_.end(); later != std::next(inFlight_.begin());) {
+    --later;
+    toSend_.push_front(std::move(later->settled));
+  }
+  inFlight_.clear();
 }
 
 SettleFeed::Taken SettleThread::waitForWork(Clock::TimePoint now) {

@@ -58,8 +58,13 @@ class SettleThread {
   Status takeFed(std::vector<SettleFeed::Row>& rows);
   // Publishes what is due (at most nats.max_pending in flight), fenced.
   Status publishDue(Clock::TimePoint now);
-  // Takes the settled stream's acks: a failed, duplicate or overdue one ends the session.
+  // Takes the settled stream's acks: a failed or overdue one ends the session; a duplicate is
+  // takeDuplicate's.
   Status takeAcks(Clock::TimePoint now);
+  // The server already took the settled message of the oldest in flight (a version settled before
+  // a purge of the settled stream, within its duplicate window): it counts as settled, and what
+  // was sent after it, fenced on a sequence the duplicate did not take, is sent again.
+  void takeDuplicate(Clock::TimePoint now);
   // Waits for the next due time, the feed, or acks (at most 50 ms while publishes are in flight).
   SettleFeed::Taken waitForWork(Clock::TimePoint now);
   void publishGauges();
@@ -81,15 +86,16 @@ class SettleThread {
   uint64_t lastEpoch_ = 0;             // the epoch of the last change taken (0: unknown)
   std::deque<Settled> toSend_;         // due, in the order to publish them
   struct InFlight {
-    uint64_t version = 0;
+    Settled settled;  // kept to publish again after a duplicate (takeDuplicate)
     Clock::TimePoint sentAt;
-    uint64_t count = 1;  // the changes it stands for (counted as squashed once stored)
-    bool early = false;
+    uint64_t fenceSeq = 0;   // the Nats-Expected-Last-Sequence it was sent with
+    std::string fenceMsgId;  // and its Nats-Expected-Last-Msg-Id ("": none)
   };
   std::deque<InFlight> inFlight_;      // sent, oldest first
   uint64_t expectedSeq_ = 0;           // the settled stream's last sequence once all sent is stored
   std::string lastMsgId_;              // the last settled message's id ("" at a session's first)
   std::vector<nats::AckEvent> acks_;   // takeAcks' scratch
+  uint64_t duplicates_ = 0;            // this session's duplicate acks (takeDuplicate)
 };
 
 }  // namespace outbox

@@ -62,30 +62,28 @@ Status SettleThread::recover() {
   // whose id this session does not know (another leader's).
   expectedSeq_ = state->lastSeq;
   lastMsgId_.clear();
+  duplicates_ = 0;
   auto last = lastSettled(settled);
   if (!last.isOk()) return last.status();
   uint64_t through = 0;
   if (last->has_value()) {
     through = (*last)->through;
   } else {
-    // Nothing settled yet: the changes the main stream took from the settled stream's making on (a
-    // second earlier, for clocks). Purged by an operator: from settle_max before its last message.
-    const int64_t fromNanos =
-        state->lastSeq == 0 ? state->createdNanos - 1'000'000'000
-                            : state->lastTimeNanos - std::chrono::nanoseconds(source_.settleMax).count();
+    // Nothing settled yet: the changes the main stream took from settle_max before the settled
+    // stream's making on; purged by an operator: from settle_max before its last message. A key
+    // pending then changed at most settle_max before (none is lost: a stream deleted and made
+    // again, by this bridge or a standby's start, included); those settled then may settle twice.
+    const int64_t settleMax = std::chrono::nanoseconds(source_.settleMax).count();
+    const int64_t fromNanos = (state->lastSeq == 0 ? state->createdNanos : state->lastTimeNanos) - settleMax;
     auto from = firstSeqStoredFrom(main, fromNanos);
     if (!from.isOk()) return from.status();
     auto tip = lastStored(main);
     if (!tip.isOk()) return tip.status();
     if (tip->has_value()) {
       through = headerU64(**tip, "Outbox-Version");  // none stored since: everything before
-      for (uint64_t seq = *from; seq <= (*tip)->seq; ++seq) {
-        auto m = main.at(seq);
-        if (!m.isOk()) return m.status();
-        if (!m->has_value()) continue;
-        through = headerU64(**m, "Outbox-Version") - 1;
-        break;
-      }
+      auto first = main.firstFrom(*from, (*tip)->seq + 1);
+      if (!first.isOk()) return first.status();
+      if (first->has_value()) through = headerU64(**first, "Outbox-Version") - 1;
     }
   }
   settler_.emplace(

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "nats/outgoing.h"
+
 namespace outbox {
 
 namespace {
@@ -89,6 +91,24 @@ std::vector<std::pair<std::string, std::string>> settledHeaders(const Settled& s
   headers.emplace_back(kSettledThroughHeader, std::to_string(settled.through));
   headers.emplace_back(kSettledSeenHeader, std::to_string(settled.seen));
   return headers;
+}
+
+nats::OutgoingMessage settledPublish(const std::string& source, const std::string& subjectPrefix,
+                                     const Settled& settled, uint64_t expectedSeq, const std::string& expectedMsgId) {
+  nats::OutgoingMessage m;
+  m.subject = settledSubject(settled.message.subject, subjectPrefix);
+  m.data = settled.message.data;
+  m.headers = {{"Nats-Msg-Id", settledMsgId(source, settled.version)},
+               {"Nats-Expected-Last-Sequence", std::to_string(expectedSeq)}};
+  if (!expectedMsgId.empty()) m.headers.emplace_back("Nats-Expected-Last-Msg-Id", expectedMsgId);
+  m.moreHeaders = settledHeaders(settled);
+  return m;
+}
+
+size_t payloadBytes(const nats::OutgoingMessage& m) {
+  std::string block;
+  nats::encodeHeaders(m, block);
+  return block.size() + m.data.size();
 }
 
 std::optional<SettledMark> settledMark(const std::map<std::string, std::string>& headers) {

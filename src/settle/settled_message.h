@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "nats/jetstream.h"
 #include "settle/settler.h"
 
 namespace outbox {
@@ -49,6 +50,14 @@ std::vector<std::pair<std::string, std::string>> headerPairs(std::string_view bl
 // The headers `settled` is published with, apart from the settled publish's own Nats-* ones: its
 // main message's, then From, Count, Through and Seen.
 std::vector<std::pair<std::string, std::string>> settledHeaders(const Settled& settled);
+
+// The settled publish of `settled` for source `source`: its settled subject, its main message's
+// data, Nats-Msg-Id settledMsgId(), fenced on `expectedSeq` and `expectedMsgId` (none when empty),
+// then settledHeaders().
+nats::OutgoingMessage settledPublish(const std::string& source, const std::string& subjectPrefix,
+                                     const Settled& settled, uint64_t expectedSeq, const std::string& expectedMsgId);
+// The bytes `m` counts against the server's max_payload: its data and its header block.
+size_t payloadBytes(const nats::OutgoingMessage& m);
 
 // What a new leader needs of a settled message it reads back.
 struct SettledMark {

@@ -32,6 +32,8 @@ BOOST_AUTO_TEST_CASE(a_settle_window_that_cannot_work_is_refused_naming_its_key)
               {{"OUTBOX_BRIDGE_SOURCE_A_SETTLE", "0s"}}),
       refused(Via::kFile, "settle above settle_max", baseConfig("settle = \"10s\"\nsettle_max = \"5s\"\n"),
               {"source.a.settle", "longer than settle_max"}),
+      refused(Via::kFile, "settle_max of 0", baseConfig("settle = \"1s\"\nsettle_max = \"0\"\n"),
+              {"source.a.settle_max", "at least settle"}),
       refused(Via::kFile, "settle above settle_max's default", baseConfig("settle = \"1m\"\n"),
               {"source.a.settle", "30s, its default"}),
       refused(Via::kFile, "settle_max without settle", baseConfig("settle_max = \"10s\"\n"),

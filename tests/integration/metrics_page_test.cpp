@@ -91,6 +91,7 @@ BOOST_AUTO_TEST_CASE(metrics_of_two_sources_parse_as_one_typed_family_per_name) 
       {"outbox_settle_pending_keys", "gauge"},     {"outbox_settled_messages", "counter"},
       {"outbox_settle_squashed", "counter"},       {"outbox_settled_early", "counter"},
       {"outbox_settle_missing_versions", "counter"}, {"outbox_settle_errors", "counter"},
+      {"outbox_settle_too_large", "counter"},      {"outbox_settle_stuck", "gauge"},
       {"outbox_settle_delay_seconds", "histogram"}};
   for (const auto& [name, type] : settle) {
     BOOST_TEST_CONTEXT(name) {

@@ -20,33 +20,6 @@ namespace {
 
 constexpr int kKeys = 100;
 
-struct SettlingSource {
-  TestDatabase database;
-  SourceSpec source;
-  std::string config;
-  BridgeProcess bridge;
-  std::unique_ptr<db::Connection> producer;
-  StreamReader reader;
-
-  SettlingSource(const std::string& tag, const std::string& settle, const std::string& settleMax,
-                 const std::string& extraToml = "")
-      : database(tag),
-        source{uniqueName(tag, database), &database, {{"settle", settle}, {"settle_max", settleMax}}},
-        config(writeConfig({source}, extraToml)),
-        bridge(config),
-        producer(database.connect()) {
-    migrate(config);
-  }
-  ~SettlingSource() {
-    (void)reader.js().deleteStream(source.stream());
-    (void)reader.js().deleteStream(settledStreamOf(source));
-  }
-  void requirePublished(uint64_t through) {
-    BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == through; }, 20s),
-                          bridge.log());
-  }
-};
-
 }  // namespace
 
 // Four bursts over 100 keys, each six transactions 50 ms apart changing a random half of the

@@ -45,6 +45,36 @@ struct SettledMsg {
 inline std::string settledStreamOf(const SourceSpec& s) { return s.stream() + "_SETTLED"; }
 inline std::string settledPrefixOf(const SourceSpec& s) { return "control." + s.name + "_settled"; }
 
+// A source that settles (its keys `settle` and `settle_max` as TOML values), its bridge, a producer
+// on its outbox and a reader of its streams; the streams go with it.
+struct SettlingSource {
+  TestDatabase database;
+  SourceSpec source;
+  std::string config;
+  BridgeProcess bridge;
+  std::unique_ptr<db::Connection> producer;
+  StreamReader reader;
+
+  SettlingSource(const std::string& tag, const std::string& settle, const std::string& settleMax,
+                 const std::string& extraToml = "")
+      : database(tag),
+        source{uniqueName(tag, database), &database, {{"settle", settle}, {"settle_max", settleMax}}},
+        config(writeConfig({source}, extraToml)),
+        bridge(config),
+        producer(database.connect()) {
+    migrate(config);
+  }
+  ~SettlingSource() {
+    (void)reader.js().deleteStream(source.stream());
+    (void)reader.js().deleteStream(settledStreamOf(source));
+  }
+  void requirePublished(uint64_t through) {
+    BOOST_REQUIRE_MESSAGE(
+        waitUntil([&] { return database.state(source.name).publishedThrough == through; }, std::chrono::seconds(20)),
+        bridge.log());
+  }
+};
+
 inline std::vector<Change> mainChanges(StreamReader& reader, const SourceSpec& s) {
   std::vector<Change> out;
   for (const auto& m : reader.readAll(s.stream(), "control." + s.name)) {

@@ -66,6 +66,10 @@ BOOST_AUTO_TEST_CASE(bad_windows_are_refused_naming_the_key) {
   BOOST_TEST(errorKey(source("a", "settle = \"5s\"\nsettle_max = \"2s\"\n")) == "source.a.settle");
   BOOST_TEST(errorText(source("a", "settle = \"5s\"\nsettle_max = \"2s\"\n")).find("longer than settle_max") !=
              std::string::npos);
+  // A settle_max of zero is that key's mistake.
+  BOOST_TEST(errorKey(source("a", "settle = \"1s\"\nsettle_max = \"0\"\n")) == "source.a.settle_max");
+  BOOST_TEST(errorText(source("a", "settle = \"1s\"\nsettle_max = \"0\"\n")).find("at least settle") !=
+             std::string::npos);
   // Above settle_max's default.
   BOOST_TEST(errorKey(source("a", "settle = \"31s\"\n")) == "source.a.settle");
   BOOST_TEST(errorKey(source("a", "settle = \"30s\"\n")).empty());
