@@ -26,6 +26,9 @@ class MysqlOutboxStore final : public OutboxStore {
   // (db::checkServer: the PROCESS privilege, a primary); a shortfall is a permanent error naming
   // the fix. kCheckAndWarn also logs, once, what the operator should know (a Galera node).
   enum class ServerCheck { kNone, kCheck, kCheckAndWarn };
+  // A batch of at most this many rows checks the quarantine in its versions INSERT (one statement
+  // less a trickle's row, issue 20); a larger one reads the quarantine first and inserts VALUES.
+  static constexpr size_t kFoldedCheckRows = 16;
   explicit MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout = {},
                             ServerCheck check = ServerCheck::kNone);
   // Over `pool` (on the source's database), whose connections ran connectionSetup(). The pool

@@ -58,43 +58,59 @@ Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) 
 Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) {
   if (rows.empty()) return saveScan(mark);
   // The versions follow id order. The outbox rows are not touched.
+  const bool folded = rows.size() <= kFoldedCheckRows;
   std::string pairs, ids;
   pairs.reserve(rows.size() * 24);
   ids.reserve(rows.size() * 12);
   uint64_t v = expectedAssignedThrough;
   for (const auto& r : rows) {
     const bool first = ids.empty();
-    fmt::format_to(std::back_inserter(pairs), "{}({},{})", first ? "" : ",", ++v, r.id);
+    ++v;
+    if (folded && first) {
+      fmt::format_to(std::back_inserter(pairs), "SELECT {} AS version, {} AS outbox_id", v, r.id);
+    } else if (folded) {
+      fmt::format_to(std::back_inserter(pairs), " UNION ALL SELECT {}, {}", v, r.id);
+    } else {
+      fmt::format_to(std::back_inserter(pairs), "{}({},{})", first ? "" : ",", v, r.id);
+    }
     fmt::format_to(std::back_inserter(ids), "{}{}", first ? "" : ",", r.id);
   }
-  // The claim checks the quarantine itself: a quarantine takes the state row's lock first too, so
-  // it committed before the claim or waits for this transaction, and the claim's subquery is a
-  // locking read (InnoDB reads the tables of an UPDATE's subqueries with shared locks at
-  // REPEATABLE READ, which every connection sets, as it does the lease's), which sees what the
-  // quarantine wrote. One of the two wins, never both, and the versions are one VALUES list: an
-  // INSERT ... SELECT that checked them cost MariaDB a third of a producer's commit more a row
-  // (docs/design.md, "Cost per row"). Rows with consecutive ids (a backlog's batch) are all the
-  // ids between the first and the last: the list would add nothing but a thousand values to parse.
+  // A quarantine takes the state row's lock first too, so it committed before the claim below or
+  // waits for this transaction: a locking read after the claim sees what it wrote (a plain one at
+  // READ COMMITTED or a snapshot may not). One of the two wins, never both. A large batch reads
+  // the quarantine, then inserts one VALUES list; a small one (a trickle's row) checks in its
+  // INSERT ... SELECT, which reads the quarantine with shared locks too (and no earlier read of
+  // the transaction fixed a snapshot): all of it or none of it is inserted.
+  // Rows with consecutive ids (a backlog's batch) are all the ids between the first and the last:
+  // the list would add nothing but a thousand values to parse.
   const bool consecutive = rows.back().id - rows.front().id + 1 == rows.size();
   const std::string quarantined = fmt::format(
       "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {}{}", sourceLiteral_, rows.front().id,
       rows.back().id, consecutive ? "" : fmt::format(" AND outbox_id IN ({})", ids));
-  bool refused = false;
+  const std::string insert =
+      folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
+                           versions_, pairs, quarantined)
+             : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
   Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
                     rows.size(), mark.cursor, mark.floor, publishedAssignments(mark.published)),
-        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0 AND NOT EXISTS (SELECT 1 "
-                    "FROM {})",
-                    expectedAssignedThrough, quarantined)));
+        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
     if (!claimed.isOk()) return claimed.status();
     if (*claimed != 1) {
-      refused = true;
       return Status::transient(
           "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
           "moved the source to a new epoch");
     }
-    auto inserted = conn.execCount(fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs));
+    auto refuseQuarantined = [&]() -> Status {
+      auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
+      if (!row.isOk()) return row.status();
+      if (!row->has_value()) return Status::ok();
+      return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
+                                           **row));
+    };
+    if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
+    auto inserted = conn.execCount(insert);
     if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
       // Read without the versions (readNew): a row of the batch may have one (scan again), or the
       // state row and the versions disagree (a version taken twice: the error stands).
@@ -106,6 +122,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     }
     if (!inserted.isOk()) return inserted.status();
     if (*inserted != rows.size()) {
+      OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
       return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
     }
     return recordPins(conn, mark);
@@ -114,15 +131,6 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     // The next read is a whole one (readNew): this store's, and a scan's on another store reads
     // in the next session (a failed batch ends the session; setWriteGuard resets it there).
     joinedThrough_.reset();
-    if (refused) {
-      // The claim matched nothing: a row quarantined meanwhile is named (the common reason a
-      // claim fails is another: the rows are scanned again either way).
-      auto row = queryRows(fmt::format("SELECT MIN(outbox_id) FROM {}", quarantined));
-      if (row.isOk() && row->next() && !row->isNull(0)) {
-        return Status::transient(
-            fmt::format("row {} was quarantined while its batch was being assigned; scanning again", row->u64(0)));
-      }
-    }
     return s;
   }
   if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
