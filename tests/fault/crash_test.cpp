@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "harness.h"
+#include "lease_holder.h"
 
 using namespace outbox;
 using namespace outbox::test;
@@ -101,21 +102,7 @@ void killAtRandomPoints(const std::string& tag, bool expire, bool takeover) {
   int caughtMidDrain = 0;
   // The bridge that holds the lease now (with two, the one a kill makes the other take over from).
   auto leader = [&]() -> BridgeProcess* {
-    if (!takeover) return bridges[0].get();
-    BridgeProcess* found = nullptr;
-    waitUntil([&] {
-      auto holder = database.sql().query(fmt::format(
-          "SELECT holder_id FROM outbox_bridge_lease WHERE source = '{}' AND expires_at > NOW(6)", source.name));
-      if (!holder.isOk() || !holder->next()) return false;
-      for (auto& b : bridges) {
-        if (b->running() && std::string(holder->text(0)).find(fmt::format(":{}:", b->pid())) != std::string::npos) {
-          found = b.get();
-        }
-      }
-      return found != nullptr;
-    }, 10s);
-    if (found == nullptr) throw std::runtime_error("no bridge took the lease");
-    return found;
+    return takeover ? leaseHolder(database, source.name, bridges) : bridges[0].get();
   };
   for (int round = 0; round < 12; ++round) {
     insertRows(database.sql(), source.outboxTable(), rowsPerRound, total, "item", 150);

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "lease_holder.h"
 #include "settle_support.h"
 
 using namespace outbox;
@@ -26,22 +27,7 @@ BOOST_AUTO_TEST_CASE(sigkill_during_bursts_loses_no_bursts_last_change_and_settl
   for (int i = 0; i < 2; ++i) bridges.push_back(std::make_unique<BridgeProcess>(config));
   for (auto& b : bridges) b->start();
   auto logs = [&] { return bridges[0]->log() + bridges[1]->log(); };
-  auto leader = [&]() -> BridgeProcess* {
-    BridgeProcess* found = nullptr;
-    waitUntil([&] {
-      auto holder = database.sql().query(fmt::format(
-          "SELECT holder_id FROM outbox_bridge_lease WHERE source = '{}' AND expires_at > NOW(6)", source.name));
-      if (!holder.isOk() || !holder->next()) return false;
-      for (auto& b : bridges) {
-        if (b->running() && std::string(holder->text(0)).find(fmt::format(":{}:", b->pid())) != std::string::npos) {
-          found = b.get();
-        }
-      }
-      return found != nullptr;
-    }, 10s);
-    if (found == nullptr) throw std::runtime_error("no bridge took the lease\n" + logs());
-    return found;
-  };
+  auto leader = [&] { return leaseHolder(database, source.name, bridges, logs()); };
   auto producer = database.connect();
   StreamReader reader;
   std::mt19937 rng(3636);
