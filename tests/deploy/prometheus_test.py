@@ -131,6 +131,7 @@ class LivePrometheus(unittest.TestCase):
                     f'dsn = "mysql://{env("OUTBOX_TEST_MYSQL_USER")}@{env("OUTBOX_TEST_MYSQL_HOST")}:'
                     f'{env("OUTBOX_TEST_MYSQL_PORT")}/{cls.database}"\n'
                     f'password = "{env("OUTBOX_TEST_MYSQL_PASSWORD")}"\npoll_interval = "20ms"\n'
+                    'settle = "200ms"\n'  # the settled stream's panels need its metrics
                     f'snapshot_query = "SELECT id, op FROM {cls.outbox}"\nsnapshot_key = "id"\n')
         bridge_bin = env("OUTBOX_TEST_BRIDGE_BIN")
         migrate = subprocess.run([bridge_bin, "migrate", "--config", cls.config], capture_output=True, text=True)
@@ -210,6 +211,8 @@ class LivePrometheus(unittest.TestCase):
             self.assertEqual(r.status, 200)
         self.insert(3)
         self.wait_value(f'outbox_published_version{{source="{self.source}"}}', 9.0)
+        until(lambda: (self.value(f'outbox_settled_messages_total{{source="{self.source}"}}') or 0) > 0, 30,
+              f"settled messages\n{self.bridge.log()[-2000:]}")
         time.sleep(3)  # a few scrapes after the changes, for the rates
         with open(DASHBOARD, encoding="utf-8") as f:
             dashboard = json.load(f)
