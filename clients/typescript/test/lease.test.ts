@@ -179,7 +179,9 @@ test("lease: a pod that loses the lease shows no stale version or pending count 
       source: source.name,
       nats: { servers: env("OUTBOX_TEST_NATS_URL") },
       store,
-      lease: { holder: "pod-a", ttlMs: 1500 },
+      // A ttl of seconds: 1.5 s lapsed under a full run's load (three lanes on two cores), and the
+      // pod stood by and took the lease again before it had caught up.
+      lease: { holder: "pod-a", ttlMs: 6000 },
     });
     pod = p;
     running = p.run();
@@ -190,7 +192,7 @@ test("lease: a pod that loses the lease shows no stale version or pending count 
       "UPDATE outbox_inbox_lease SET holder = 'pod-b', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE source = ?",
       [source.name],
     );
-    await until(() => p.status().state === "standby", 5_000, "the pod to stand by");
+    await until(() => p.status().state === "standby", 15_000, "the pod to stand by"); // at its next renewal
     const status = p.status();
     assert.equal(status.appliedVersion, 0, "not this pod's to report: another applies now");
     assert.equal(status.pendingMessages, null);
