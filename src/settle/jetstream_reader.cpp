@@ -22,4 +22,22 @@ Result<std::optional<nats::StoredMessage>> JetStreamReader::firstFrom(uint64_t s
   return std::optional<nats::StoredMessage>();
 }
 
+Result<std::optional<nats::StoredMessage>> JetStreamReader::last() {
+  auto state = js_.streamState(stream_);
+  if (!state.isOk()) return state.status();
+  direct_ = state->allowDirect;
+  if (state->messages == 0) return std::optional<nats::StoredMessage>();
+  auto tip = js_.getMessage(stream_, state->lastSeq);
+  if (!tip.isOk() || tip->has_value()) return tip;
+  // The server takes a subject's wildcard here, not ">" (nats-server 2.9): the stream's own.
+  std::optional<nats::StoredMessage> found;
+  for (const std::string& subject : state->subjects) {
+    auto m = js_.lastMessage(stream_, subject);
+    if (!m.isOk()) return m.status();
+    if (m->has_value() && (!found || (*m)->seq > found->seq)) found = std::move(*m);
+  }
+  if (found) return found;
+  return MessageReader::last();  // a stream with no subjects of its own (a mirror, say): the walk
+}
+
 }  // namespace outbox

@@ -20,6 +20,10 @@ class JetStreamReader final : public MessageReader {
   // One direct get (next_by_subj), whatever lies deleted before it; on a stream without direct
   // gets, the walk (a run of deleted messages longer than kMaxDeletedWalk stops it).
   Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end) override;
+  // The message at the last sequence; when that one is deleted (a purge of one subject took the
+  // tail), the last of each of the stream's subjects (one get each, deleted ones skipped by the
+  // server), the highest of them.
+  Result<std::optional<nats::StoredMessage>> last() override;
 
  private:
   nats::JetStream& js_;

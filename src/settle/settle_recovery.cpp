@@ -43,14 +43,14 @@ Result<std::optional<nats::StoredMessage>> MessageReader::firstFrom(uint64_t seq
   return std::optional<nats::StoredMessage>();
 }
 
-Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream) {
-  auto bounds = stream.bounds();
+Result<std::optional<nats::StoredMessage>> MessageReader::last() {
+  auto bounds = this->bounds();
   if (!bounds.isOk()) return bounds.status();
   const uint64_t first = std::max<uint64_t>(bounds->first, 1);
   uint64_t walked = 0;
   for (uint64_t seq = bounds->last; seq >= first && seq > 0; --seq) {
     if (++walked > kMaxDeletedWalk) return tooManyDeleted(bounds->last);
-    auto m = stream.at(seq);
+    auto m = this->at(seq);
     if (!m.isOk()) return m.status();
     if (m->has_value()) return std::move(*m);
   }

@@ -31,19 +31,22 @@ class MessageReader {
   // walks at() (at most kMaxDeletedWalk deleted sequences, then a permanent error); a reader that
   // can ask the server for it at once (JetStreamReader) does.
   virtual Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end);
+  // The last message stored; nullopt when none is. This one walks at() back from the last
+  // sequence (at most kMaxDeletedWalk deleted ones, then a permanent error); JetStreamReader asks
+  // the server for the last message of each of the stream's subjects.
+  virtual Result<std::optional<nats::StoredMessage>> last();
 };
 
 // A walk over deleted sequences by at() stops after this many reads (a permanent error).
 inline constexpr uint64_t kMaxDeletedWalk = 10'000;
 
-// The mark of the settled stream's last stored message (walking back over deleted sequences);
+// The mark of the settled stream's last stored message (MessageReader::last);
 // nullopt when it holds none. A message without the marks is a permanent error: the settled
 // stream has one writer, the bridge.
 Result<std::optional<SettledMark>> lastSettled(MessageReader& settled);
 
-// The stream's last stored message (walking back over deleted sequences); nullopt when it holds
-// none.
-Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream);
+// The stream's last stored message (MessageReader::last); nullopt when it holds none.
+inline Result<std::optional<nats::StoredMessage>> lastStored(MessageReader& stream) { return stream.last(); }
 
 // The sequence from which every stored message carries `header` above `value`: the lowest
 // sequence whose message, or the first stored one after it, does (last + 1 when none does).

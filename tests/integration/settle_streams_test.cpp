@@ -174,6 +174,47 @@ BOOST_AUTO_TEST_CASE(recoverys_search_crosses_a_purge_of_25000_messages_of_one_s
   }
 }
 
+// The same purge at the stream's tail: the last stored message is found at once (the last of
+// each of the stream's subjects), where a walk back would stop after 10,000 deleted sequences and
+// the settled stream would be stuck (recovery and every read of the main stream start there).
+BOOST_AUTO_TEST_CASE(the_last_stored_message_is_found_behind_a_purged_tail_of_12000_messages) {
+  SettleFixture f;
+  std::vector<std::string> keys, types;
+  for (int i = 0; i < 12'005; ++i) {
+    keys.push_back(std::to_string(i));
+    types.push_back(i < 5 ? "item" : "bulk");
+  }
+  f.publishMain(keys, types);
+  BOOST_REQUIRE(f.reader.js().purgeStream(f.source.stream, f.source.subjectPrefix + ".bulk").isOk());
+  JetStreamReader main(f.reader.js(), f.source.stream);
+  auto last = lastStored(main);
+  BOOST_TEST_REQUIRE(last.isOk(), last.status().message());
+  BOOST_TEST_REQUIRE(last->has_value());
+  BOOST_TEST((*last)->seq == 5u);
+  BOOST_TEST(headerU64(**last, "Outbox-Version") == 5u);
+  // Not deleted at the tail: the message at the last sequence, as before.
+  nats::OutgoingMessage m;
+  m.subject = f.source.subjectPrefix + ".item.x";
+  m.data = "{}";
+  m.headers = {{"Outbox-Version", "12006"}};
+  BOOST_REQUIRE(f.reader.js().publishAsync(m).isOk());
+  std::vector<nats::AckEvent> acks;
+  for (int i = 0; i < 250 && acks.empty(); ++i) {
+    f.reader.js().waitForAcks(20ms);
+    f.reader.js().takeAcks(acks);
+  }
+  BOOST_REQUIRE(acks.size() == 1u && acks[0].ok);
+  last = lastStored(main);
+  BOOST_TEST_REQUIRE(last.isOk(), last.status().message());
+  BOOST_TEST_REQUIRE(last->has_value());
+  BOOST_TEST((*last)->seq == 12'006u);
+  // A settled stream that never held a message: none.
+  JetStreamReader settled(f.reader.js(), f.settledStream);
+  auto none = lastStored(settled);
+  BOOST_TEST_REQUIRE(none.isOk());
+  BOOST_TEST(!none->has_value());
+}
+
 // A stream an operator made without direct gets: the search falls back to single gets.
 BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
   SettleFixture f;
