@@ -24,10 +24,11 @@ namespace outbox {
 //  3. published — Relay::onBatch on the relay thread: each row sent fenced on the one before;
 //     the batch after it is being assigned meanwhile.
 //  4. acknowledged — Relay::takeAcks: the stream's acks into the AckWindow; a failure or an ack
-//     past ack_timeout ends the session, and reconcile finds what the stream holds.
+//     past ack_timeout ends the session, and reconcile finds what the stream holds. With a settle
+//     feed, its rows go on to the settle thread once every version below them is acknowledged
+//     too (Relay::feedAcked).
 //  5. marked — published_through moves past it on a later batch's transaction (2), or on its own
-//     after Relay::Options::markInterval (Relay::mark); with a settle feed its rows then go on to
-//     the settled stream (SettleFeed).
+//     after Relay::Options::markInterval (Relay::mark).
 // A batch whose step fails is never finished in its session: the session ends, and the next one
 // starts again from the database and the stream.
 
