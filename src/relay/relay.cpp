@@ -146,7 +146,7 @@ Relay::SessionEnd Relay::session() {
     progress_.tick(clock_.now(), metrics_.publishedRows.load(), state_.publishedThrough, state_.publishedStreamSeq);
     if (prefetcher_.busy()) {
       // Wait briefly for the batch being prepared, without letting acks pile up.
-      auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
+      auto ready = prefetcher_.take(std::chrono::milliseconds(window_.inFlight() == 0 ? 50 : 1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
     } else if (options_.wakeup != nullptr && options_.wakeup->rings().total() != seenRings_.total() &&
                !pacer_.due(clock_.now())) {
@@ -237,7 +237,9 @@ void Relay::startBatch() {
     // More is waiting: read the next batch while this one is assigned. It is assigned only after
     // this one was (its assign expects this one's assigned_through), and dropped if this one fails.
     // Not beside open holes: their reads would return this batch's rows again (Scanner::mayReadAhead).
-    if (scanned.full(limit) && scanner_.mayReadAhead()) readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    if (scanned.full(limit) && scanner_.mayReadAhead()) {
+      readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    }
     return assignBatch(std::move(scanned), assignStore_, metrics_, through, published);
   });
 }
