@@ -6,6 +6,7 @@
 
 #include "http/probe.h"
 #include "http/server.h"
+#include "metrics/prometheus.h"
 #include "metrics/snapshot_metrics.h"
 
 namespace outbox {
@@ -18,5 +19,9 @@ std::string renderMetricsPage(const std::vector<HttpSource>& sources,
                               const std::vector<std::unique_ptr<SourceProbe>>& probes,
                               const SnapshotMetrics& snapshots, const NatsLink& nats,
                               const std::vector<std::pair<std::string, const db::ConnectionPools*>>& pools = {});
+
+// Every family renderMetricsPage() declares, in page order, from the one declaration of each
+// (src/metrics/, and the process, probe and pool families of metrics_page.cpp).
+std::vector<PrometheusPage::Declared> metricsPageFamilies();
 
 }  // namespace outbox

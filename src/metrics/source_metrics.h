@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "metrics/prometheus.h"
@@ -54,14 +55,20 @@ struct SourceMetrics {
   std::atomic<uint64_t> settledEarly{0};      // keys settled early: settle_max_keys pending
   std::atomic<uint64_t> settleMissing{0};     // versions recovery found neither settled nor in the main stream
   std::atomic<uint64_t> settleTooLarge{0};    // keys not settled: the settled message was over max_payload
-  std::atomic<uint64_t> settleErrors{0};
-  std::atomic<uint64_t> settleStuck{0};       // 1: the last settle session ended by a failure no retry mends      // settle sessions ended by a failure
+  std::atomic<uint64_t> settleErrors{0};      // settle sessions ended by a failure
+  std::atomic<uint64_t> settleStuck{0};       // 1: the last settle session ended by a failure no retry mends
   std::array<std::atomic<uint64_t>, kSettleDelayBuckets.size() + 1> settleDelayBuckets{};
   std::atomic<uint64_t> settleDelaySumMicros{0};
 
   void observeLatency(double seconds);
   void observeSettleDelay(double seconds);
 };
+
+// Each source's families, declared once here (name, type, HELP, how a SourceMetrics is read): every
+// source's, then those of a source that settles (`settles`) alone. The metrics table in
+// README, "Health and metrics" lists them all (tests/unit/prometheus_test.cpp checks it).
+std::span<const MetricFamily<SourceMetrics>> sourceFamilies();
+std::span<const MetricFamily<SourceMetrics>> settleFamilies();
 
 // Declares the families that addSourceMetrics() fills, once per page.
 void declareSourceFamilies(PrometheusPage& page);
