@@ -1,5 +1,7 @@
 #include "metrics/source_metrics.h"
 
+#include <fmt/format.h>
+
 namespace outbox {
 
 using Type = PrometheusPage::Type;
@@ -25,10 +27,11 @@ void declareSourceFamilies(PrometheusPage& page) {
               "Scans of the outbox table (new rows and open holes) this process's relay completed: few on a "
               "quiet source that a doorbell or idle check watches, more while rows flow; flat on a standby, or "
               "while halted, paused or stuck.");
-  page.family("outbox_wakeups_total", Type::kCounter,
-              "Polls of the outbox table by what woke them: binlog (the doorbell saw a commit that wrote the "
-              "table), poll (the database's shared idle check saw new ids, or the idle timer), flow (rows just "
-              "came, a full batch, open holes to probe).");
+  std::string wokeBy;
+  for (const WakeupLabel& woke : kWakeupLabels) {
+    wokeBy += fmt::format("{}{} ({})", wokeBy.empty() ? "" : ", ", woke.label, woke.meaning);
+  }
+  page.family("outbox_wakeups_total", Type::kCounter, "Polls of the outbox table by what woke them: " + wokeBy + ".");
   page.family("outbox_doorbell_up", Type::kGauge,
               "1 while a binlog doorbell watched the source's table at its last poll; 0: the source polls "
               "(see the log for what is missing).");
@@ -101,10 +104,9 @@ void addSourceMetrics(PrometheusPage& page, const std::string& name, const Sourc
   for (const auto& [kind, counter] : errors) {
     page.sample("outbox_publish_errors_total", {{"source", name}, {"kind", kind}}, counter->load());
   }
-  const std::pair<const char*, const std::atomic<uint64_t>*> wakeups[] = {
-      {"binlog", &m.wakeupsBinlog}, {"poll", &m.wakeupsPoll}, {"flow", &m.wakeupsFlow}};
-  for (const auto& [by, counter] : wakeups) {
-    page.sample("outbox_wakeups_total", {{"source", name}, {"by", by}}, counter->load());
+  for (const WakeupLabel& woke : kWakeupLabels) {
+    page.sample("outbox_wakeups_total", {{"source", name}, {"by", woke.label}},
+                m.wakeups[static_cast<size_t>(woke.by)].load());
   }
   page.sample("outbox_doorbell_up", source, uint64_t{m.doorbell.load() ? 1u : 0u});
   page.sample("outbox_published_version", source, m.publishedVersion.load());
