@@ -8,7 +8,7 @@
 namespace outbox {
 
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
-                              const std::vector<std::unique_ptr<SourceProbe>>& probes,
+                              const SourceProbes& probes,
                               const SnapshotMetrics& snapshots, const NatsLink& nats,
                               const std::vector<std::pair<std::string, const db::ConnectionPools*>>& pools) {
   using Type = PrometheusPage::Type;
@@ -28,10 +28,10 @@ std::string renderMetricsPage(const std::vector<HttpSource>& sources,
               "a version above published_through. Quarantined rows are not counted.");
   page.family("outbox_oldest_pending_seconds", Type::kGauge,
               "Age (from created_at) of the oldest row counted in outbox_pending_rows; 0 when there is none.");
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const std::string& name = sources[i].config->name;
-    if (sources[i].metrics != nullptr) addSourceMetrics(page, name, *sources[i].metrics);
-    auto probe = probes[i]->get();
+  for (const HttpSource& source : sources) {
+    const std::string& name = source.config->name;
+    if (source.metrics != nullptr) addSourceMetrics(page, name, *source.metrics);
+    auto probe = probes.at(name)->get();
     page.sample("outbox_source_up", {{"source", name}}, uint64_t{probe.reachable ? 1u : 0u});
     if (probe.reachable) {
       page.sample("outbox_pending_rows", {{"source", name}}, probe.pendingRows);
