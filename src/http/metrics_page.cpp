@@ -71,16 +71,16 @@ std::vector<PrometheusPage::Declared> metricsPageFamilies() {
 }
 
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
-                              const std::vector<std::unique_ptr<SourceProbe>>& probes,
+                              const SourceProbes& probes,
                               const SnapshotMetrics& snapshots, const NatsLink& nats,
                               const std::vector<std::pair<std::string, const db::ConnectionPools*>>& pools) {
   PrometheusPage page;
   declarePage(page);
   addSamples<NatsLink>(page, kProcessFamilies, {}, nats);
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const std::string& name = sources[i].config->name;
-    if (sources[i].metrics != nullptr) addSourceMetrics(page, name, *sources[i].metrics);
-    addSamples<SourceProbeResult>(page, kProbeFamilies, {{"source", name}}, probes[i]->get());
+  for (const HttpSource& source : sources) {
+    const std::string& name = source.config->name;
+    if (source.metrics != nullptr) addSourceMetrics(page, name, *source.metrics);
+    addSamples<SourceProbeResult>(page, kProbeFamilies, {{"source", name}}, probes.at(name)->get());
   }
   for (const auto& [purpose, set] : pools) {
     addSamples<db::ConnectionPools::Usage>(page, kPoolFamilies, {{"purpose", purpose}}, set->usage());

@@ -12,11 +12,11 @@
 namespace outbox {
 
 // The /metrics page: build info, the NATS connection, every source's relay metrics and database
-// probe, and the snapshot metrics, each family once (Prometheus text format 0.0.4). `probes[i]`
-// belongs to `sources[i]`.
+// probe, and the snapshot metrics, each family once (Prometheus text format 0.0.4). `probes` holds
+// a probe for every source of `sources`, by name.
 // `pools`: the connection pools by purpose (docs/design.md, "Connections").
 std::string renderMetricsPage(const std::vector<HttpSource>& sources,
-                              const std::vector<std::unique_ptr<SourceProbe>>& probes,
+                              const SourceProbes& probes,
                               const SnapshotMetrics& snapshots, const NatsLink& nats,
                               const std::vector<std::pair<std::string, const db::ConnectionPools*>>& pools = {});
 

@@ -1,5 +1,7 @@
 #include "metrics/source_metrics.h"
 
+#include <fmt/format.h>
+
 namespace outbox {
 
 using Type = PrometheusPage::Type;
@@ -14,8 +16,20 @@ std::array<uint64_t, N> loaded(const std::array<std::atomic<uint64_t>, N>& count
   return out;
 }
 
+// outbox_wakeups_total's help: what each of its labels (common/wakeup.h, kWakeupLabels) means.
+const std::string& wakeupsHelp() {
+  static const std::string help = [] {
+    std::string wokeBy;
+    for (const WakeupLabel& woke : kWakeupLabels) {
+      wokeBy += fmt::format("{}{} ({})", wokeBy.empty() ? "" : ", ", woke.label, woke.meaning);
+    }
+    return "Polls of the outbox table by what woke them: " + wokeBy + ".";
+  }();
+  return help;
+}
+
 // The families in page order; a reader adds the source's samples (labelled `source`).
-constexpr Family kSourceFamilies[] = {
+const Family kSourceFamilies[] = {
     {"outbox_published_rows_total", Type::kCounter, "Rows this process published and the stream acknowledged.",
      readField<&SourceMetrics::publishedRows>},
     {"outbox_scans_total", Type::kCounter,
@@ -23,14 +37,9 @@ constexpr Family kSourceFamilies[] = {
      "that a doorbell or idle check watches, more while rows flow; flat on a standby, or while halted, paused or "
      "stuck.",
      readField<&SourceMetrics::scans>},
-    {"outbox_wakeups_total", Type::kCounter,
-     "Polls of the outbox table by what woke them: binlog (the doorbell saw a commit that wrote the table), poll "
-     "(the database's shared idle check saw new ids, or the idle timer), flow (rows just came, a full batch, open "
-     "holes to probe).",
+    {"outbox_wakeups_total", Type::kCounter, wakeupsHelp(),
      [](MetricSamples& out, const SourceMetrics& m) {
-       out.labelled("by", "binlog", m.wakeupsBinlog);
-       out.labelled("by", "poll", m.wakeupsPoll);
-       out.labelled("by", "flow", m.wakeupsFlow);
+       for (const WakeupLabel& woke : kWakeupLabels) out.labelled("by", woke.label, m.wakeups[static_cast<size_t>(woke.by)]);
      }},
     {"outbox_doorbell_up", Type::kGauge,
      "1 while a binlog doorbell watched the source's table at its last poll; 0: the source polls (see the log for "

@@ -3,9 +3,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <string>
 
+#include "common/wakeup.h"
 #include "metrics/prometheus.h"
 
 namespace outbox {
@@ -30,11 +32,9 @@ struct SourceMetrics {
   std::atomic<bool> paused{false};
   std::atomic<bool> running{false};
   std::atomic<bool> leader{false};
-  // Polls by what woke them (outbox_wakeups_total): a binlog ring, the idle check's ring or the
-  // idle timer, the flow (rows came, a full batch, holes to probe, the assigned tail).
-  std::atomic<uint64_t> wakeupsBinlog{0};
-  std::atomic<uint64_t> wakeupsPoll{0};
-  std::atomic<uint64_t> wakeupsFlow{0};
+  // Polls by what woke them (outbox_wakeups_total), in kWakeupLabels' order.
+  std::array<std::atomic<uint64_t>, std::size(kWakeupLabels)> wakeups{};
+  std::atomic<uint64_t>& wokeBy(WokeBy by) { return wakeups[static_cast<size_t>(by)]; }
   std::atomic<bool> doorbell{false};  // a binlog doorbell watched the table at the last poll
   std::atomic<uint64_t> openHoles{0};             // outbox ids read past, not yet resolved (3a)
   std::atomic<uint64_t> oldestOpenHoleMillis{0};  // how long the oldest of them has been open

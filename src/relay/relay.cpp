@@ -206,15 +206,17 @@ void Relay::countWakeup() {
     rings = options_.wakeup->rings();
     metrics_.doorbell = options_.wakeup->doorbell.load();
   }
-  // Only rings of commits that wrote rows are rows to wait for (PollPacer::started).
-  const uint64_t rowRings = rings.binlog - seenRings_.binlog;
-  if (rowRings > 0 || rings.binlogNoRows != seenRings_.binlogNoRows) {
-    metrics_.wakeupsBinlog++;
-  } else if (rings.idleCheck != seenRings_.idleCheck || pacer_.cause() == PollPacer::Cause::kIdle) {
-    metrics_.wakeupsPoll++;
-  } else {
-    metrics_.wakeupsFlow++;
+  // Without a ring, the idle timer or the flow; a ringer that rang may come first in the labels'
+  // order. Only rings of commits that wrote rows are rows to wait for (PollPacer::started).
+  WokeBy woke = pacer_.cause() == PollPacer::Cause::kIdle ? WokeBy::kPoll : WokeBy::kFlow;
+  uint64_t rowRings = 0;
+  for (const Wakeup::Ringer& ringer : Wakeup::kRingers) {
+    const uint64_t rung = rings[ringer.by] - seenRings_[ringer.by];
+    if (rung == 0) continue;
+    woke = std::min(woke, ringer.wakes);
+    if (ringer.bringsRows) rowRings += rung;
   }
+  metrics_.wokeBy(woke)++;
   seenRings_ = rings;
   pacer_.started(clock_.now(), rowRings);
 }

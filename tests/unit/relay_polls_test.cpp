@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_watched_quiet_source_sleeps_until_rung_and_a_ring_wakes_i
   h.watcher.ring(Wakeup::By::kBinlog);
   BOOST_REQUIRE(h.waitFor([&] { return h.inStream() == 1; }));
   BOOST_TEST((h.clock.now() == rungAt));
-  BOOST_TEST(h.metrics.wakeupsBinlog.load() == 1u);
+  BOOST_TEST(h.metrics.wokeBy(WokeBy::kBinlog).load() == 1u);
   BOOST_TEST(h.watcher.readThrough.load() == 1u);  // what the idle check compares with
   BOOST_TEST(h.streamIsDense(1));
 }
