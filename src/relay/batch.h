@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -81,6 +82,24 @@ ScannedBatch readBatch(Scanner& scanner, Publisher& publisher, int limit);
 // the batch's transaction, when it writes one. Touches neither the scanner nor the publisher.
 Batch assignBatch(ScannedBatch scanned, OutboxStore& store, SourceMetrics& metrics, uint64_t assignedThrough,
                   PublishedMark published = {});
+
+// Runs `work`, a batch's half on a worker thread (the prefetch or read-ahead thread), turning an
+// exception into a permanent status of the T it returns: an exception is a programming error (a
+// column a result lacks, db::Rows::index, say), and on a worker thread it would end the process
+// and every source with it, where the source alone halts with the message (Relay::run).
+inline Status internalError(const std::exception& e) {
+  return Status::permanent(std::string("internal error (a bug: please report it): ") + e.what());
+}
+template <typename T, typename Work>
+T catchingWork(Work&& work) {
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    T failed;
+    failed.status = internalError(e);
+    return failed;
+  }
+}
 
 // Both halves, one after the other.
 Batch prepareBatch(Scanner& scanner, OutboxStore& store, Publisher& publisher, SourceMetrics& metrics, int limit,

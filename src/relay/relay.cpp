@@ -37,7 +37,8 @@ void Relay::run() {
   while (!stop_.stopped()) {
     progressed_ = false;
     if (!awaitLeadership()) break;
-    SessionEnd end = session();
+    SessionEnd end = Status::ok();
+    try { end = session(); } catch (const std::exception& e) { end = internalError(e); }  // as catchingWork
     metrics_.running = false;
     if (options_.settleFeed != nullptr) {
       // The rows still in flight are in the main stream or not: the next session's settle
@@ -226,7 +227,7 @@ void Relay::startBatch() {
   std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
   if (std::exchange(rescan_, false)) from = state_;
   prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough,
-                      published = unmarked()] {
+                      published = unmarked()] { return catchingWork<Batch>([&] {
     if (from) {  // nothing was read ahead: beginSession drained it
       if (Status s = scanner_.reset(*from); !s.isOk()) {
         Batch failed;
@@ -240,10 +241,11 @@ void Relay::startBatch() {
     // this one was (its assign expects this one's assigned_through), and dropped if this one fails.
     // Not beside open holes: their reads would return this batch's rows again (Scanner::mayReadAhead).
     if (scanned.full(limit) && scanner_.mayReadAhead()) {
-      readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+      readAhead_->start(
+          [this, limit] { return catchingWork<ScannedBatch>([&] { return readBatch(scanner_, publisher_, limit); }); });
     }
     return assignBatch(std::move(scanned), assignStore_, metrics_, through, published);
-  });
+  }); });
 }
 
 void Relay::waitForWork() {

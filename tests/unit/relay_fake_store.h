@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ class FakeStore final : public OutboxStore {
   SourceState state;
   std::set<uint64_t> quarantined;
   int failNextAssigns = 0;
+  // Reads (new rows; the state row) that throw, as a bug would (a column a result lacks).
+  std::atomic<int> throwingReads{0};
+  std::atomic<int> throwingLoads{0};
   int failAssignNumber = 0;  // the assign (counting from 1) that fails, once; 0: none
   int assigns = 0;
   // What the stream holds contiguously from version 1 (set by the test): a mark past it is a lie
@@ -63,6 +67,7 @@ class FakeStore final : public OutboxStore {
   std::atomic<int> loads{0};  // state reads: one per session (a halted relay's recheck)
   Result<SourceState> loadState() override {
     ++loads;
+    if (throwingLoads > 0 && throwingLoads-- > 0) throw std::logic_error("no column 'epoch' in the result");
     std::lock_guard lock(mu);
     return state;
   }
@@ -72,6 +77,7 @@ class FakeStore final : public OutboxStore {
   ScannedRow scanned(const OutboxRow& r) { return ScannedRow{r, r.version != 0, quarantined.count(r.id) > 0}; }
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override {
     ++polls;
+    if (throwingReads > 0 && throwingReads-- > 0) throw std::logic_error("no column 'created_micros' in the result");
     std::lock_guard lock(mu);
     NewRows out;
     for (const auto& r : rows) {

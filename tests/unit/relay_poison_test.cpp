@@ -200,3 +200,23 @@ BOOST_AUTO_TEST_CASE(an_assigned_row_the_server_no_longer_takes_halts_with_its_v
   BOOST_TEST(h.store.snapshot().haltedReason.empty());
   BOOST_TEST(h.streamIsDense(5));
 }
+
+// An exception from a store (a bug: a column a result lacks) halts that source with the message,
+// on the relay thread and on the prefetch thread alike, where it would end the process; once the
+// store answers again the source goes on, every row published once.
+BOOST_AUTO_TEST_CASE(an_exception_from_the_store_halts_the_source_not_the_process) {
+  for (bool onWorker : {true, false}) {
+    BOOST_TEST_CONTEXT((onWorker ? "a new-row read, on the prefetch thread" : "the state row, on the relay thread")) {
+      Harness h;
+      h.store.add(5);
+      auto& throwing = onWorker ? h.store.throwingReads : h.store.throwingLoads;
+      throwing = 1'000'000;
+      h.start();
+      BOOST_REQUIRE(h.waitFor([&] { return h.metrics.halted.load(); }));
+      BOOST_TEST(h.inStream() == 0u);
+      throwing = 0;  // mended: the next session goes on
+      BOOST_REQUIRE(h.waitFor([&] { return h.inStream() == 5; }));
+      BOOST_TEST(h.streamIsDense(5));
+    }
+  }
+}
