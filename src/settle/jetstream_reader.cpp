@@ -29,15 +29,20 @@ Result<std::optional<nats::StoredMessage>> JetStreamReader::last() {
   if (state->messages == 0) return std::optional<nats::StoredMessage>();
   auto tip = js_.getMessage(stream_, state->lastSeq);
   if (!tip.isOk() || tip->has_value()) return tip;
-  // The server takes a subject's wildcard here, not ">" (nats-server 2.9): the stream's own.
+  // The server takes a subject's wildcard here, not ">" (nats-server 2.9): the stream's own. It
+  // answers "none" for a subject whose last message was deleted while older ones remain (it keeps
+  // the deleted one as the subject's last), so any "none" falls back to the walk: only a purge of
+  // whole subjects is found at once.
   std::optional<nats::StoredMessage> found;
+  bool answered = !state->subjects.empty();
   for (const std::string& subject : state->subjects) {
     auto m = js_.lastMessage(stream_, subject);
     if (!m.isOk()) return m.status();
+    if (!m->has_value()) answered = false;
     if (m->has_value() && (!found || (*m)->seq > found->seq)) found = std::move(*m);
   }
-  if (found) return found;
-  return MessageReader::last();  // a stream with no subjects of its own (a mirror, say): the walk
+  if (answered) return found;
+  return MessageReader::last();  // a mirror (no subjects of its own), or a subject that said "none": the walk
 }
 
 }  // namespace outbox

@@ -21,8 +21,8 @@ class JetStreamReader final : public MessageReader {
   // gets, the walk (a run of deleted messages longer than kMaxDeletedWalk stops it).
   Result<std::optional<nats::StoredMessage>> firstFrom(uint64_t seq, uint64_t end) override;
   // The message at the last sequence; when that one is deleted (a purge of one subject took the
-  // tail), the last of each of the stream's subjects (one get each, deleted ones skipped by the
-  // server), the highest of them.
+  // tail), the last of each of the stream's subjects (one get each), the highest of them; when a
+  // subject answers none, the walk (MessageReader::last).
   Result<std::optional<nats::StoredMessage>> last() override;
 
  private:
