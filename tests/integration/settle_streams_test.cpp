@@ -215,6 +215,38 @@ BOOST_AUTO_TEST_CASE(the_last_stored_message_is_found_behind_a_purged_tail_of_12
   BOOST_TEST(!none->has_value());
 }
 
+// A stream of two subjects whose last message was deleted, its subject's older ones left: the
+// server answers "none" for that subject (it keeps the deleted one as its last), and the last
+// stored message is found by the walk, not taken from the other subject.
+BOOST_AUTO_TEST_CASE(the_last_stored_message_of_two_subjects_whose_tail_was_deleted_is_found_by_the_walk) {
+  SettleFixture f;
+  const std::string name = f.source.stream + "_TWO", a = f.source.subjectPrefix + "_a", b = f.source.subjectPrefix + "_b";
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  BOOST_REQUIRE(natsConnection_ConnectTo(&nc, stack().natsUrl.c_str()) == NATS_OK);
+  BOOST_REQUIRE(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+  jsStreamConfig cfg;
+  jsStreamConfig_Init(&cfg);
+  cfg.Name = name.c_str();
+  const std::string wildA = a + ".>", wildB = b + ".>";
+  const char* subjects[] = {wildA.c_str(), wildB.c_str()};
+  cfg.Subjects = subjects;
+  cfg.SubjectsLen = 2;
+  BOOST_REQUIRE(js_AddStream(nullptr, js, &cfg, nullptr, nullptr) == NATS_OK);
+  for (const std::string& subject : {b + ".x", a + ".x", a + ".x"}) {
+    BOOST_REQUIRE(js_Publish(nullptr, js, subject.c_str(), "x", 1, nullptr, nullptr) == NATS_OK);
+  }
+  BOOST_REQUIRE(f.reader.js().deleteMessage(name, 3).isOk());
+  JetStreamReader reader(f.reader.js(), name);
+  auto last = lastStored(reader);
+  BOOST_TEST_REQUIRE(last.isOk(), last.status().message());
+  BOOST_TEST_REQUIRE(last->has_value());
+  BOOST_TEST((*last)->seq == 2u);
+  (void)f.reader.js().deleteStream(name);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+}
+
 // A stream an operator made without direct gets: the search falls back to single gets.
 BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
   SettleFixture f;
