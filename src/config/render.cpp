@@ -2,24 +2,26 @@
 #include <fmt/format.h>
 
 #include "common/json.h"
-#include "config/config.h"
-#include "config/subject_template.h"
+#include "config/keys.h"
 
 namespace outbox {
 
-namespace {
-// A TOML basic string: quotes, backslashes and control characters escaped, so that no value can
-// end its line early or forge another (a newline in a value, a multi-line snapshot_query). JSON's
-// string escapes are TOML's, but TOML wants DEL escaped too.
-std::string quoted(const std::string& s) {
+namespace config_detail {
+// JSON's string escapes are TOML's, but TOML wants DEL escaped too.
+std::string tomlString(const std::string& s) {
   std::string out = jsonQuoted(s);
   for (size_t at = out.find('\x7f'); at != std::string::npos; at = out.find('\x7f', at)) out.replace(at, 1, "\\u007f");
   return out;
 }
-// A set secret as asterisks, as many as the shortest admin_token takes, so the output parses back.
-std::string mask(const std::string& secret) {
+std::string maskedSecret(const std::string& secret) {
   return secret.empty() ? "\"\"" : "\"" + std::string(kMinAdminTokenBytes, '*') + "\"";
 }
+}  // namespace config_detail
+
+namespace {
+using config_detail::tomlString;
+const auto& quoted = tomlString;
+const auto& mask = config_detail::maskedSecret;
 // An optional key that must not be empty when given (paths, names): a comment line when unset.
 std::string optional(const char* key, const std::string& value) {
   return value.empty() ? fmt::format("# {} is not set\n", key) : fmt::format("{} = {}\n", key, quoted(value));
@@ -47,28 +49,12 @@ std::string renderMasked(const Config& c) {
                      quoted(formatDuration(c.lease.heartbeat)));
   out += fmt::format("[database]\nmax_connections = {}\n", c.database.maxConnections);
   for (const auto& s : c.sources) {
-    out += fmt::format("\n[[source]]\nname = {}\ndsn = {}\noutbox_table = {}\nsnapshot_query = {}\n", quoted(s.name),
-                       quoted(s.dsn.masked()), quoted(s.outboxTable), quoted(s.snapshotQuery));
-    out += fmt::format("stream = {}\nsubject_prefix = {}\nbatch_size = {}\npoll_interval = {}\n", quoted(s.stream),
-                       quoted(s.subjectPrefix), s.batchSize, quoted(formatDuration(s.pollInterval)));
-    out += fmt::format("summary_interval = {}\n", quoted(formatDuration(s.summaryInterval)));
-    out += fmt::format("snapshot_key = {}\nsnapshot_path = {}\non_poison = {}\n", quoted(s.snapshotKey),
-                       quoted(s.snapshotPath), quoted(s.onPoison == OnPoison::kHalt ? "halt" : "quarantine"));
-    out += fmt::format("subject = {}\n", quoted(SubjectTemplate::forSource(s.subject, s.subjectPrefix).text()));
-    if (!s.latestStream.empty()) out += fmt::format("latest_stream = {}\n", quoted(s.latestStream));
-    out += fmt::format("wake = {}\n", quoted(wakeName(s.wake)));
-    out += fmt::format("duplicate_window = {}\nreplicas = {}\nmax_age = {}\n", quoted(formatDuration(s.duplicateWindow)),
-                       s.replicas, quoted(formatDuration(s.maxAge)));
-    if (s.settles()) {
-      out += fmt::format("settle = {}\nsettle_max = {}\nsettled_stream = {}\nsettle_max_keys = {}\n",
-                         quoted(formatDuration(s.settle)), quoted(formatDuration(s.settleMax)), quoted(s.settledStream),
-                         s.settleMaxKeys);
-    } else {
-      out += "# settle is not set: no settled stream\n";
-    }
+    out += "\n[[source]]\n";
+    for (const auto& key : config_detail::sourceKeys()) out += key.write(s);
   }
   for (const auto& d : c.doorbells) {
-    out += fmt::format("\n[[doorbell]]\nname = {}\ndsn = {}\n", quoted(d.name), quoted(d.dsn.masked()));
+    out += "\n[[doorbell]]\n";
+    for (const auto& key : config_detail::doorbellKeys()) out += key.write(d);
   }
   return out;
 }

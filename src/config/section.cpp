@@ -1,4 +1,4 @@
-#include "config/section.h"
+#include "config/keys.h"
 
 #include <sys/stat.h>
 
@@ -107,7 +107,7 @@ void requireReadable(const std::string& key, const std::string& path, const std:
   requireRegularFile(key, path, what);
 }
 
-void readDsnCredentials(Section& sec, Dsn& dsn) {
+void checkDsnFiles(Section& sec, const Dsn& dsn) {
   const std::string key = sec.keyName("dsn");
   if (std::string problem = unexpandedReference(dsn.password); !problem.empty()) {
     throw ConfigError(key, fmt::format("the password {}: it is taken as it is, so leave it out of the DSN and set "
@@ -117,7 +117,6 @@ void readDsnCredentials(Section& sec, Dsn& dsn) {
   requireReadable(key, dsn.sslCa, "ssl-ca: ");
   requireReadable(key, dsn.sslCert, "ssl-cert: ");
   requireReadable(key, dsn.sslKey, "ssl-key: ");
-  if (auto password = sec.secret("password")) dsn.password = *password;
 }
 
 }  // namespace outbox::config_detail
