@@ -103,8 +103,7 @@ std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environ
     d.name = *name;
     Section sec(t, fmt::format("doorbell.{}.", d.name), "OUTBOX_BRIDGE_DOORBELL_" + upper(d.name) + "_", env,
                 consulted);
-    for (const auto& key : doorbellKeys()) key.read(sec, d);
-    sec.finish();
+    readKeys(sec, doorbellKeys(), d);
     for (const auto& other : out) {
       if (lower(other.name) == lower(d.name)) throw ConfigError("doorbell." + d.name, "defined twice");
       if (sameServer(other.dsn, d.dsn)) {

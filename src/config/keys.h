@@ -5,6 +5,7 @@
 // (tests/unit/config_roundtrip_test.cpp). Internal to src/config and its tests.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,11 +41,36 @@ struct Key {
   // Whether `a` and `b` hold the same value for the key as check-config's output, parsed back,
   // holds it (a secret: both set or both unset).
   std::function<bool(const T&, const T&)> same;
+  // TOML lines the example needs beside it when set alone (a [nats] password needs its user).
+  std::string needs;
 };
 
-// The [[source]] keys (source.cpp) and the [[doorbell]] keys (doorbell.cpp), in the order they are read.
+// The [[source]] keys (source.cpp), the [[doorbell]] keys (doorbell.cpp) and those of the other
+// tables (settings.cpp), each list in the order its keys are read.
 const std::vector<Key<SourceConfig>>& sourceKeys();
 const std::vector<Key<DoorbellConfig>>& doorbellKeys();
+const std::vector<Key<NatsConfig>>& natsKeys();
+const std::vector<Key<HttpConfig>>& httpKeys();
+const std::vector<Key<LeaseConfig>>& leaseKeys();
+const std::vector<Key<DatabaseConfig>>& databaseKeys();
+const std::vector<Key<Config>>& logKeys();  // [log]'s keys are Config's own
+
+// Reads every key of `keys` from `sec` into `target`, then rejects the keys it does not know.
+template <typename T>
+void readKeys(Section& sec, const std::vector<Key<T>>& keys, T& target) {
+  for (const auto& key : keys) {
+    if (key.read) key.read(sec, target);
+  }
+  sec.finish();
+}
+
+// The lines of every key of `keys` for `target`.
+template <typename T>
+std::string writeKeys(const std::vector<Key<T>>& keys, const T& target) {
+  std::string out;
+  for (const auto& key : keys) out += key.write(target);
+  return out;
+}
 
 // Builders for the common kinds of key. A `Check` throws a ConfigError naming `key` when a value
 // may not be; it sees the target as read so far.
@@ -61,20 +87,59 @@ std::function<bool(const T&, const T&)> sameMember(V T::*member) {
 }
 
 // A string. Absent, it is `fallback(target)` when there is one, else the member's default; `check`
-// sees the value either way.
+// sees a given value and a fallback, not the member's default.
 template <typename T>
 Key<T> textKey(std::string name, std::string T::*member, std::string example, Check<T, std::string> check = {},
                std::function<std::string(const T&)> fallback = {}) {
   auto read = [name, member, check, fallback](Section& sec, T& t) {
-    if (auto v = sec.str(name)) {
-      t.*member = *v;
-    } else if (fallback) {
-      t.*member = fallback(t);
-    }
-    if (check) check(sec.keyName(name), t.*member, t);
+    std::optional<std::string> v = sec.str(name);
+    if (!v && fallback) v = fallback(t);
+    if (!v) return;
+    if (check) check(sec.keyName(name), *v, t);
+    t.*member = *v;
   };
   auto write = [name, member](const T& t) { return keyLine(name, tomlString(t.*member)); };
   return {name, read, write, std::move(example), sameMember(member)};
+}
+
+// `key` written as a comment while the string `member` is empty (a key that must not be empty when given).
+template <typename T>
+Key<T> commentedWhenEmpty(Key<T> key, std::string T::*member) {
+  key.write = [write = key.write, name = key.name, member](const T& t) {
+    return (t.*member).empty() ? fmt::format("# {} is not set\n", name) : write(t);
+  };
+  return key;
+}
+
+// `key`, whose example needs `needs` beside it.
+template <typename T>
+Key<T> needing(std::string needs, Key<T> key) {
+  key.needs = std::move(needs);
+  return key;
+}
+
+// A path to a readable file (Section::path); a comment while unset.
+template <typename T>
+Key<T> pathKey(std::string name, std::string T::*member, std::string example) {
+  Key<T> key = commentedWhenEmpty(textKey<T>(name, member, std::move(example)), member);
+  key.read = [name, member](Section& sec, T& t) {
+    if (auto v = sec.path(name)) t.*member = *v;
+  };
+  return key;
+}
+
+// A secret (Section::secret: inline, `<name>_file` or the environment), written masked.
+template <typename T>
+Key<T> secretKey(std::string name, std::string T::*member, std::string example, Check<T, std::string> check = {}) {
+  auto read = [name, member, check](Section& sec, T& t) {
+    if (auto v = sec.secret(name)) {
+      if (check) check(sec.keyName(name), *v, t);
+      t.*member = *v;
+    }
+  };
+  auto write = [name, member](const T& t) { return keyLine(name, maskedSecret(t.*member)); };
+  auto same = [member](const T& a, const T& b) { return (a.*member).empty() == (b.*member).empty(); };
+  return {name, read, write, std::move(example), same};
 }
 
 // An integer from 1 to `max`.

@@ -268,10 +268,7 @@ SourceConfig parseSource(const toml::table& table, size_t index, const Environme
   }
   s.name = *name;
   Section sec(&table, fmt::format("source.{}.", s.name), "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env, consulted);
-  for (const auto& key : sourceKeys()) {
-    if (key.read) key.read(sec, s);
-  }
-  sec.finish();
+  readKeys(sec, sourceKeys(), s);
   return s;
 }
 
