@@ -91,16 +91,7 @@ std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environ
     const toml::table* t = (*list)[i].as_table();
     if (t == nullptr) throw ConfigError(fmt::format("doorbell[{}]", i), "expected a table");
     DoorbellConfig d;
-    // As a source's: the name decides the environment prefix, so it comes from the file.
-    std::set<std::string> none;
-    Section nameOnly(t, fmt::format("doorbell[{}].", i), "\x01", env, none);
-    auto name = nameOnly.str("name");
-    if (!name) throw ConfigError(fmt::format("doorbell[{}].name", i), "is required (it names the environment variables)");
-    if (!isSqlIdentifier(*name)) {
-      throw ConfigError(fmt::format("doorbell[{}].name", i),
-                        fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(*name)));
-    }
-    d.name = *name;
+    d.name = tableName(*t, "doorbell", i, env, "is required (it names the environment variables)");
     Section sec(t, fmt::format("doorbell.{}.", d.name), "OUTBOX_BRIDGE_DOORBELL_" + upper(d.name) + "_", env,
                 consulted);
     readKeys(sec, doorbellKeys(), d);

@@ -155,6 +155,11 @@ class Section {
   std::set<std::string> read_;
 };
 
+// The name of the `index`th [[kind]] table ("source", "doorbell"), from the file only: it decides the
+// table's environment prefix. A ConfigError naming it (`whenMissing` the reason when absent) unless
+// it is an SQL identifier.
+std::string tableName(const toml::table& table, const std::string& kind, size_t index, const Environment& env,
+                      const std::string& whenMissing);
 // A ConfigError naming `origin` when the text nests keys or brackets far deeper than any config
 // does, before toml++ (which recurses once per level) parses it (toml_shape.cpp).
 void checkTomlShape(const std::string& text, const std::string& origin);

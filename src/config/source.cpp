@@ -257,16 +257,7 @@ const std::vector<Key<SourceConfig>>& sourceKeys() {
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
                          std::set<std::string>& consulted) {
   SourceConfig s;
-  // The name decides the environment prefix, so it is read from TOML first.
-  std::set<std::string> none;  // the name is never taken from the environment
-  Section nameOnly(&table, fmt::format("source[{}].", index), "\x01", env, none);
-  auto name = nameOnly.str("name");
-  if (!name) throw ConfigError(fmt::format("source[{}].name", index), "is required");
-  if (!isSqlIdentifier(*name)) {
-    throw ConfigError(fmt::format("source[{}].name", index),
-                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(*name)));
-  }
-  s.name = *name;
+  s.name = tableName(table, "source", index, env, "is required");
   Section sec(&table, fmt::format("source.{}.", s.name), "OUTBOX_BRIDGE_SOURCE_" + upper(s.name) + "_", env, consulted);
   readKeys(sec, sourceKeys(), s);
   return s;
