@@ -1,8 +1,8 @@
 #pragma once
 
-// outbox-bench's shared parts (tools/bench.cpp holds them and the figures (a) to (i);
-// tools/bench_settle.cpp the settled stream's (j)): the options, a target (a database, a source,
-// its stream and its bridge), and the helpers the figures measure with.
+// outbox-bench's shared parts: the options, a target (a database, a source, its stream and its
+// bridge), the helpers the figures measure with (tools/bench_support.cpp) and the figures, one
+// file each or a few (tools/bench.cpp runs them in turn).
 
 #include <sys/types.h>
 
@@ -105,6 +105,15 @@ double sourceMetric(const std::string& page, const std::string& family, const st
 std::string metricsPage(int port);
 
 uint64_t publishedThrough(db::Connection& conn, const std::string& source);
+// `rows` rows; row j changes item j, or j % keys when keys > 0.
+void bulkInsert(db::Connection& conn, const std::string& table, int rows, int payloadBytes, int keys = 0);
+// Starts `outbox-bridge COMMAND --config ...` (`args`: the command and its flags) for t's source,
+// logging to `log`; false when it cannot start.
+bool startBridge(Subprocess& child, const Target& t, const std::string& password, std::vector<std::string> args,
+                 const Options& o, const std::string& log);
+// The CPU seconds a process (none when pid <= 0: 0), or processes, spent so far.
+double cpuOf(pid_t pid);
+double cpuOf(const std::vector<pid_t>& pids);
 // A database and source of t's own (bench_<id>, bench<id>), migrated, with a backlog of o.rows.
 void prepareSource(Target& t, const Options& o, Dsn dsn, db::Connection& admin);
 // Waits (up to a minute) until MariaDB is at rest (o.mysqlPid; none: at once).
@@ -128,7 +137,25 @@ struct AckLatencies {
 };
 AckLatencies ackLatencies(Target& t, uint64_t before, const std::vector<int64_t>& committedAt, int warmup);
 
+// The figures, in the order tools/bench.cpp runs them. Each prints its lines on stdout.
+// (a) The raw rate of t's server: messages a second (tools/bench_throughput.cpp).
+double rawPublishRate(const Target& t, const Options& o, bool bare);
+// (b) t's bridge drains its backlog (t.drain) and keeps running (tools/bench_throughput.cpp).
+void drainBacklog(Target& t, const Target& single, const Options& o, const std::string& password);
+// (c), or (h) when `figure` is 'h': commit-to-ack at a steady rate, its p99 (tools/bench_latency.cpp).
+double commitToAck(Target& t, const Target& single, const Options& o, char figure = 'c');
+// (h) (c) again on the single server with one-id holes (tools/bench_latency.cpp).
+void holesFigure(Target& single, const Options& o, const Dsn& dsn, db::Connection& admin);
+// (e) A snapshot through the single server's running bridge (tools/bench_single_server.cpp).
+void snapshotFigure(Target& single, const Options& o);
+// (i) The trickle, with no bridge running (tools/bench_trickle.cpp).
+void trickleFigures(const Options& o, db::Connection& admin, nats::Connection& nc, const std::string& runId);
 // (j) The settled stream (tools/bench_settle.cpp).
 void settleFigures(const Options& o, const Dsn& dsn, db::Connection& admin, const std::string& runId);
+// (g) The backlog through a batched Node.js poller; `dsn` names the single server's database
+// (tools/bench_single_server.cpp).
+void nodePollerFigure(Target& single, const Options& o, const Dsn& dsn, nats::JetStream& js, const std::string& runId);
+// (f) A prune of o.pruneRows published rows of the single server's source (tools/bench_single_server.cpp).
+void pruneFigure(Target& single, const Options& o, const Dsn& dsn);
 
 }  // namespace outbox::bench

@@ -4,8 +4,7 @@
 
 namespace outbox::cli {
 
-Command addCheckConfig(CLI::App& app) {
-  auto* cmd = app.add_subcommand("check-config", "Validate the config, load its TLS and login files as run does, and print the effective config, secrets masked");
+Command addCheckConfigOptions(CLI::App* cmd) {
   auto path = std::make_shared<std::string>();
   addConfigOption(cmd, *path);
   return [path]() {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -56,15 +58,17 @@ void applyFlagRules(CLI::App& app);
 // --url of a bridge: http[s]://HOST[:PORT], no credentials; else Exit{2} naming `flag`.
 void requireBaseUrl(const std::string& flag, const std::string& url);
 
-// Each subcommand registers its options and returns the function that runs it.
+// What runs a subcommand, with the values its options were given.
 using Command = std::function<int()>;
-Command addRun(CLI::App& app);
-Command addMigrate(CLI::App& app);
-Command addCheckConfig(CLI::App& app);
-Command addEpoch(CLI::App& app);
-Command addQuarantine(CLI::App& app);
-Command addReplica(CLI::App& app);
-Command addPrune(CLI::App& app);
-Command addHealthcheck(CLI::App& app);
+
+// A subcommand as main() registers it: CLI11 lists `name` and `summary` in --help, and
+// `addOptions` adds the command's options to it and returns the function that runs it.
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  Command (*addOptions)(CLI::App* cmd);
+};
+// Every subcommand (commands.cpp), in the order --help lists them.
+std::span<const Subcommand> subcommands();
 
 }  // namespace outbox::cli

@@ -10,8 +10,7 @@
 
 namespace outbox::cli {
 
-Command addEpoch(CLI::App& app) {
-  auto* cmd = app.add_subcommand("epoch", "Source epochs");
+Command addEpochOptions(CLI::App* cmd) {
   cmd->require_subcommand(1);
   auto* bump = cmd->add_subcommand(
       "bump",

@@ -12,10 +12,7 @@
 
 namespace outbox::cli {
 
-Command addHealthcheck(CLI::App& app) {
-  auto* cmd = app.add_subcommand("healthcheck",
-                                 "GET /readyz of the bridge at the config's http.listen (or --url); exit 0 on 200, 1 "
-                                 "otherwise");
+Command addHealthcheckOptions(CLI::App* cmd) {
   struct Args {
     std::string config, url, path = "/readyz";
     double timeout = 3;

@@ -218,19 +218,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("outbox-bridge ") + OUTBOX_BRIDGE_VERSION);
   app.require_subcommand(1);
   std::map<CLI::App*, Command> commands;
-  auto add = [&](Command (*registrar)(CLI::App&)) {
-    size_t before = app.get_subcommands({}).size();
-    Command run = registrar(app);
-    commands[app.get_subcommands({})[before]] = std::move(run);
-  };
-  add(&addRun);
-  add(&addMigrate);
-  add(&addPrune);
-  add(&addCheckConfig);
-  add(&addEpoch);
-  add(&addQuarantine);
-  add(&addReplica);
-  add(&addHealthcheck);
+  for (const Subcommand& sub : subcommands()) {
+    CLI::App* cmd = app.add_subcommand(sub.name, sub.summary);
+    commands[cmd] = sub.addOptions(cmd);
+  }
   applyFlagRules(app);
   try {
     app.parse(argc, argv);

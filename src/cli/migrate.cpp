@@ -13,8 +13,7 @@
 
 namespace outbox::cli {
 
-Command addMigrate(CLI::App& app) {
-  auto* cmd = app.add_subcommand("migrate", "Create the outbox tables and the bridge's tables (each schema file once)");
+Command addMigrateOptions(CLI::App* cmd) {
   auto path = std::make_shared<std::string>();
   addConfigOption(cmd, *path);
   return [path]() {

@@ -11,9 +11,7 @@
 
 namespace outbox::cli {
 
-Command addPrune(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "prune", "Delete published outbox rows older than --keep, in short batches (for cron; one line per source)");
+Command addPruneOptions(CLI::App* cmd) {
   struct Args {
     std::string config, source, keep = "1h";
     int batch = 5000;

@@ -9,9 +9,7 @@
 
 namespace outbox::cli {
 
-Command addQuarantine(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "quarantine", "Set an unpublished outbox row aside: it gets no version, and a source halted on it resumes");
+Command addQuarantineOptions(CLI::App* cmd) {
   auto path = std::make_shared<std::string>();
   auto source = std::make_shared<std::string>();
   auto idText = std::make_shared<std::string>();

@@ -73,10 +73,7 @@ std::shared_ptr<ReplicaStore> inboxOrExit(const std::string& text, const std::st
 
 }  // namespace
 
-Command addReplica(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "replica",
-      "The reference consumer: bootstrap from a snapshot, verify it, follow the stream, print the state changes");
+Command addReplicaOptions(CLI::App* cmd) {
   struct Args {
     std::string url, source, nats = "nats://127.0.0.1:4222", dump, inbox;
     NatsConfig connect;

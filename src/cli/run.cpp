@@ -90,8 +90,7 @@ HttpServer::Options httpOptionsOf(const Config& config) {
 
 }  // namespace
 
-Command addRun(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Run the service: one relay per source");
+Command addRunOptions(CLI::App* cmd) {
   auto path = std::make_shared<std::string>();
   addConfigOption(cmd, *path);
   return [path]() {

@@ -1,14 +1,32 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
+#include <numeric>
 
 #include "common/deadline.h"
 
 namespace outbox {
+
+// What woke a poll of the outbox table, as outbox_wakeups_total{by} counts it; a poll that more
+// than one woke counts under the first of kWakeupLabels' order.
+enum class WokeBy { kBinlog, kPoll, kFlow };
+
+struct WakeupLabel {
+  WokeBy by;
+  const char* label;    // outbox_wakeups_total's `by`
+  const char* meaning;  // for the metric's help (README, "Health and metrics" says the same)
+};
+inline constexpr WakeupLabel kWakeupLabels[] = {
+    {WokeBy::kBinlog, "binlog", "the doorbell saw a commit that wrote the table"},
+    {WokeBy::kPoll, "poll", "the database's shared idle check saw new ids, or the idle timer"},
+    {WokeBy::kFlow, "flow", "rows just came, a full batch, open holes to probe"},
+};
 
 // What may wake a source's relay before its own next poll (docs/design.md, "Waking up"), and what it knows
 // of them: the binlog doorbell rings when a transaction that wrote the source's outbox table
@@ -17,16 +35,31 @@ namespace outbox {
 // row. Thread-safe: the ringers' threads ring, the relay thread waits and reads.
 class Wakeup {
  public:
-  // kBinlog: a commit wrote rows to the table (so a poll should read at least one); kBinlogNoRows:
-  // the binary log says to look without rows to wait for (an epoch bump, the doorbell coming or
-  // going); kIdleCheck: the idle check saw new ids or a bump.
+  // The ringers, in kRingers' order.
   enum class By { kBinlog, kBinlogNoRows, kIdleCheck };
 
+  // Each ringer: the label a poll it woke counts under, and whether a ring is a commit with rows
+  // for the poll to find (PollPacer::started).
+  struct Ringer {
+    By by;
+    WokeBy wakes;
+    bool bringsRows;
+  };
+  static constexpr Ringer kRingers[] = {
+      // A commit wrote rows to the table (so a poll should read at least one).
+      {By::kBinlog, WokeBy::kBinlog, true},
+      // The binary log says to look without rows to wait for (an epoch bump, the doorbell coming
+      // or going).
+      {By::kBinlogNoRows, WokeBy::kBinlog, false},
+      // The idle check saw new ids or a bump.
+      {By::kIdleCheck, WokeBy::kPoll, false},
+  };
+
+  // How many times each ringer rang.
   struct Rings {
-    uint64_t binlog = 0;
-    uint64_t binlogNoRows = 0;
-    uint64_t idleCheck = 0;
-    uint64_t total() const { return binlog + binlogNoRows + idleCheck; }
+    std::array<uint64_t, std::size(kRingers)> count{};
+    uint64_t operator[](By by) const { return count[static_cast<size_t>(by)]; }
+    uint64_t total() const { return std::accumulate(count.begin(), count.end(), uint64_t{0}); }
   };
 
   // How often the idle check looks at the sources a doorbell watches too (the net under writes the
@@ -37,7 +70,7 @@ class Wakeup {
   void ring(By by) {
     {
       std::lock_guard lock(mu_);
-      ++(by == By::kBinlog ? rings_.binlog : by == By::kBinlogNoRows ? rings_.binlogNoRows : rings_.idleCheck);
+      ++rings_.count[static_cast<size_t>(by)];
     }
     cv_.notify_all();
   }
@@ -80,5 +113,16 @@ class Wakeup {
   Rings rings_;
   bool stopped_ = false;
 };
+
+// Both tables are indexed by their enums.
+static_assert([] {
+  for (size_t i = 0; i < std::size(Wakeup::kRingers); ++i) {
+    if (static_cast<size_t>(Wakeup::kRingers[i].by) != i) return false;
+  }
+  for (size_t i = 0; i < std::size(kWakeupLabels); ++i) {
+    if (static_cast<size_t>(kWakeupLabels[i].by) != i) return false;
+  }
+  return true;
+}());
 
 }  // namespace outbox

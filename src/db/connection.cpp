@@ -1,6 +1,9 @@
 #include "db/connection.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <mysql.h>
@@ -129,6 +132,20 @@ Rows::Rows(MYSQL_RES* res) : res_(res) {
   }
 }
 
+size_t Rows::index(std::string_view name) const {
+  auto same = [name](const Column& c) {
+    return std::equal(c.name.begin(), c.name.end(), name.begin(), name.end(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+    });
+  };
+  auto found = std::find_if(columns_.begin(), columns_.end(), same);
+  if (found == columns_.end()) throw std::logic_error(fmt::format("the result has no column '{}'", name));
+  if (std::find_if(found + 1, columns_.end(), same) != columns_.end()) {
+    throw std::logic_error(fmt::format("the result has two columns '{}': give one an alias", name));
+  }
+  return static_cast<size_t>(found - columns_.begin());
+}
+
 bool Rows::next() {
   if (!res_) return false;
   row_ = mysql_fetch_row(res_.get());
@@ -151,6 +168,11 @@ uint64_t Rows::u64(size_t i) const {
   uint64_t v = 0;
   if (row_[i] != nullptr) std::from_chars(row_[i], row_[i] + lengths_[i], v);
   return v;
+}
+
+std::optional<uint64_t> Rows::optU64(size_t i) const {
+  if (row_[i] == nullptr) return std::nullopt;
+  return u64(i);
 }
 
 int64_t Rows::i64(size_t i) const {

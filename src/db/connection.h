@@ -75,11 +75,25 @@ class Rows {
   // Moves to the next row; false at the end (or on a read error in a streamed result: see the
   // connection's error). Field views stay valid until the next call.
   bool next();
+  // The position of the column `name` (the SELECT's alias, or the column's own name; ASCII case
+  // ignored, as SQL compares column names). Where rows are many, look it up once per result set,
+  // before the first next(). A name the result has not, or has twice, is the caller's bug: throws
+  // std::logic_error that names it.
+  size_t index(std::string_view name) const;
+  // A field of the current row, by position or by name (each by-name read looks the name up: for
+  // a row or two; a loop over many rows reads by the positions index() gave).
   bool isNull(size_t i) const { return row_[i] == nullptr; }
   std::string_view text(size_t i) const;
   std::optional<std::string_view> optText(size_t i) const;
   uint64_t u64(size_t i) const;
+  std::optional<uint64_t> optU64(size_t i) const;
   int64_t i64(size_t i) const;
+  bool isNull(std::string_view name) const { return isNull(index(name)); }
+  std::string_view text(std::string_view name) const { return text(index(name)); }
+  std::optional<std::string_view> optText(std::string_view name) const { return optText(index(name)); }
+  uint64_t u64(std::string_view name) const { return u64(index(name)); }
+  std::optional<uint64_t> optU64(std::string_view name) const { return optU64(index(name)); }
+  int64_t i64(std::string_view name) const { return i64(index(name)); }
   uint64_t rowCount() const;
 
  private:

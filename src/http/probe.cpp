@@ -68,12 +68,15 @@ Result<std::vector<Candidate>> SourceProbe::candidates() {
   return session_.run([&](db::Connection& c) -> Result<std::vector<Candidate>> {
     auto rows = c.query(fmt::format(
         "SELECT c.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id AND "
-        "l.expires_at > NOW(6)) FROM outbox_bridge_candidate c WHERE c.source = {} AND c.expires_at > NOW(6) "
+        "l.expires_at > NOW(6)) AS leads FROM outbox_bridge_candidate c WHERE c.source = {} AND c.expires_at > NOW(6) "
         "ORDER BY c.holder_id",
         c.quote(source_.name)));
     std::vector<Candidate> out;
     if (!rows.isOk()) return rows.status().cause() == Cause::kMissingTable ? Result<std::vector<Candidate>>(out) : rows.status();
-    while (rows->next()) out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1))});
+    const size_t holder = rows->index("holder_id"), leads = rows->index("leads");
+    while (rows->next()) {
+      out.push_back(Candidate{std::string(rows->text(holder)), static_cast<int64_t>(rows->u64(leads))});
+    }
     return out;
   });
 }
@@ -94,10 +97,12 @@ SourceProbeResult SourceProbe::query() {
   // over at most kPendingScanRows rows so a floor held back by a long transaction costs a scrape
   // little. The oldest of them is the first of either kind.
   auto state = session_.run([&](db::Connection& c) { return c.query(fmt::format(
-      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, COALESCE(s.scan_floor, 0), "
+      "SELECT s.epoch, s.assigned_through, s.published_through, s.halted_reason, "
+      "COALESCE(s.scan_floor, 0) AS floor_id, "
       "(SELECT TIMESTAMPDIFF(MICROSECOND, o.created_at, NOW(6)) FROM {0} v JOIN {1} o ON o.id = v.outbox_id "
-      " WHERE v.version = s.published_through + 1), "
-      "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at), s.halted_row_id "
+      " WHERE v.version = s.published_through + 1) AS oldest_assigned_micros, "
+      "s.paused, l.holder_id, l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) AS expires_micros, "
+      "s.halted_row_id "
       "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
       versions, table, source)); });
   if (!state.isOk()) {
@@ -111,19 +116,22 @@ SourceProbeResult SourceProbe::query() {
     r.reachable = false;
     return r;
   }
-  r.epoch = state->u64(0);
-  r.assignedThrough = state->u64(1);
-  r.publishedThrough = state->u64(2);
-  r.haltedReason = std::string(state->text(3));
-  const uint64_t floor = state->u64(4);
-  const uint64_t oldestAssigned = state->u64(5);  // NULL reads as 0
-  r.paused = state->u64(6) != 0;
-  r.leaseHolder = std::string(state->text(7));
-  r.leaseEpoch = state->u64(8);
-  if (auto expires = state->optText(9)) r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
-  if (!state->isNull(10)) r.haltedRowId = state->u64(10);
+  r.epoch = state->u64("epoch");
+  r.assignedThrough = state->u64("assigned_through");
+  r.publishedThrough = state->u64("published_through");
+  r.haltedReason = std::string(state->text("halted_reason"));
+  const uint64_t floor = state->u64("floor_id");
+  const uint64_t oldestAssigned = state->u64("oldest_assigned_micros");  // NULL reads as 0
+  r.paused = state->u64("paused") != 0;
+  r.leaseHolder = std::string(state->text("holder_id"));
+  r.leaseEpoch = state->u64("lease_epoch");
+  if (auto expires = state->optText("expires_micros")) {
+    r.leaseExpiresInSeconds = std::strtod(std::string(*expires).c_str(), nullptr) / 1e6;
+  }
+  r.haltedRowId = state->optU64("halted_row_id");
   auto pending = session_.run([&](db::Connection& c) { return c.query(fmt::format(
-      "SELECT COUNT(*), COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, p.created_at, NOW(6))), 0) FROM "
+      "SELECT COUNT(*) AS pending_rows, "
+      "COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, p.created_at, NOW(6))), 0) AS oldest_micros FROM "
       "(SELECT o.id, o.created_at, v.version FROM {0} o LEFT JOIN {1} v ON v.outbox_id = o.id WHERE o.id > {2} "
       " ORDER BY o.id LIMIT {3}) p "
       "WHERE p.version IS NULL AND NOT EXISTS (SELECT 1 FROM outbox_quarantine q WHERE q.source = {4} AND "
@@ -141,7 +149,8 @@ SourceProbeResult SourceProbe::query() {
         "SELECT first_id, last_id FROM outbox_scan_holes WHERE source = {} ORDER BY first_id LIMIT 10", source));
   });
   if (holes.isOk()) {
-    while (holes->next()) r.recordedHoles.emplace_back(holes->u64(0), holes->u64(1));
+    const size_t first = holes->index("first_id"), last = holes->index("last_id");
+    while (holes->next()) r.recordedHoles.emplace_back(holes->u64(first), holes->u64(last));
   }
   if (!r.recordedHoles.empty()) {
     auto open = session_.run([&](db::Connection& c) { return db::openTransactions(c, std::chrono::seconds(5), 5); });
@@ -149,8 +158,8 @@ SourceProbeResult SourceProbe::query() {
     if (r.heldBy.empty()) r.heldBy = "no transaction open 5 s or more: a statement that began before the ids were found";
   }
   uint64_t assignedNotPublished = r.assignedThrough > r.publishedThrough ? r.assignedThrough - r.publishedThrough : 0;
-  r.pendingRows = pending->u64(0) + assignedNotPublished;
-  r.oldestPendingSeconds = static_cast<double>(std::max(pending->u64(1), oldestAssigned)) / 1e6;
+  r.pendingRows = pending->u64("pending_rows") + assignedNotPublished;
+  r.oldestPendingSeconds = static_cast<double>(std::max(pending->u64("oldest_micros"), oldestAssigned)) / 1e6;
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -69,5 +70,8 @@ class SourceProbe {
   uint64_t invalidations_ = 0;                      // GUARDED_BY(mu_): invalidate() calls
   uint64_t answeredInvalidations_ = 0;  // GUARDED_BY(mu_): invalidations_ when cached_ was asked
 };
+
+// Each source's probe, by the source's name.
+using SourceProbes = std::map<std::string, std::unique_ptr<SourceProbe>>;
 
 }  // namespace outbox

@@ -28,7 +28,7 @@ HttpServer::HttpServer(Options options, std::vector<HttpSource> sources, std::fu
       nats_(std::move(nats)),
       snapshotMetrics_(std::make_unique<SnapshotMetrics>()) {
   for (const auto& s : sources_) {
-    probes_.push_back(std::make_unique<SourceProbe>(*s.config, probePools_));
+    probes_.emplace(s.config->name, std::make_unique<SourceProbe>(*s.config, probePools_));
     summaries_.emplace(s.config->name, std::make_unique<SummaryCache>(s.config->summaryInterval));
   }
 }
@@ -154,13 +154,12 @@ void HttpServer::logAdminCall(const HttpRequest& request, int status) {
 void HttpServer::healthRoutes(std::vector<Route>& routes) {
   routes.push_back({"GET", std::regex("/healthz"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
     std::string stuck;
-    for (size_t i = 0; i < sources_.size(); ++i) {
-      const auto& s = sources_[i];
+    for (const HttpSource& s : sources_) {
       // Only the leader moves rows; a standby or a halted source is not "stuck".
       if (s.metrics == nullptr || !s.metrics->leader.load() || s.metrics->halted.load() || s.metrics->paused.load()) {
         continue;
       }
-      auto probe = probes_[i]->get();
+      auto probe = probeOf(s).get();
       double limit = std::chrono::duration<double>(options_.stuckAfter).count();
       if (probe.reachable && probe.pendingRows > 0 && probe.oldestPendingSeconds > limit) {
         stuck += fmt::format("{}{}:{}", stuck.empty() ? "" : ",", jsonQuoted(s.config->name),
@@ -181,8 +180,8 @@ void HttpServer::healthRoutes(std::vector<Route>& routes) {
     if (NatsLink nats = nats_(); !nats.connected) {
       reasons.push_back(nats.problem.empty() ? "nats-server is not connected" : nats.problem);
     }
-    for (auto& probe : probes_) {
-      auto r = probe->get();
+    for (const HttpSource& s : sources_) {
+      auto r = probeOf(s).get();
       if (!r.reachable) reasons.push_back(r.error);
     }
     if (reasons.empty()) {

@@ -36,8 +36,8 @@ struct NatsLink {
 };
 
 // The bridge's HTTP server: snapshots (docs/consumers.md, "2. Bootstrap: the snapshot"), /healthz,
-// /readyz, /metrics, and the admin API under /v1/admin (bearer token: status, pause/resume, leases,
-// quarantine). Requests are read by an HttpTransport (every client held to its limits) and handled
+// /readyz, /metrics, and the admin API under /v1/admin (bearer token; its routes in
+// admin_routes.cpp). Requests are read by an HttpTransport (every client held to its limits) and handled
 // on two pools of threads: the health routes on one of their own, so snapshots and admin calls
 // cannot starve the probes. Every handler is thread-safe. Errors are JSON bodies {"error": "..."}
 // with a 4xx/5xx status and never contain SQL or credentials.
@@ -91,7 +91,10 @@ class HttpServer {
   // ?summary=true of `source`: from its SummaryCache (snapshot_routes.cpp).
   void summary(const SourceConfig& source, HttpResponse& res);
   void healthRoutes(std::vector<Route>& routes);
-  void adminRoutes(std::vector<Route>& routes);
+  void adminRoutes(std::vector<Route>& routes);  // admin_routes.cpp
+  // The admin API's answers: one source's status, and every source's lease (admin_routes.cpp).
+  std::string statusJson(const HttpSource& source) const;
+  std::string leasesJson() const;
   // Finds the route of `request` and runs it on its pool; 404 or 405 when there is none.
   void dispatch(const std::vector<Route>& routes, HttpRequest request, HttpTransport::Reply reply);
   // The audit log of admin calls (who, what, the answer, the path cut short): each call with the
@@ -103,6 +106,8 @@ class HttpServer {
   // Whether the request carries the admin token; otherwise fills in 401/403.
   bool authorized(const HttpRequest& req, HttpResponse& res) const;
   const HttpSource* findSource(const std::string& name) const;
+  // The probe of a source of sources_ (by its name).
+  SourceProbe& probeOf(const HttpSource& source) const { return *probes_.at(source.config->name); }
 
   Options options_;
   std::vector<HttpSource> sources_;
@@ -115,7 +120,7 @@ class HttpServer {
     all.emplace_back("probe", &probePools_);
     return all;
   }
-  std::vector<std::unique_ptr<SourceProbe>> probes_;
+  SourceProbes probes_;
   std::function<NatsLink()> nats_;
   std::vector<Route> mainRoutes_;
   std::vector<Route> metricsRoutes_;  // empty unless Options::metricsPort >= 0

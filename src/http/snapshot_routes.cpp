@@ -149,11 +149,9 @@ void HttpServer::snapshotRoutes(std::vector<Route>& routes) {
 
   routes.push_back({"GET", std::regex(R"(/v1/sources/([^/]+)/control-snapshot)"), Pool::kApi,
                     [this, snapshot](const HttpRequest& req, HttpResponse& res) {
-                      const std::string& name = req.matches[1];
-                      for (const auto& s : sources_) {
-                        if (s.config->name == name) return snapshot(*s.config, req, res);
-                      }
-                      jsonError(res, 404, fmt::format("unknown source '{}'", name));
+                      const HttpSource* source = findSource(req.matches[1]);
+                      if (source != nullptr) return snapshot(*source->config, req, res);
+                      jsonError(res, 404, fmt::format("unknown source '{}'", req.matches[1]));
                     }});
   for (const auto& s : sources_) {
     if (s.config->snapshotPath.empty()) continue;

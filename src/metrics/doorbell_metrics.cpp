@@ -24,30 +24,37 @@ std::shared_ptr<DoorbellMetrics> registerDoorbellMetrics(std::string server) {
   return metrics;
 }
 
-void addDoorbellMetrics(PrometheusPage& page) {
+std::span<const MetricFamily<DoorbellMetrics>> doorbellFamilies() {
   using Type = PrometheusPage::Type;
-  page.family("outbox_doorbell_watching", Type::kGauge,
-              "1 while the binlog doorbell of the database server reads its binary log; 0: its sources poll.");
-  page.family("outbox_doorbell_lag_seconds", Type::kGauge,
-              "How long ago the last binary log event the doorbell read was written (0 once it has read all there "
-              "is); past 30 s (with 1 MiB behind) it starts again at the end of the log.");
-  page.family("outbox_doorbell_lag_bytes", Type::kGauge,
-              "Bytes of binary log between where the doorbell reads and the server's end (measured every 5 s while "
-              "events flow); past 64 MiB it starts again at the end of the log, ringing every source once.");
-  page.family("outbox_doorbell_jumps_total", Type::kCounter,
-              "Dumps the doorbell gave up to start again at the end of the log, ringing every source once, by "
-              "reason: behind (its lag passed the bound), too_large (an event larger than it reads).");
+  static constexpr MetricFamily<DoorbellMetrics> kFamilies[] = {
+      {"outbox_doorbell_watching", Type::kGauge,
+       "1 while the binlog doorbell of the database server reads its binary log; 0: its sources poll.",
+       readField<&DoorbellMetrics::watching>},
+      {"outbox_doorbell_lag_seconds", Type::kGauge,
+       "How long ago the last binary log event the doorbell read was written (0 once it has read all there is); "
+       "past 30 s (with 1 MiB behind) it starts again at the end of the log.",
+       [](MetricSamples& out, const DoorbellMetrics& m) { out.value(static_cast<double>(m.lagMillis.load()) / 1000.0); }},
+      {"outbox_doorbell_lag_bytes", Type::kGauge,
+       "Bytes of binary log between where the doorbell reads and the server's end (measured every 5 s while events "
+       "flow); past 64 MiB it starts again at the end of the log, ringing every source once.",
+       readField<&DoorbellMetrics::lagBytes>},
+      {"outbox_doorbell_jumps_total", Type::kCounter,
+       "Dumps the doorbell gave up to start again at the end of the log, ringing every source once, by reason: "
+       "behind (its lag passed the bound), too_large (an event larger than it reads).",
+       [](MetricSamples& out, const DoorbellMetrics& m) {
+         out.labelled("reason", "behind", m.jumpsBehind);
+         out.labelled("reason", "too_large", m.jumpsTooLarge);
+       }},
+  };
+  return kFamilies;
+}
+
+void addDoorbellMetrics(PrometheusPage& page) {
   std::lock_guard lock(registryMutex);
   for (const auto& weak : registry()) {
     auto m = weak.lock();
     if (!m) continue;
-    const PrometheusPage::Labels server{{"server", m->server}};
-    page.sample("outbox_doorbell_watching", server, uint64_t{m->watching.load() ? 1u : 0u});
-    page.sample("outbox_doorbell_lag_seconds", server, static_cast<double>(m->lagMillis.load()) / 1000.0);
-    page.sample("outbox_doorbell_lag_bytes", server, m->lagBytes.load());
-    page.sample("outbox_doorbell_jumps_total", {{"server", m->server}, {"reason", "behind"}}, m->jumpsBehind.load());
-    page.sample("outbox_doorbell_jumps_total", {{"server", m->server}, {"reason", "too_large"}},
-                m->jumpsTooLarge.load());
+    addSamples(page, doorbellFamilies(), {{"server", m->server}}, *m);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "metrics/prometheus.h"
@@ -29,7 +30,9 @@ struct DoorbellMetrics {
 
 // A doorbell's metrics, shown on every /metrics page while the returned pointer lives.
 std::shared_ptr<DoorbellMetrics> registerDoorbellMetrics(std::string server);
-// The doorbell families, one sample per live doorbell (none: the families alone).
+// The doorbell families (labelled `server`), declared once here.
+std::span<const MetricFamily<DoorbellMetrics>> doorbellFamilies();
+// Adds every live doorbell's samples to doorbellFamilies(), declared on `page` before.
 void addDoorbellMetrics(PrometheusPage& page);
 
 }  // namespace outbox

@@ -35,16 +35,16 @@ std::string formatValue(double value) {
   return fmt::format("{}", value);
 }
 
-const char* typeName(PrometheusPage::Type type) {
+}  // namespace
+
+const char* PrometheusPage::typeName(Type type) {
   switch (type) {
-    case PrometheusPage::Type::kCounter: return "counter";
-    case PrometheusPage::Type::kGauge: return "gauge";
-    case PrometheusPage::Type::kHistogram: return "histogram";
+    case Type::kCounter: return "counter";
+    case Type::kGauge: return "gauge";
+    case Type::kHistogram: return "histogram";
   }
   return "untyped";
 }
-
-}  // namespace
 
 void PrometheusPage::family(std::string name, Type type, std::string help) {
   assert(std::none_of(families_.begin(), families_.end(), [&](const Family& f) { return f.name == name; }) &&
@@ -107,6 +107,18 @@ void PrometheusPage::histogram(std::string_view name, const Labels& labels, std:
   appendSample(f.samples, bucket, labels, "le=\"+Inf\"", fmt::format("{}", cumulative));
   appendSample(f.samples, std::string(name) + "_sum", labels, "", formatValue(sum));
   appendSample(f.samples, std::string(name) + "_count", labels, "", fmt::format("{}", cumulative));
+}
+
+std::vector<PrometheusPage::Declared> PrometheusPage::declared() const {
+  std::vector<Declared> out;
+  for (const auto& f : families_) out.push_back({f.name, f.type});
+  return out;
+}
+
+void MetricSamples::labelled(std::string_view key, std::string_view labelValue, uint64_t v) {
+  PrometheusPage::Labels labels = labels_;
+  labels.emplace_back(key, labelValue);
+  page_.sample(family_, labels, v);
 }
 
 std::string PrometheusPage::render() const {

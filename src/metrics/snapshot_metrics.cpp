@@ -26,26 +26,30 @@ void SnapshotMetrics::recordSummary(const std::string& source, const std::string
   sources_[source].summaries[from]++;
 }
 
-void SnapshotMetrics::addTo(PrometheusPage& page) const {
+std::span<const MetricFamily<SnapshotMetrics::PerSource>> SnapshotMetrics::families() {
   using Type = PrometheusPage::Type;
-  page.family("outbox_snapshot_requests_total", Type::kCounter, "Snapshot requests by source and status code.");
-  page.family("outbox_snapshot_duration_seconds", Type::kHistogram, "Time to stream a whole snapshot (status 200).");
-  page.family("outbox_snapshot_records_total", Type::kCounter, "Records served in whole snapshots.");
-  page.family("outbox_summaries_total", Type::kCounter,
-              "Summaries (?summary=true) served, by where each came from: read (the request read the whole table), "
-              "shared (it waited for a read under way), cache (kept from a read less than summary_interval ago).");
+  static constexpr MetricFamily<PerSource> kFamilies[] = {
+      {"outbox_snapshot_requests_total", Type::kCounter, "Snapshot requests by source and status code.",
+       [](MetricSamples& out, const PerSource& s) {
+         for (const auto& [status, count] : s.requests) out.labelled("code", fmt::format("{}", status), count);
+       }},
+      {"outbox_snapshot_duration_seconds", Type::kHistogram, "Time to stream a whole snapshot (status 200).",
+       [](MetricSamples& out, const PerSource& s) { out.histogram(kDurationBuckets, s.buckets, s.seconds); }},
+      {"outbox_snapshot_records_total", Type::kCounter, "Records served in whole snapshots.",
+       [](MetricSamples& out, const PerSource& s) { out.value(s.records); }},
+      {"outbox_summaries_total", Type::kCounter,
+       "Summaries (?summary=true) served, by where each came from: read (the request read the whole table), "
+       "shared (it waited for a read under way), cache (kept from a read less than summary_interval ago).",
+       [](MetricSamples& out, const PerSource& s) {
+         for (const auto& [from, count] : s.summaries) out.labelled("from", from, count);
+       }},
+  };
+  return kFamilies;
+}
+
+void SnapshotMetrics::addTo(PrometheusPage& page) const {
   std::lock_guard lock(mu_);
-  for (const auto& [source, s] : sources_) {
-    for (const auto& [status, count] : s.requests) {
-      std::string code = fmt::format("{}", status);
-      page.sample("outbox_snapshot_requests_total", {{"source", source}, {"code", code}}, count);
-    }
-    page.histogram("outbox_snapshot_duration_seconds", {{"source", source}}, kDurationBuckets, s.buckets, s.seconds);
-    page.sample("outbox_snapshot_records_total", {{"source", source}}, s.records);
-    for (const auto& [from, count] : s.summaries) {
-      page.sample("outbox_summaries_total", {{"source", source}, {"from", from}}, count);
-    }
-  }
+  for (const auto& [source, s] : sources_) addSamples(page, families(), {{"source", source}}, s);
 }
 
 }  // namespace outbox

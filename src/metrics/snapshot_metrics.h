@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "metrics/prometheus.h"
@@ -25,10 +26,7 @@ class SnapshotMetrics {
   // waited for a read under way) or "cache" (kept from a read less than summary_interval ago).
   void recordSummary(const std::string& source, const std::string& from);
 
-  // Declares the snapshot families and adds every source's samples.
-  void addTo(PrometheusPage& page) const;
-
- private:
+  // One source's requests, as a scrape reads them.
   struct PerSource {
     std::map<int, uint64_t> requests;  // status -> count
     std::array<uint64_t, kDurationBuckets.size() + 1> buckets{};
@@ -36,6 +34,12 @@ class SnapshotMetrics {
     uint64_t records = 0;
     std::map<std::string, uint64_t> summaries;  // from -> count
   };
+  // The snapshot families (labelled `source`), declared once here.
+  static std::span<const MetricFamily<PerSource>> families();
+  // Adds every source's samples to families(), declared on `page` before.
+  void addTo(PrometheusPage& page) const;
+
+ private:
   mutable std::mutex mu_;
   std::map<std::string, PerSource> sources_;  // GUARDED_BY(mu_)
 };

@@ -3,8 +3,11 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <span>
 #include <string>
 
+#include "common/wakeup.h"
 #include "metrics/prometheus.h"
 
 namespace outbox {
@@ -29,11 +32,9 @@ struct SourceMetrics {
   std::atomic<bool> paused{false};
   std::atomic<bool> running{false};
   std::atomic<bool> leader{false};
-  // Polls by what woke them (outbox_wakeups_total): a binlog ring, the idle check's ring or the
-  // idle timer, the flow (rows came, a full batch, holes to probe, the assigned tail).
-  std::atomic<uint64_t> wakeupsBinlog{0};
-  std::atomic<uint64_t> wakeupsPoll{0};
-  std::atomic<uint64_t> wakeupsFlow{0};
+  // Polls by what woke them (outbox_wakeups_total), in kWakeupLabels' order.
+  std::array<std::atomic<uint64_t>, std::size(kWakeupLabels)> wakeups{};
+  std::atomic<uint64_t>& wokeBy(WokeBy by) { return wakeups[static_cast<size_t>(by)]; }
   std::atomic<bool> doorbell{false};  // a binlog doorbell watched the table at the last poll
   std::atomic<uint64_t> openHoles{0};             // outbox ids read past, not yet resolved (3a)
   std::atomic<uint64_t> oldestOpenHoleMillis{0};  // how long the oldest of them has been open
@@ -54,14 +55,20 @@ struct SourceMetrics {
   std::atomic<uint64_t> settledEarly{0};      // keys settled early: settle_max_keys pending
   std::atomic<uint64_t> settleMissing{0};     // versions recovery found neither settled nor in the main stream
   std::atomic<uint64_t> settleTooLarge{0};    // keys not settled: the settled message was over max_payload
-  std::atomic<uint64_t> settleErrors{0};
-  std::atomic<uint64_t> settleStuck{0};       // 1: the last settle session ended by a failure no retry mends      // settle sessions ended by a failure
+  std::atomic<uint64_t> settleErrors{0};      // settle sessions ended by a failure
+  std::atomic<uint64_t> settleStuck{0};       // 1: the last settle session ended by a failure no retry mends
   std::array<std::atomic<uint64_t>, kSettleDelayBuckets.size() + 1> settleDelayBuckets{};
   std::atomic<uint64_t> settleDelaySumMicros{0};
 
   void observeLatency(double seconds);
   void observeSettleDelay(double seconds);
 };
+
+// Each source's families, declared once here (name, type, HELP, how a SourceMetrics is read): every
+// source's, then those of a source that settles (`settles`) alone. The metrics table in
+// README, "Health and metrics" lists them all (tests/unit/prometheus_test.cpp checks it).
+std::span<const MetricFamily<SourceMetrics>> sourceFamilies();
+std::span<const MetricFamily<SourceMetrics>> settleFamilies();
 
 // Declares the families that addSourceMetrics() fills, once per page.
 void declareSourceFamilies(PrometheusPage& page);

@@ -14,6 +14,24 @@
 
 namespace outbox {
 
+// The life of a batch, the one place it is told whole (docs/design.md, "The relay loop"):
+//  1. read — readBatch on the read-ahead thread (Relay::Options::readStore, a backlog with no hole
+//     open) or the prefetch thread: the scan's rows above the cursor and the holes' late rows,
+//     stopped before the first poison row; the scanner counts them as its own from here on.
+//  2. assigned — assignBatch on the prefetch thread, one transaction: the claim on
+//     assigned_through under the write guard, the versions, the scan's cursor and floor, and the
+//     acks of earlier batches riding on it (`published`).
+//  3. published — Relay::onBatch on the relay thread: each row sent fenced on the one before;
+//     the batch after it is being assigned meanwhile.
+//  4. acknowledged — Relay::takeAcks: the stream's acks into the AckWindow; a failure or an ack
+//     past ack_timeout ends the session, and reconcile finds what the stream holds. With a settle
+//     feed, its rows go on to the settle thread once every version below them is acknowledged
+//     too (Relay::feedAcked).
+//  5. marked — published_through moves past it on a later batch's transaction (2), or on its own
+//     after Relay::Options::markInterval (Relay::mark).
+// A batch whose step fails is never finished in its session: the session ends, and the next one
+// starts again from the database and the stream.
+
 // The database half of a batch, ready to publish.
 struct Batch {
   Status status;

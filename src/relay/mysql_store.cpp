@@ -19,8 +19,10 @@ namespace outbox {
 // first, its messages after the second. `epoch` is an SQL expression of outbox_source_state s.
 std::string MysqlOutboxStore::epochStartColumns(const char* epoch) {
   return fmt::format(
-      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0), "
-      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0)",
+      "COALESCE((SELECT versions_after FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0) "
+      "AS epoch_versions_after, "
+      "COALESCE((SELECT stream_seq FROM outbox_epoch_history h WHERE h.source = s.source AND h.epoch = {0}), 0) "
+      "AS epoch_stream_seq",
       epoch);
 }
 
@@ -28,8 +30,8 @@ std::string MysqlOutboxStore::epochStartColumns(const char* epoch) {
 // metadata locks (MariaDB's metadata_lock_info plugin).
 MysqlOutboxStore::ServerKind MysqlOutboxStore::serverKind(db::Connection& conn) {
   ServerKind kind;
-  if (auto version = conn.query("SELECT VERSION()"); version.isOk() && version->next()) {
-    kind.mysql = version->text(0).find("MariaDB") == std::string_view::npos;
+  if (auto version = conn.query("SELECT VERSION() AS version"); version.isOk() && version->next()) {
+    kind.mysql = version->text("version").find("MariaDB") == std::string_view::npos;
   }
   if (!kind.mysql) {
     auto plugin = conn.queryU64(
@@ -175,19 +177,18 @@ Result<SourceState> MysqlOutboxStore::loadState() {
   if (!rows.isOk()) return rows.status();
   if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
   SourceState state;
-  state.epoch = rows->u64(0);
-  state.assignedThrough = rows->u64(1);
-  state.publishedThrough = rows->u64(2);
-  state.publishedStreamSeq = rows->u64(3);
-  state.haltedReason = std::string(rows->text(4));
-  state.paused = rows->u64(5) != 0;
-  state.epochVersionsAfter = rows->u64(6);
-  state.epochStreamSeq = rows->u64(7);
-  if (!rows->isNull(8)) state.scanCursor = rows->u64(8);
-  if (!rows->isNull(9)) state.scanFloor = rows->u64(9);
-  if (!rows->isNull(10)) state.haltedRow = HaltedRow{rows->u64(10), std::nullopt};
-  if (state.haltedRow && !rows->isNull(11)) state.haltedRow->version = rows->u64(11);
-  if (!rows->isNull(12)) state.bumpFromEpoch = rows->u64(12);
+  state.epoch = rows->u64("epoch");
+  state.assignedThrough = rows->u64("assigned_through");
+  state.publishedThrough = rows->u64("published_through");
+  state.publishedStreamSeq = rows->u64("published_stream_seq");
+  state.haltedReason = std::string(rows->text("halted_reason"));
+  state.paused = rows->u64("paused") != 0;
+  state.epochVersionsAfter = rows->u64("epoch_versions_after");
+  state.epochStreamSeq = rows->u64("epoch_stream_seq");
+  state.scanCursor = rows->optU64("scan_cursor");
+  state.scanFloor = rows->optU64("scan_floor");
+  if (auto id = rows->optU64("halted_row_id")) state.haltedRow = HaltedRow{*id, rows->optU64("halted_version")};
+  state.bumpFromEpoch = rows->optU64("bump_from_epoch");
   return state;
 }
 

@@ -86,7 +86,8 @@ class MysqlOutboxStore final : public OutboxStore {
     bool writersVisible = false;
   };
   static ServerKind serverKind(db::Connection& conn);
-  // The columns where the epoch `epoch` began (outbox_source_state alias s): versions after, stream seq.
+  // The columns where the epoch `epoch` began (outbox_source_state alias s): epoch_versions_after,
+  // epoch_stream_seq.
   static std::string epochStartColumns(const char* epoch);
   // A connection's own part: session variables, the scan's clock lock (`clockRefused` says why
   // it could not be taken).

@@ -88,8 +88,8 @@ Result<bool> MysqlOutboxStore::applierWorkLeft() {
         "'Waiting for an event from Coordinator')) ORDER BY ID LIMIT 1");
     if (!threads.isOk()) return threads.status();
     if (!threads->next()) return std::optional<std::string>();
-    return std::optional<std::string>(
-        fmt::format("replication applier thread {} is '{}'", threads->u64(0), threads->optText(1).value_or("")));
+    return std::optional<std::string>(fmt::format("replication applier thread {} is '{}'", threads->u64("ID"),
+                                                  threads->optText("STATE").value_or("")));
   });
   if (!backlog.isOk()) return backlog.status();
   const bool workLeft = backlog->has_value();

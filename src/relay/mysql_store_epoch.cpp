@@ -28,8 +28,9 @@ Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
         epochStartColumns("s.epoch"), sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::transient("outbox_source_state has no row for source " + source_.name);
-    const uint64_t versionsAfter = rows->u64(2);
-    if (rows->u64(0) != versionsAfter || rows->u64(1) != tail.afterSeq || rows->u64(3) != tail.afterSeq) {
+    const uint64_t versionsAfter = rows->u64("epoch_versions_after");
+    if (rows->u64("published_through") != versionsAfter || rows->u64("published_stream_seq") != tail.afterSeq ||
+        rows->u64("epoch_stream_seq") != tail.afterSeq) {
       return Status::transient("the epoch's start or marks moved while reconciling; reconciling again");
     }
     // No message of this epoch is in the stream (none of an older one could follow it), so none of
@@ -124,13 +125,13 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
         sourceLiteral_));
     if (!rows.isOk()) return rows.status();
     if (!rows->next()) return Status::permanent("no state row for source " + source_.name + " (run migrate)");
-    const uint64_t epoch = rows->u64(0);
+    const uint64_t epoch = rows->u64("epoch");
     // A bump still waiting for the leader keeps the epoch it moves on from.
-    const uint64_t from = rows->isNull(4) ? epoch : rows->u64(4);
+    const uint64_t from = rows->optU64("bump_from_epoch").value_or(epoch);
     result.epoch = std::max(epoch, tip.version ? tip.epoch : 0) + 1;
-    result.assignedThrough = rows->u64(1);
-    result.publishedThrough = rows->u64(2);
-    result.publishedStreamSeq = rows->u64(3);
+    result.assignedThrough = rows->u64("assigned_through");
+    result.publishedThrough = rows->u64("published_through");
+    result.publishedStreamSeq = rows->u64("published_stream_seq");
     result.bumpFromEpoch = from;
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format(
         "UPDATE outbox_source_state SET epoch = {}, bump_from_epoch = {}, {} WHERE source = {}", result.epoch, from,
@@ -154,8 +155,8 @@ Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
         "FROM outbox_source_state s WHERE source = {} FOR UPDATE",
         epochStartColumns("s.bump_from_epoch"), sourceLiteral_));
     if (!rows.isOk()) return rows.status();
-    if (!rows->next() || rows->isNull(1)) return Status::ok();  // none pending (finished already)
-    const uint64_t epoch = rows->u64(0);
+    if (!rows->next() || rows->isNull("bump_from_epoch")) return Status::ok();  // none pending (finished already)
+    const uint64_t epoch = rows->u64("epoch");
     if (tip.version && tip.epoch >= epoch) {
       return Status::permanent(fmt::format("stream {} holds epoch {}, not below the new epoch {}: run 'outbox-bridge "
                                            "epoch bump' again",
@@ -163,12 +164,12 @@ Status MysqlOutboxStore::completeEpochBump(const StreamTip& tip) {
     }
     // The old epoch as it stood: the plan is the one a bump made at this moment would make.
     SourceState old;
-    old.epoch = rows->u64(1);
-    old.assignedThrough = rows->u64(2);
-    old.publishedThrough = rows->u64(3);
-    old.publishedStreamSeq = rows->u64(4);
-    old.epochVersionsAfter = rows->u64(5);
-    old.epochStreamSeq = rows->u64(6);
+    old.epoch = rows->u64("bump_from_epoch");
+    old.assignedThrough = rows->u64("assigned_through");
+    old.publishedThrough = rows->u64("published_through");
+    old.publishedStreamSeq = rows->u64("published_stream_seq");
+    old.epochVersionsAfter = rows->u64("epoch_versions_after");
+    old.epochStreamSeq = rows->u64("epoch_stream_seq");
     auto maxInTable = conn.queryU64(fmt::format("SELECT MAX(version) FROM {}", versions_));
     if (!maxInTable.isOk()) return maxInTable.status();
     const BumpPlan plan = planEpochBump(old, tip, maxInTable->value_or(0));

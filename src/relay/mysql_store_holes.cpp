@@ -69,7 +69,8 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unheld(const std::vector<IdRange>
         "READ UNCOMMITTED");
     if (!rows.isOk()) return rows.status();
     std::vector<uint64_t> present;
-    while (rows->next()) present.push_back(rows->u64(0));
+    const size_t id = rows->index("id");
+    while (rows->next()) present.push_back(rows->u64(id));
     // Then the locking probe (docs/design.md, "Contract v2") of the ranges between them: it also
     // finds a row an open transaction has deleted and may still restore (ROLLBACK TO SAVEPOINT),
     // which the read above does not show. A locking range read at READ COMMITTED also locks the row

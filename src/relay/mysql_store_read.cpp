@@ -16,20 +16,34 @@ namespace outbox {
 using sql::without;
 
 namespace {
-// The outbox row's columns (alias o), then one more per query: its version, or the scan's flags.
+// The outbox row's columns (alias o), then more per query: its version, or the scan's flags
+// (versioned, quarantined). Read by name (RowColumns).
 constexpr const char* kRowColumns =
-    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED), "
-    "o.headers";
+    "o.id, o.entity_type, o.entity_key, o.op, o.payload, CAST(UNIX_TIMESTAMP(o.created_at) * 1000000 AS UNSIGNED) "
+    "AS created_micros, o.headers";
 
-OutboxRow rowFrom(const db::Rows& rows) {
+// Where kRowColumns are in a result set, looked up once for all its rows.
+struct RowColumns {
+  explicit RowColumns(const db::Rows& rows)
+      : id(rows.index("id")),
+        entityType(rows.index("entity_type")),
+        entityKey(rows.index("entity_key")),
+        op(rows.index("op")),
+        payload(rows.index("payload")),
+        createdMicros(rows.index("created_micros")),
+        headers(rows.index("headers")) {}
+  size_t id, entityType, entityKey, op, payload, createdMicros, headers;
+};
+
+OutboxRow rowFrom(const db::Rows& rows, const RowColumns& c) {
   OutboxRow r;
-  r.id = rows.u64(0);
-  r.entityType = std::string(rows.text(1));
-  r.entityKey = std::string(rows.text(2));
-  r.op = std::string(rows.text(3));
-  if (auto payload = rows.optText(4)) r.payload = std::string(*payload);
-  r.createdAtMicros = static_cast<int64_t>(rows.u64(5));
-  if (auto headers = rows.optText(6)) r.headers = std::string(*headers);
+  r.id = rows.u64(c.id);
+  r.entityType = std::string(rows.text(c.entityType));
+  r.entityKey = std::string(rows.text(c.entityKey));
+  r.op = std::string(rows.text(c.op));
+  if (auto payload = rows.optText(c.payload)) r.payload = std::string(*payload);
+  r.createdAtMicros = static_cast<int64_t>(rows.u64(c.createdMicros));
+  if (auto headers = rows.optText(c.headers)) r.headers = std::string(*headers);
   return r;
 }
 
@@ -54,15 +68,20 @@ constexpr uint64_t kNewSourceWindow = 10'000;
 
 std::string MysqlOutboxStore::scannedRowsQuery(const std::string& where) const {
   return fmt::format(
-      "SELECT {}, v.version IS NOT NULL, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id "
-      "LEFT JOIN outbox_quarantine q ON q.source = {} AND q.outbox_id = o.id WHERE {} ORDER BY o.id",
+      "SELECT {}, v.version IS NOT NULL AS versioned, q.outbox_id IS NOT NULL AS quarantined FROM {} o "
+      "LEFT JOIN {} v ON v.outbox_id = o.id LEFT JOIN outbox_quarantine q ON q.source = {} AND q.outbox_id = o.id "
+      "WHERE {} ORDER BY o.id",
       kRowColumns, table_, versions_, sourceLiteral_, where);
 }
 
 std::vector<ScannedRow> MysqlOutboxStore::scannedRows(db::Rows& rows) {
   std::vector<ScannedRow> out;
   out.reserve(rows.rowCount());
-  while (rows.next()) out.push_back(ScannedRow{rowFrom(rows), rows.u64(7) != 0, rows.u64(8) != 0});
+  const RowColumns columns(rows);
+  const size_t versioned = rows.index("versioned"), quarantined = rows.index("quarantined");
+  while (rows.next()) {
+    out.push_back(ScannedRow{rowFrom(rows, columns), rows.u64(versioned) != 0, rows.u64(quarantined) != 0});
+  }
   return out;
 }
 
@@ -77,16 +96,17 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // operator may quarantine a row ahead of the scan at any time, and the poison check comes
   // before the assign.
   if (!joinedThrough_) {
-    auto through = queryRows(fmt::format("SELECT COALESCE(MAX(outbox_id), 0) FROM {}", versions_));
+    auto through = queryRows(fmt::format("SELECT COALESCE(MAX(outbox_id), 0) AS through_id FROM {}", versions_));
     if (!through.isOk()) return through.status();
-    joinedThrough_ = through->next() ? through->u64(0) : 0;
+    joinedThrough_ = through->next() ? through->u64("through_id") : 0;
   }
   out.lean = cursor >= *joinedThrough_;
   // One statement: a consistent read of its own.
   const std::string where = fmt::format("o.id > {}", cursor);
   auto rows = queryRows(
-      (out.lean ? fmt::format("SELECT {}, 0, q.outbox_id IS NOT NULL FROM {} o LEFT JOIN outbox_quarantine q ON "
-                               "q.source = {} AND q.outbox_id = o.id WHERE {} ORDER BY o.id",
+      (out.lean ? fmt::format("SELECT {}, 0 AS versioned, q.outbox_id IS NOT NULL AS quarantined FROM {} o "
+                               "LEFT JOIN outbox_quarantine q ON q.source = {} AND q.outbox_id = o.id WHERE {} "
+                               "ORDER BY o.id",
                                kRowColumns, table_, sourceLiteral_, where)
                  : scannedRowsQuery(where)) +
       fmt::format(" LIMIT {}", limit));
@@ -103,7 +123,7 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
     epochAskedAt_ = now;
     auto epoch = queryRows(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
     if (!epoch.isOk()) return epoch.status();
-    if (epoch->next()) out.epoch = epoch->u64(0);
+    if (epoch->next()) out.epoch = epoch->u64("epoch");
   }
   if (!withConnections) return out;
   // After the read, every connection but those between statements and the server's own threads
@@ -136,23 +156,26 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
         "SELECT THREAD_ID, LOCK_TIME_MS FROM information_schema.METADATA_LOCK_INFO WHERE LOCK_TYPE = 'User lock' "
         "AND TABLE_SCHEMA = CONCAT('outbox_bridge_clock_', THREAD_ID) AND LOCK_TIME_MS IS NOT NULL ORDER BY "
         "THREAD_ID LIMIT 1");
-    if (clock.isOk() && clock->next() && !clock->isNull(1)) {
-      reading.clock = ConnectionReading::ServerClock{clock->u64(0), std::chrono::milliseconds(clock->u64(1))};
+    if (clock.isOk() && clock->next() && !clock->isNull("LOCK_TIME_MS")) {
+      reading.clock = ConnectionReading::ServerClock{clock->u64("THREAD_ID"),
+                                                     std::chrono::milliseconds(clock->u64("LOCK_TIME_MS"))};
     } else if (!clock.isOk() && !refusedByServer(clock.status())) {
       return clock.status();
     }
     auto writers = queryRows(fmt::format(
-        "SELECT p.ID, MAX(m.LOCK_TIME_MS), MAX(m.LOCK_TIME_MS IS NULL) FROM information_schema.PROCESSLIST p JOIN "
-        "information_schema.METADATA_LOCK_INFO m ON m.THREAD_ID = p.ID WHERE {} AND m.TABLE_SCHEMA = DATABASE() "
-        "AND m.TABLE_NAME = {} AND m.LOCK_MODE NOT IN ('MDL_SHARED', 'MDL_SHARED_HIGH_PRIO', 'MDL_SHARED_READ', "
-        "'MDL_SHARED_READ_ONLY') GROUP BY p.ID ORDER BY p.ID",
+        "SELECT p.ID, MAX(m.LOCK_TIME_MS) AS held_ms, MAX(m.LOCK_TIME_MS IS NULL) AS held_unknown FROM "
+        "information_schema.PROCESSLIST p JOIN information_schema.METADATA_LOCK_INFO m ON m.THREAD_ID = p.ID WHERE {} "
+        "AND m.TABLE_SCHEMA = DATABASE() AND m.TABLE_NAME = {} AND m.LOCK_MODE NOT IN ('MDL_SHARED', "
+        "'MDL_SHARED_HIGH_PRIO', 'MDL_SHARED_READ', 'MDL_SHARED_READ_ONLY') GROUP BY p.ID ORDER BY p.ID",
         busy("p."), tableLiteral_));
     if (writers.isOk()) {
+      const size_t id = writers->index("ID"), heldMs = writers->index("held_ms");
+      const size_t heldUnknown = writers->index("held_unknown");
       while (writers->next()) {
-        reading.busy.push_back(writers->u64(0));
-        reading.writingFor.push_back(writers->isNull(1) || writers->u64(2) != 0
+        reading.busy.push_back(writers->u64(id));
+        reading.writingFor.push_back(writers->isNull(heldMs) || writers->u64(heldUnknown) != 0
                                          ? ConnectionReading::kUnknown
-                                         : std::chrono::milliseconds(writers->u64(1)));
+                                         : std::chrono::milliseconds(writers->u64(heldMs)));
       }
       out.busy = std::move(reading);
       return out;
@@ -165,7 +188,8 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   if (mysql_) {  // MySQL's PROCESSLIST has no QUERY_ID: no statement is known to be the same
     auto all = queryRows("SELECT ID FROM information_schema.PROCESSLIST WHERE " + busy("") + " ORDER BY ID");
     if (!all.isOk()) return all.status();
-    while (all->next()) reading.busy.push_back(all->u64(0));
+    const size_t id = all->index("ID");
+    while (all->next()) reading.busy.push_back(all->u64(id));
     out.busy = std::move(reading);
     return out;
   }
@@ -177,20 +201,22 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // which runs an UPDATE or DELETE once for each row of parameters, each committed under
   // autocommit, under one (found by review).
   auto all = queryRows(fmt::format(
-      "SELECT ID, QUERY_ID, COMMAND IN ('Query', 'Execute') AND STATE IN ({}), COMMAND IN ('Slave_SQL', "
-      "'Slave_worker'), @@global.gtid_slave_pos FROM information_schema.PROCESSLIST WHERE ({}) OR COMMAND IN "
-      "('Slave_SQL', 'Slave_worker') ORDER BY ID",
+      "SELECT ID, QUERY_ID, COMMAND IN ('Query', 'Execute') AND STATE IN ({}) AS executing, COMMAND IN "
+      "('Slave_SQL', 'Slave_worker') AS applier, @@global.gtid_slave_pos AS applied FROM "
+      "information_schema.PROCESSLIST WHERE ({}) OR COMMAND IN ('Slave_SQL', 'Slave_worker') ORDER BY ID",
       kExecutingStates, busy("")));
   if (!all.isOk()) return all.status();
   reading.numbered = true;
+  const size_t id = all->index("ID"), queryId = all->index("QUERY_ID"), executing = all->index("executing");
+  const size_t applier = all->index("applier"), applied = all->index("applied");
   while (all->next()) {
-    reading.applied = std::string(all->text(4));
-    if (all->u64(3) != 0) {
+    reading.applied = std::string(all->text(applied));
+    if (all->u64(applier) != 0) {
       reading.applier = true;
       continue;
     }
-    reading.busy.push_back(all->u64(0));
-    reading.statements.push_back(ConnectionReading::Statement{all->u64(1), all->u64(2) != 0});
+    reading.busy.push_back(all->u64(id));
+    reading.statements.push_back(ConnectionReading::Statement{all->u64(queryId), all->u64(executing) != 0});
   }
   out.busy = std::move(reading);
   return out;
@@ -204,7 +230,8 @@ Result<std::vector<IdRange>> MysqlOutboxStore::unresolved(uint64_t floor, uint64
       "SELECT outbox_id FROM outbox_quarantine WHERE source = {} AND outbox_id > {} AND outbox_id <= {} ORDER BY 1",
       versions_, floor, cursor, sourceLiteral_, floor, cursor));
   if (!rows.isOk()) return rows.status();
-  while (rows->next()) resolved.push_back(rows->u64(0));
+  const size_t outboxId = rows->index("outbox_id");
+  while (rows->next()) resolved.push_back(rows->u64(outboxId));
   return without({IdRange{floor + 1, cursor}}, resolved);
 }
 
@@ -213,7 +240,8 @@ Result<std::vector<IdRange>> MysqlOutboxStore::pinnedHoles() {
       "SELECT first_id, last_id FROM outbox_scan_holes WHERE source = {} ORDER BY first_id", sourceLiteral_));
   if (!rows.isOk()) return rows.status();
   std::vector<IdRange> out;
-  while (rows->next()) out.push_back(IdRange{rows->u64(0), rows->u64(1)});
+  const size_t first = rows->index("first_id"), last = rows->index("last_id");
+  while (rows->next()) out.push_back(IdRange{rows->u64(first), rows->u64(last)});
   return out;
 }
 
@@ -243,13 +271,14 @@ Result<uint64_t> MysqlOutboxStore::initialFloor() {
   // window further down: the window's ids are holes, and die in a poll unless a transaction holds
   // them. Never guessed from clocks.
   // READ UNCOMMITTED: the lowest row includes one a transaction has inserted and not committed.
-  auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}), (SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v)",
+  auto rows = queryRows(fmt::format("SELECT (SELECT MIN(id) FROM {}) AS lowest, "
+                                    "(SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) v) AS versioned",
                                     table_, versions_),
                         "READ UNCOMMITTED");
   if (!rows.isOk()) return rows.status();
-  if (!rows->next() || rows->isNull(0)) return uint64_t{0};
-  const uint64_t lowest = rows->u64(0);
-  const bool versioned = rows->u64(1) > 0;
+  if (!rows->next() || rows->isNull("lowest")) return uint64_t{0};
+  const uint64_t lowest = rows->u64("lowest");
+  const bool versioned = rows->u64("versioned") > 0;
   if (versioned) return lowest - 1;
   return lowest - 1 > kNewSourceWindow ? lowest - 1 - kNewSourceWindow : 0;
 }
@@ -263,9 +292,11 @@ Result<std::vector<OutboxRow>> MysqlOutboxStore::readAssigned(uint64_t fromVersi
   if (!rows.isOk()) return rows.status();
   std::vector<OutboxRow> out;
   out.reserve(rows->rowCount());
+  const RowColumns columns(*rows);
+  const size_t version = rows->index("version");
   while (rows->next()) {
-    out.push_back(rowFrom(*rows));
-    out.back().version = rows->u64(7);
+    out.push_back(rowFrom(*rows, columns));
+    out.back().version = rows->u64(version);
   }
   return out;
 }

@@ -146,7 +146,7 @@ Relay::SessionEnd Relay::session() {
     progress_.tick(clock_.now(), metrics_.publishedRows.load(), state_.publishedThrough, state_.publishedStreamSeq);
     if (prefetcher_.busy()) {
       // Wait briefly for the batch being prepared, without letting acks pile up.
-      auto ready = prefetcher_.take(window_.inFlight() == 0 ? std::chrono::milliseconds(50) : std::chrono::milliseconds(1));
+      auto ready = prefetcher_.take(std::chrono::milliseconds(window_.inFlight() == 0 ? 50 : 1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
     } else if (options_.wakeup != nullptr && options_.wakeup->rings().total() != seenRings_.total() &&
                !pacer_.due(clock_.now())) {
@@ -206,15 +206,17 @@ void Relay::countWakeup() {
     rings = options_.wakeup->rings();
     metrics_.doorbell = options_.wakeup->doorbell.load();
   }
-  // Only rings of commits that wrote rows are rows to wait for (PollPacer::started).
-  const uint64_t rowRings = rings.binlog - seenRings_.binlog;
-  if (rowRings > 0 || rings.binlogNoRows != seenRings_.binlogNoRows) {
-    metrics_.wakeupsBinlog++;
-  } else if (rings.idleCheck != seenRings_.idleCheck || pacer_.cause() == PollPacer::Cause::kIdle) {
-    metrics_.wakeupsPoll++;
-  } else {
-    metrics_.wakeupsFlow++;
+  // Without a ring, the idle timer or the flow; a ringer that rang may come first in the labels'
+  // order. Only rings of commits that wrote rows are rows to wait for (PollPacer::started).
+  WokeBy woke = pacer_.cause() == PollPacer::Cause::kIdle ? WokeBy::kPoll : WokeBy::kFlow;
+  uint64_t rowRings = 0;
+  for (const Wakeup::Ringer& ringer : Wakeup::kRingers) {
+    const uint64_t rung = rings[ringer.by] - seenRings_[ringer.by];
+    if (rung == 0) continue;
+    woke = std::min(woke, ringer.wakes);
+    if (ringer.bringsRows) rowRings += rung;
   }
+  metrics_.wokeBy(woke)++;
   seenRings_ = rings;
   pacer_.started(clock_.now(), rowRings);
 }
@@ -237,7 +239,9 @@ void Relay::startBatch() {
     // More is waiting: read the next batch while this one is assigned. It is assigned only after
     // this one was (its assign expects this one's assigned_through), and dropped if this one fails.
     // Not beside open holes: their reads would return this batch's rows again (Scanner::mayReadAhead).
-    if (scanned.full(limit) && scanner_.mayReadAhead()) readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    if (scanned.full(limit) && scanner_.mayReadAhead()) {
+      readAhead_->start([this, limit] { return readBatch(scanner_, publisher_, limit); });
+    }
     return assignBatch(std::move(scanned), assignStore_, metrics_, through, published);
   });
 }

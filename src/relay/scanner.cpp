@@ -15,7 +15,6 @@ Status Scanner::reset(const SourceState& state) {
   valid_ = false;
   holes_.clear();
   lastStatements_.clear();  // a restarted server numbers its connections and statements anew
-  openIds_ = 0;
   pinned_.clear();
   epoch_ = state.epoch;
   if (!state.scanCursor) {
@@ -31,7 +30,7 @@ Status Scanner::reset(const SourceState& state) {
     auto pinned = store_.pinnedHoles();
     if (!pinned.isOk()) return pinned.status();
     const auto now = clock_.now();
-    for (const IdRange& r : *ranges) open(r, now);
+    for (const IdRange& r : *ranges) holes_.open(r, now);
     // Recorded holes may hold ids resolved since: the next polls find those out (a visible row
     // with a version closes, a dead id dies) and the range is unpinned once none is left.
     // Read as spans: of their ids, those with a version or quarantined are resolved. Each was open
@@ -42,7 +41,7 @@ Status Scanner::reset(const SourceState& state) {
     for (const IdRange& r : *pinned) {
       if (r.first > cursor_) continue;
       pinned_[r.first] = std::min(r.last, cursor_);
-      open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
+      holes_.open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
     }
     recorded_ = ScanMark{cursor_, floor};
     // What this start read: the versions of the ids between the floor and the cursor, and the
@@ -50,7 +49,7 @@ Status Scanner::reset(const SourceState& state) {
     // recorded range).
     log_->debug("scan: started again at cursor {}, floor {}: {} ids above the floor, {} recorded ranges; {} open hole "
                 "ids in {} entries",
-                cursor_, floor, cursor_ - floor, pinned->size(), openIds_, holes_.size());
+                cursor_, floor, cursor_ - floor, pinned->size(), holes_.openIds(), holes_.size());
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
   valid_ = true;
@@ -79,7 +78,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   Batch batch;
   batch.newRead = read->rows.size();
   for (auto& r : read->rows) {
-    if (r.row.id > cursor_ + 1) open(IdRange{cursor_ + 1, r.row.id - 1}, now);  // ids skipped: one hole
+    if (r.row.id > cursor_ + 1) holes_.open(IdRange{cursor_ + 1, r.row.id - 1}, now);  // ids skipped: one hole
     cursor_ = r.row.id;
     if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
   }
@@ -157,7 +156,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     if (!ranges.empty()) ++holeReads_;
     for (auto& r : *visible) {
       if (r.versioned || r.quarantined) {
-        resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
+        holes_.resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
       } else {
         batch.rows.push_back(std::move(r.row));
       }
@@ -181,7 +180,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
       if (!dead.isOk()) return dead.status();
       uint64_t ids = 0;
       for (const IdRange& r : *dead) {
-        close(r);
+        holes_.close(r);
         ids += r.size();
       }
       if (!dead->empty()) {
@@ -207,13 +206,13 @@ Result<Scanner::Batch> Scanner::next(int limit) {
 void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
   auto first = std::find_if(batch.rows.begin(), batch.rows.end(), [&](const OutboxRow& r) { return r.id >= stopAt; });
   const auto now = clock_.now();
-  for (auto it = first; it != batch.rows.end(); ++it) open(IdRange{it->id, it->id}, now);
+  for (auto it = first; it != batch.rows.end(); ++it) holes_.open(IdRange{it->id, it->id}, now);
   batch.rows.erase(first, batch.rows.end());
   batch.mark.floor = floorWithout(batch.rows, batch.mark);
 }
 
 void Scanner::committed(const Batch& batch) {
-  for (const auto& r : batch.rows) resolve(r.id);
+  for (const auto& r : batch.rows) holes_.resolve(r.id);
   for (uint64_t first : batch.mark.unpin) pinned_.erase(first);
   for (const IdRange& r : batch.mark.pin) {
     uint64_t& last = pinned_[r.first];
@@ -245,11 +244,10 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
   // A recorded range with no open id left (its rows versioned, quarantined or never used), or
   // inside a span recorded from another first id (its holes were folded into it).
   for (const auto& [first, last] : pinned_) {
-    auto it = holes_.upper_bound(last);
-    const bool open = it != holes_.begin() && std::prev(it)->second.last >= first;
-    auto in = holes_.upper_bound(first);
-    const bool folded = in != holes_.begin() && std::prev(in)->second.span && std::prev(in)->first != first &&
-                        std::prev(in)->second.last >= last && pinned(std::prev(in)->first, std::prev(in)->second.last, mark);
+    const bool open = holes_.overlaps(first, last);
+    auto in = holes_.holding(first);
+    const bool folded = in != holes_.end() && in->second.span && in->first != first && in->second.last >= last &&
+                        pinned(in->first, in->second.last, mark);
     if (!open || folded) mark.unpin.push_back(first);
   }
   mark.floor = floorWithout(batch.rows, mark);

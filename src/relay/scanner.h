@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "relay/open_holes.h"
 #include "relay/ports.h"
 
 namespace outbox {
@@ -122,7 +123,7 @@ class Scanner {
   // twice and its assign ended the session).
   bool mayReadAhead() const { return valid_ && holes_.empty(); }
   // The ids of the open holes (of a span, those it had when folded, less its rows versioned since).
-  uint64_t openHoles() const { return openIds_; }
+  uint64_t openHoles() const { return holes_.openIds(); }
   // The entries that are quiet spans (not read while their statements run).
   size_t quietRanges() const;
   // The entries the holes take: exact ranges and spans (memory; the terms of the holes' read).
@@ -135,28 +136,8 @@ class Scanner {
   const ScanMark& recorded() const { return recorded_; }
 
  private:
-  // The connections that may hold a hole's ids: those busy at the first reading after it was
-  // found, less each later reading's retired ones. Shared by the holes tagged at one reading while
-  // they narrow alike.
-  struct Suspects {
-    std::vector<uint64_t> ids;  // ascending
-    // The tagging reading's server clock: after the hole's ids were taken.
-    std::optional<ConnectionReading::ServerClock> taggedAt;
-  };
-  // The ids from the map's key through `last`, found at one poll; or a span of holes folded
-  // together, whose ids with a version or quarantined are resolved.
-  struct Hole {
-    uint64_t last;
-    Clock::TimePoint found;                   // the earliest of its ids' finding
-    std::shared_ptr<const Suspects> holders;  // null: no reading since found
-    Clock::TimePoint probeAfter{};            // found held: not probed again before this
-    bool span = false;
-    uint64_t open = 0;  // its open ids (a span's, as counted when folded, less those versioned)
-    // Quiet: each suspect's statement when a probe found it clear (by connection id, ascending).
-    std::shared_ptr<const std::vector<std::pair<uint64_t, uint64_t>>> quiet;
-    Clock::TimePoint quietAfter{};  // a probe found it not clear: not probed for quiet before this
-  };
-  using Statements = std::vector<std::pair<uint64_t, uint64_t>>;  // connection id -> QUERY_ID
+  using Suspects = HoleSuspects;
+  using Statements = HoleStatements;
   // Empty when `reading` shows each of `quiet`'s connections in the same statement, executing;
   // else why not.
   static std::string notQuiet(const Statements& quiet, const ConnectionReading& reading);
@@ -179,13 +160,6 @@ class Scanner {
   // Folds runs of holes whose suspects still run after kFoldAfter (any with suspects, past
   // kMostHoles entries) into spans.
   void fold(Clock::TimePoint now);
-  // Opens the ids of `ids` not open already (as spans when `ids.span`), found at `found`.
-  void open(IdRange ids, Clock::TimePoint found);
-  // Closes the open ids of `ids` (a hole split in two keeps what it knew).
-  void close(IdRange ids);
-  // The row `id` is versioned or quarantined: closed, or one id fewer open in its span (probed
-  // again at the next poll).
-  void resolve(uint64_t id);
   // Whether ids first..last lie inside a range recorded in outbox_scan_holes, or one `mark` pins.
   bool pinned(uint64_t first, uint64_t last, const ScanMark& mark) const;
   // The floor once `assigned` (in id order) is versioned: below the lowest open id neither
@@ -202,8 +176,7 @@ class Scanner {
   bool valid_ = false;
   uint64_t epoch_ = 0;  // the epoch the scan started in
   uint64_t cursor_ = 0;
-  std::map<uint64_t, Hole> holes_;  // first id -> hole: disjoint, at or below the cursor
-  uint64_t openIds_ = 0;            // the open ids of holes_
+  OpenHoles holes_;  // at or below the cursor
   uint64_t holeReads_ = 0;
   std::chrono::milliseconds oldestHoleAge_{0};
   Clock::TimePoint lastStuckLog_;

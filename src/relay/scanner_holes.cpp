@@ -1,7 +1,7 @@
-// The Scanner's open holes as a set: opening, closing, folding into spans, and their suspects.
-// The poll that uses them is in scanner.cpp.
+// The Scanner's open holes: which fold into spans, their suspects, the probes for quiet spans.
+// The bookkeeping (opening, closing, resolving ids, its invariants) is OpenHoles'
+// (open_holes.cpp); the poll that uses them is in scanner.cpp.
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -151,7 +151,7 @@ void Scanner::fold(Clock::TimePoint now) {
     const uint64_t gap = first - before.last - 1;
     return gap <= kFoldGap || gap <= crowdedGap;
   };
-  auto fits = [&](const Hole& into, std::map<uint64_t, Hole>::iterator next) {
+  auto fits = [&](const Hole& into, OpenHoles::Entries::iterator next) {
     return next != holes_.end() && foldable(next->second) && near(into, next->first) && alike(into, next->second);
   };
   for (auto it = holes_.begin(); it != holes_.end();) {
@@ -161,97 +161,26 @@ void Scanner::fold(Clock::TimePoint now) {
       continue;
     }
     Hole& into = it->second;
-    for (; fits(into, next); next = holes_.erase(next)) {
+    // Whether the next one fits is asked of `into` as it was (a span or not) with what it took.
+    const bool wasSpan = into.span;
+    auto asItWas = [&] {
+      Hole h = into;
+      h.span = wasSpan;
+      return h;
+    };
+    while (fits(asItWas(), next)) {
       const Hole& hole = next->second;
-      into.last = hole.last;
-      into.found = std::min(into.found, hole.found);
       into.holders = joined(into.holders, hole.holders);
-      into.probeAfter = std::max(into.probeAfter, hole.probeAfter);
-      into.quietAfter = std::max(into.quietAfter, hole.quietAfter);
-      into.open += hole.open;
       if (into.quiet && hole.quiet && into.quiet != hole.quiet) {
         Statements both;
         std::set_union(into.quiet->begin(), into.quiet->end(), hole.quiet->begin(), hole.quiet->end(),
                        std::back_inserter(both), [](const auto& a, const auto& b) { return a.first < b.first; });
         into.quiet = std::make_shared<const Statements>(std::move(both));
       }
+      next = holes_.absorb(it);  // its ids, finding, probe times and open count
     }
-    into.span = true;
     it = next;
   }
-}
-
-void Scanner::open(IdRange ids, Clock::TimePoint found) {
-  auto add = [&](uint64_t first, uint64_t last) {
-    holes_.emplace(first, Hole{last, found, nullptr, {}, ids.span, last - first + 1});
-    openIds_ += last - first + 1;
-  };
-  // Only ids not open already (a late row cut from a batch is still inside its hole).
-  auto it = holes_.upper_bound(ids.first);
-  if (it != holes_.begin()) {
-    auto before = std::prev(it);
-    if (before->second.last >= ids.first) {
-      if (before->second.last >= ids.last) return;
-      ids.first = before->second.last + 1;
-    }
-  }
-  while (it != holes_.end() && it->first <= ids.last) {
-    if (it->first > ids.first) add(ids.first, it->first - 1);
-    ids.first = it->second.last + 1;
-    if (ids.first > ids.last) return;
-    ++it;
-  }
-  add(ids.first, ids.last);
-}
-
-void Scanner::close(IdRange ids) {
-  auto it = holes_.upper_bound(ids.first);
-  if (it != holes_.begin()) --it;
-  while (it != holes_.end() && it->first <= ids.last) {
-    const uint64_t first = it->first;
-    const Hole hole = it->second;
-    if (hole.last < ids.first) {
-      ++it;
-      continue;
-    }
-    it = holes_.erase(it);
-    // What is left of it keeps what it knew; a span's open ids are shared out by size.
-    const uint64_t size = hole.last - first + 1;
-    auto keep = [&](uint64_t from, uint64_t to) {
-      Hole piece = hole;
-      piece.last = to;
-      const uint64_t n = to - from + 1;
-      const double share = std::ceil(static_cast<double>(hole.open) * static_cast<double>(n) / static_cast<double>(size));
-      // A span's piece counts at least one: what the probes have not proven dead may be held.
-      piece.open = !hole.span ? n : std::clamp<uint64_t>(static_cast<uint64_t>(share), 1, n);
-      openIds_ += piece.open;
-      return holes_.emplace(from, piece).first;
-    };
-    openIds_ -= hole.open;
-    if (first < ids.first) keep(first, ids.first - 1);
-    if (hole.last > ids.last) {
-      keep(ids.last + 1, hole.last);
-      return;
-    }
-  }
-}
-
-void Scanner::resolve(uint64_t id) {
-  auto it = holes_.upper_bound(id);
-  if (it == holes_.begin() || std::prev(it)->second.last < id) return;
-  Hole& hole = std::prev(it)->second;
-  if (!hole.span) {
-    close(IdRange{id, id});
-    return;
-  }
-  // A span counts at least one open id until its probe proves it dead (its count is shared out
-  // by size when it is cut, so it may be below what it holds).
-  if (hole.open > 1) {
-    --hole.open;
-    --openIds_;
-  }
-  // Its probe may have met this row, committed and not yet versioned: it may be dead now.
-  hole.probeAfter = {};
 }
 
 }  // namespace outbox

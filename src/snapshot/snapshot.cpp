@@ -99,9 +99,9 @@ Result<std::unique_ptr<SnapshotStream>> SnapshotStream::open(const SourceConfig&
     }
     stream->header_.source = source.name;
     stream->header_.streamName = source.stream;
-    stream->header_.epoch = state->u64(0);
-    stream->header_.watermark = state->u64(1);
-    stream->header_.streamSeq = state->u64(2);
+    stream->header_.epoch = state->u64("epoch");
+    stream->header_.watermark = state->u64("published_through");
+    stream->header_.streamSeq = state->u64("published_stream_seq");
   }
   auto rows = d.conn->query(source.snapshotQuery, db::Connection::Fetch::kStreamed);
   if (!rows.isOk()) {

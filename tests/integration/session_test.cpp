@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -157,4 +158,42 @@ BOOST_AUTO_TEST_CASE(sessions_over_a_pool_share_its_connections_and_never_inheri
       std::chrono::seconds(5)));
   BOOST_TEST(connectionId(*sessions[0]) != before);
   BOOST_TEST(pool.openConnections() <= 2u);
+}
+
+// db::Rows read by column name: a SELECT's alias or a column's own name (without its table's
+// alias), ASCII case ignored as SQL ignores it; NULL reads as nullopt; a name the result lacks,
+// or holds twice, is a caller's bug and throws rather than read another column.
+BOOST_AUTO_TEST_CASE(rows_are_read_by_column_name) {
+  TestDatabase database("rows_by_name");
+  db::Connection& conn = database.sql();
+  BOOST_REQUIRE(conn.exec("CREATE TABLE named (id BIGINT UNSIGNED PRIMARY KEY, entity_key VARCHAR(20), payload TEXT)")
+                    .isOk());
+  BOOST_REQUIRE(conn.exec("INSERT INTO named VALUES (7, 'k7', NULL), (8, 'k8', 'body')").isOk());
+  auto rows = conn.query(
+      "SELECT n.payload, n.entity_key, n.id, n.id * 2 AS Doubled, n.payload IS NULL AS no_payload, -3 AS negative "
+      "FROM named n ORDER BY n.id");
+  BOOST_REQUIRE(rows.isOk());
+  BOOST_TEST(rows->index("payload") == 0u);
+  BOOST_TEST(rows->index("id") == 2u);
+  BOOST_TEST(rows->index("doubled") == 3u);
+  BOOST_TEST(rows->index("ENTITY_KEY") == 1u);
+  BOOST_CHECK_THROW((void)rows->index("n.id"), std::logic_error);
+  BOOST_CHECK_THROW((void)rows->index("missing"), std::logic_error);
+  BOOST_REQUIRE(rows->next());
+  BOOST_TEST(rows->u64("id") == 7u);
+  BOOST_TEST(rows->u64("Doubled") == 14u);
+  BOOST_TEST(rows->text("entity_key") == "k7");
+  BOOST_TEST(rows->isNull("payload"));
+  BOOST_TEST(!rows->optText("payload").has_value());
+  BOOST_TEST(!rows->optU64("payload").has_value());
+  BOOST_TEST(rows->u64("no_payload") == 1u);
+  BOOST_TEST(rows->i64("negative") == -3);
+  BOOST_REQUIRE(rows->next());
+  BOOST_TEST(rows->optText("payload").value_or("") == "body");
+  BOOST_TEST(rows->optU64("id").value_or(0) == 8u);
+  BOOST_TEST(!rows->next());
+  // Two columns of one name (a join's two ids): neither is guessed.
+  auto twice = conn.query("SELECT a.id, b.id FROM named a JOIN named b ON b.id = a.id + 1");
+  BOOST_REQUIRE(twice.isOk());
+  BOOST_CHECK_THROW((void)twice->index("id"), std::logic_error);
 }

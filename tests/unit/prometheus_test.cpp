@@ -2,7 +2,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
 
+#include "http/metrics_page.h"
 #include "metrics/prometheus.h"
 #include "metrics/source_metrics.h"
 
@@ -57,4 +63,61 @@ BOOST_AUTO_TEST_CASE(source_metrics_count_latency_observations_into_the_histogra
   BOOST_TEST(text.find("outbox_commit_to_ack_seconds_bucket{source=\"s\",le=\"+Inf\"} 3\n") != std::string::npos);
   BOOST_TEST(text.find("outbox_commit_to_ack_seconds_count{source=\"s\"} 3\n") != std::string::npos);
   BOOST_TEST(text.find("outbox_publish_errors_total{source=\"s\",kind=\"poison\"} 0\n") != std::string::npos);
+}
+
+namespace {
+
+// The metrics table ("| metric | type | labels | what |") in README, "Health and metrics": each
+// family named in a row's first cell (in backticks; a row may name two) with the row's type.
+std::map<std::string, std::string> readmeMetricsTable() {
+  const char* root = std::getenv("OUTBOX_TEST_SOURCE_ROOT");
+  BOOST_REQUIRE_MESSAGE(root != nullptr, "OUTBOX_TEST_SOURCE_ROOT is not set (meson test sets it)");
+  std::ifstream readme(std::string(root) + "/README.md");
+  BOOST_REQUIRE(readme.good());
+  std::map<std::string, std::string> table;
+  std::string line;
+  bool inTable = false;
+  while (std::getline(readme, line)) {
+    if (line.starts_with("| metric | type |")) {
+      inTable = true;
+      std::getline(readme, line);  // | --- | …
+      continue;
+    }
+    if (!inTable) continue;
+    if (!line.starts_with("|")) break;
+    const size_t first = line.find('|', 1);
+    const size_t second = line.find('|', first + 1);
+    const std::string names = line.substr(1, first - 1);
+    std::string type = line.substr(first + 1, second - first - 1);
+    type.erase(0, type.find_first_not_of(' '));
+    type.erase(type.find_last_not_of(' ') + 1);
+    for (size_t open = names.find('`'); open != std::string::npos; open = names.find('`', open + 1)) {
+      const size_t close = names.find('`', open + 1);
+      table[names.substr(open + 1, close - open - 1)] = type;
+      open = close;
+    }
+  }
+  return table;
+}
+
+}  // namespace
+
+// Issue 37: a family is declared once (src/metrics/, src/http/metrics_page.cpp), and README lists
+// every family the page declares, with its type, and none it does not.
+BOOST_AUTO_TEST_CASE(readme_metrics_table_lists_every_declared_family) {
+  const auto table = readmeMetricsTable();
+  BOOST_REQUIRE(!table.empty());
+  std::set<std::string> declared;
+  for (const auto& f : metricsPageFamilies()) {
+    BOOST_TEST_CONTEXT(f.name) {
+      BOOST_TEST(declared.insert(f.name).second, "declared once");
+      BOOST_TEST(f.name.ends_with("_total") == (f.type == Type::kCounter), "a counter's name ends in _total");
+      auto row = table.find(f.name);
+      BOOST_TEST((row != table.end()), "README's metrics table has no row for it");
+      if (row != table.end()) BOOST_TEST(row->second == PrometheusPage::typeName(f.type));
+    }
+  }
+  for (const auto& [name, type] : table) {
+    BOOST_TEST(declared.count(name) == 1u, "README's metrics table names " << name << ", which /metrics does not declare");
+  }
 }

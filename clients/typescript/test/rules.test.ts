@@ -3,7 +3,7 @@ import { test } from "node:test";
 
 import { hasLoneSurrogate, headersProblem, keyProblem } from "../src/index.js";
 
-// The same rules as the bridge's poison check (tests/unit/relay_test.cpp, poison_rules).
+// The same rules as the bridge's poison check (tests/unit/relay_poison_test.cpp, poison_rules).
 test("keys the Outbox-Entity-Key header could not carry", () => {
   assert.match(keyProblem("") ?? "", /empty/);
   assert.match(keyProblem(" 42") ?? "", /begins or ends/);
