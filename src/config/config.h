@@ -100,6 +100,8 @@ enum class OnPoison { kHalt, kQuarantine };
 enum class Wake { kAuto, kBinlog, kPoll };
 const char* wakeName(Wake wake);
 
+// A [[source]] table. Each field is a key declared once in config/source.cpp's sourceKeys(), which
+// reads, checks and renders it (README's [[source]] reference names the same keys, a test checks).
 struct SourceConfig {
   std::string name;
   Dsn dsn;

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "config/section.h"
+#include "config/keys.h"
 
 namespace outbox {
 
@@ -55,6 +55,25 @@ const Dsn& Config::doorbellDsn(const SourceConfig& source) const {
 
 namespace config_detail {
 
+const std::vector<Key<DoorbellConfig>>& doorbellKeys() {
+  using D = DoorbellConfig;
+  auto readDsn = [](Section& sec, D& d) {
+    auto dsn = sec.str("dsn");
+    if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required (mysql://USER@HOST[:PORT]/[?PARAM=VALUE&...])");
+    d.dsn = Dsn::parse(sec.keyName("dsn"), *dsn, false);
+    checkDsnFiles(sec, d.dsn);
+  };
+  static const std::vector<Key<D>> keys{
+      // As a source's: read before the section, from the file only.
+      {"name", [](Section& sec, D&) { sec.markRead("name"); },
+       [](const D& d) { return keyLine("name", tomlString(d.name)); }, "\"db_internal\"", sameMember(&D::name)},
+      {"dsn", readDsn, writeDsn(&D::dsn), "\"mysql://watcher@db.internal:3307/?ssl-mode=VERIFY_IDENTITY\"",
+       sameDsn(&D::dsn)},
+      dsnPasswordKey<D>(&D::dsn, "\"w4tch-example\""),
+  };
+  return keys;
+}
+
 std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environment& env,
                                            std::set<std::string>& consulted) {
   if (node == nullptr) return {};
@@ -72,24 +91,10 @@ std::vector<DoorbellConfig> parseDoorbells(const toml::node* node, const Environ
     const toml::table* t = (*list)[i].as_table();
     if (t == nullptr) throw ConfigError(fmt::format("doorbell[{}]", i), "expected a table");
     DoorbellConfig d;
-    // As a source's: the name decides the environment prefix, so it comes from the file.
-    std::set<std::string> none;
-    Section nameOnly(t, fmt::format("doorbell[{}].", i), "\x01", env, none);
-    auto name = nameOnly.str("name");
-    if (!name) throw ConfigError(fmt::format("doorbell[{}].name", i), "is required (it names the environment variables)");
-    if (!isSqlIdentifier(*name)) {
-      throw ConfigError(fmt::format("doorbell[{}].name", i),
-                        fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(*name)));
-    }
-    d.name = *name;
+    d.name = tableName(*t, "doorbell", i, env, "is required (it names the environment variables)");
     Section sec(t, fmt::format("doorbell.{}.", d.name), "OUTBOX_BRIDGE_DOORBELL_" + upper(d.name) + "_", env,
                 consulted);
-    sec.markRead("name");
-    auto dsn = sec.str("dsn");
-    if (!dsn) throw ConfigError(sec.keyName("dsn"), "is required (mysql://USER@HOST[:PORT]/[?PARAM=VALUE&...])");
-    d.dsn = Dsn::parse(sec.keyName("dsn"), *dsn, false);
-    readDsnCredentials(sec, d.dsn);
-    sec.finish();
+    readKeys(sec, doorbellKeys(), d);
     for (const auto& other : out) {
       if (lower(other.name) == lower(d.name)) throw ConfigError("doorbell." + d.name, "defined twice");
       if (sameServer(other.dsn, d.dsn)) {

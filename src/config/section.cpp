@@ -1,4 +1,4 @@
-#include "config/section.h"
+#include "config/keys.h"
 
 #include <sys/stat.h>
 
@@ -107,7 +107,20 @@ void requireReadable(const std::string& key, const std::string& path, const std:
   requireRegularFile(key, path, what);
 }
 
-void readDsnCredentials(Section& sec, Dsn& dsn) {
+std::string tableName(const toml::table& table, const std::string& kind, size_t index, const Environment& env,
+                      const std::string& whenMissing) {
+  std::set<std::string> none;  // the name is never taken from the environment
+  Section nameOnly(&table, fmt::format("{}[{}].", kind, index), "\x01", env, none);
+  auto name = nameOnly.str("name");
+  if (!name) throw ConfigError(fmt::format("{}[{}].name", kind, index), whenMissing);
+  if (!isSqlIdentifier(*name)) {
+    throw ConfigError(fmt::format("{}[{}].name", kind, index),
+                      fmt::format("'{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(*name)));
+  }
+  return *name;
+}
+
+void checkDsnFiles(Section& sec, const Dsn& dsn) {
   const std::string key = sec.keyName("dsn");
   if (std::string problem = unexpandedReference(dsn.password); !problem.empty()) {
     throw ConfigError(key, fmt::format("the password {}: it is taken as it is, so leave it out of the DSN and set "
@@ -117,7 +130,6 @@ void readDsnCredentials(Section& sec, Dsn& dsn) {
   requireReadable(key, dsn.sslCa, "ssl-ca: ");
   requireReadable(key, dsn.sslCert, "ssl-cert: ");
   requireReadable(key, dsn.sslKey, "ssl-key: ");
-  if (auto password = sec.secret("password")) dsn.password = *password;
 }
 
 }  // namespace outbox::config_detail

@@ -4,7 +4,6 @@
 // (internal to src/config).
 
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,7 +79,7 @@ class Section {
 
   // What `key` names among `choices`, or nullopt when unset; any other text is an error listing them.
   template <typename T>
-  std::optional<T> oneOf(const std::string& key, std::initializer_list<std::pair<std::string_view, T>> choices) {
+  std::optional<T> oneOf(const std::string& key, const std::vector<std::pair<std::string_view, T>>& choices) {
     auto text = str(key);
     if (!text) return std::nullopt;
     std::string names;
@@ -156,6 +155,11 @@ class Section {
   std::set<std::string> read_;
 };
 
+// The name of the `index`th [[kind]] table ("source", "doorbell"), from the file only: it decides the
+// table's environment prefix. A ConfigError naming it (`whenMissing` the reason when absent) unless
+// it is an SQL identifier.
+std::string tableName(const toml::table& table, const std::string& kind, size_t index, const Environment& env,
+                      const std::string& whenMissing);
 // A ConfigError naming `origin` when the text nests keys or brackets far deeper than any config
 // does, before toml++ (which recurses once per level) parses it (toml_shape.cpp).
 void checkTomlShape(const std::string& text, const std::string& origin);
@@ -172,15 +176,14 @@ void checkDoorbells(const Config& config);
 // One [[source]] table (index: its place in the file), its rules on its own (source.cpp).
 SourceConfig parseSource(const toml::table& table, size_t index, const Environment& env,
                          std::set<std::string>& consulted);
-// What stands beside a DSN read from `sec` (a [[source]]'s or a [[doorbell]]'s "dsn" key): no
-// inline password that looks like a reference to one, its TLS files readable, then `password` or
-// `password_file` over the DSN's password.
-void readDsnCredentials(Section& sec, Dsn& dsn);
-// max_age and duplicate_window, as nats-server will take them.
-void streamLimits(Section& sec, SourceConfig& source);
-void subjectAndLatest(Section& sec, SourceConfig& source);
-// settle, settle_max, settled_stream and settle_max_keys, after streamLimits (max_age).
-void settleKeys(Section& sec, SourceConfig& source);
+// Why nats-server would refuse `name` for a stream, or "" (source_values.cpp).
+std::string streamNameProblem(const std::string& name);
+// A ConfigError naming `key` when nats-server would refuse `name` for a stream.
+void checkStreamName(const std::string& key, const std::string& name);
+// A NATS subject without wildcards.
+bool isSubject(const std::string& subject);
+// Why `path` may not be a snapshot alias route (it would shadow the bridge's own), or "".
+std::string snapshotPathProblem(const std::string& path);
 // "" when `query` is empty or one SELECT (or WITH ... SELECT) statement; else why not (sql_text.cpp).
 std::string snapshotQueryProblem(const std::string& query);
 // The rules between sources (sources_apart.cpp): a ConfigError naming both when two would share a
