@@ -108,6 +108,41 @@ struct SettleFixture {
   }
 };
 
+// A stream an operator made by hand (nats.c directly, not the bridge's ensureStream), deleted
+// at the end: `subjects`, with or without direct gets.
+struct OperatorStream {
+  std::string name;
+  natsConnection* nc = nullptr;
+  jsCtx* js = nullptr;
+  OperatorStream(std::string streamName, const std::vector<std::string>& subjects, bool allowDirect)
+      : name(std::move(streamName)) {
+    BOOST_REQUIRE(natsConnection_ConnectTo(&nc, stack().natsUrl.c_str()) == NATS_OK);
+    BOOST_REQUIRE(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
+    std::vector<const char*> list;
+    for (const auto& subject : subjects) list.push_back(subject.c_str());
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = name.c_str();
+    cfg.Subjects = list.data();
+    cfg.SubjectsLen = static_cast<int>(list.size());
+    cfg.AllowDirect = allowDirect;
+    BOOST_REQUIRE(js_AddStream(nullptr, js, &cfg, nullptr, nullptr) == NATS_OK);
+  }
+  ~OperatorStream() {
+    if (js != nullptr) (void)js_DeleteStream(js, name.c_str(), nullptr, nullptr);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+  }
+  // One message on `subject`, with an Outbox-Version header when `version` is not 0.
+  void publish(const std::string& subject, uint64_t version = 0) {
+    natsMsg* m = nullptr;
+    BOOST_REQUIRE(natsMsg_Create(&m, subject.c_str(), nullptr, "x", 1) == NATS_OK);
+    if (version != 0) natsMsgHeader_Set(m, "Outbox-Version", std::to_string(version).c_str());
+    BOOST_REQUIRE(js_PublishMsg(nullptr, js, m, nullptr, nullptr) == NATS_OK);
+    natsMsg_Destroy(m);
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(
@@ -220,67 +255,31 @@ BOOST_AUTO_TEST_CASE(the_last_stored_message_is_found_behind_a_purged_tail_of_12
 // stored message is found by the walk, not taken from the other subject.
 BOOST_AUTO_TEST_CASE(the_last_stored_message_of_two_subjects_whose_tail_was_deleted_is_found_by_the_walk) {
   SettleFixture f;
-  const std::string name = f.source.stream + "_TWO", a = f.source.subjectPrefix + "_a", b = f.source.subjectPrefix + "_b";
-  natsConnection* nc = nullptr;
-  jsCtx* js = nullptr;
-  BOOST_REQUIRE(natsConnection_ConnectTo(&nc, stack().natsUrl.c_str()) == NATS_OK);
-  BOOST_REQUIRE(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
-  jsStreamConfig cfg;
-  jsStreamConfig_Init(&cfg);
-  cfg.Name = name.c_str();
-  const std::string wildA = a + ".>", wildB = b + ".>";
-  const char* subjects[] = {wildA.c_str(), wildB.c_str()};
-  cfg.Subjects = subjects;
-  cfg.SubjectsLen = 2;
-  BOOST_REQUIRE(js_AddStream(nullptr, js, &cfg, nullptr, nullptr) == NATS_OK);
-  for (const std::string& subject : {b + ".x", a + ".x", a + ".x"}) {
-    BOOST_REQUIRE(js_Publish(nullptr, js, subject.c_str(), "x", 1, nullptr, nullptr) == NATS_OK);
-  }
-  BOOST_REQUIRE(f.reader.js().deleteMessage(name, 3).isOk());
-  JetStreamReader reader(f.reader.js(), name);
+  const std::string a = f.source.subjectPrefix + "_a", b = f.source.subjectPrefix + "_b";
+  OperatorStream stream(f.source.stream + "_TWO", {a + ".>", b + ".>"}, true);
+  for (const std::string& subject : {b + ".x", a + ".x", a + ".x"}) stream.publish(subject);
+  BOOST_REQUIRE(f.reader.js().deleteMessage(stream.name, 3).isOk());
+  JetStreamReader reader(f.reader.js(), stream.name);
   auto last = lastStored(reader);
   BOOST_TEST_REQUIRE(last.isOk(), last.status().message());
   BOOST_TEST_REQUIRE(last->has_value());
   BOOST_TEST((*last)->seq == 2u);
-  (void)f.reader.js().deleteStream(name);
-  jsCtx_Destroy(js);
-  natsConnection_Destroy(nc);
 }
 
 // A stream an operator made without direct gets: the search falls back to single gets.
 BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
   SettleFixture f;
-  const std::string name = f.source.stream + "_ND", subject = f.source.subjectPrefix + "_nd";
-  natsConnection* nc = nullptr;
-  jsCtx* js = nullptr;
-  BOOST_REQUIRE(natsConnection_ConnectTo(&nc, stack().natsUrl.c_str()) == NATS_OK);
-  BOOST_REQUIRE(natsConnection_JetStream(&js, nc, nullptr) == NATS_OK);
-  jsStreamConfig cfg;
-  jsStreamConfig_Init(&cfg);
-  cfg.Name = name.c_str();
-  const char* subjects[] = {subject.c_str()};
-  cfg.Subjects = subjects;
-  cfg.SubjectsLen = 1;
-  cfg.AllowDirect = false;
-  BOOST_REQUIRE(js_AddStream(nullptr, js, &cfg, nullptr, nullptr) == NATS_OK);
-  for (int v = 1; v <= 20; ++v) {
-    natsMsg* m = nullptr;
-    BOOST_REQUIRE(natsMsg_Create(&m, subject.c_str(), nullptr, "x", 1) == NATS_OK);
-    natsMsgHeader_Set(m, "Outbox-Version", std::to_string(v).c_str());
-    BOOST_REQUIRE(js_PublishMsg(nullptr, js, m, nullptr, nullptr) == NATS_OK);
-    natsMsg_Destroy(m);
-  }
-  for (uint64_t seq = 5; seq <= 15; ++seq) BOOST_REQUIRE(f.reader.js().deleteMessage(name, seq).isOk());
-  JetStreamReader reader(f.reader.js(), name);
+  const std::string subject = f.source.subjectPrefix + "_nd";
+  OperatorStream stream(f.source.stream + "_ND", {subject}, false);
+  for (uint64_t v = 1; v <= 20; ++v) stream.publish(subject, v);
+  for (uint64_t seq = 5; seq <= 15; ++seq) BOOST_REQUIRE(f.reader.js().deleteMessage(stream.name, seq).isOk());
+  JetStreamReader reader(f.reader.js(), stream.name);
   auto got = firstSeqAbove(reader, "Outbox-Version", 4);
   BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
   BOOST_TEST((*got >= 5 && *got <= 16), *got);
   got = firstSeqAbove(reader, "Outbox-Version", 16);
   BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
   BOOST_TEST(*got == 17u);
-  (void)f.reader.js().deleteStream(name);
-  jsCtx_Destroy(js);
-  natsConnection_Destroy(nc);
 }
 
 BOOST_AUTO_TEST_CASE(settled_messages_through_the_server_restart_a_settler_without_repeating_one) {
