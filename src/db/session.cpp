@@ -76,7 +76,15 @@ Status Session::transaction(const std::function<Status(Connection&)>& fn) {
     if (!conn.isOk()) return conn.status();
     Connection& c = **conn;
     Status s = c.begin();
-    if (s.isOk()) s = fn(c);
+    if (s.isOk()) {
+      try {
+        s = fn(c);
+      } catch (...) {  // a bug (relay/batch.h, catchingWork): its writes must not be committed by the next begin()
+        c.rollback();
+        drop();
+        throw;
+      }
+    }
     if (s.isOk()) s = c.commit();
     if (s.isOk()) return s;
     c.rollback();

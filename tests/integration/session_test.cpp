@@ -68,6 +68,23 @@ BOOST_AUTO_TEST_CASE(a_call_the_server_rolled_back_runs_again) {
   BOOST_TEST(tries == 1);
 }
 
+// A transaction whose function throws (a bug, which the relay turns into a halt) is rolled back:
+// its writes are not committed by the next transaction's begin() on the same connection.
+BOOST_AUTO_TEST_CASE(a_transaction_whose_function_throws_is_rolled_back) {
+  TestDatabase database("session_throw");
+  BOOST_REQUIRE(database.sql().exec("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB").isOk());
+  db::Session session(stackParams(database.name()));
+  BOOST_CHECK_THROW((void)session.transaction([](db::Connection& conn) -> Status {
+    OUTBOX_RETURN_IF_ERROR(conn.exec("INSERT INTO t VALUES (1)"));
+    throw std::logic_error("no column 'x' in the result");
+  }),
+                    std::logic_error);
+  Status s = session.transaction([](db::Connection& conn) { return conn.exec("INSERT INTO t VALUES (2)"); });
+  BOOST_TEST(s.isOk(), s.toString());
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM t") == 1u);
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM t WHERE id = 1") == 0u);
+}
+
 // db::ConnectionPool (docs/design.md, "Connections"): sessions over a pool of two share two
 // connections however many they are; a third borrower waits until one comes back; a connection
 // given back inside a transaction, or after a failed call, is never lent again with what it held;
