@@ -33,7 +33,7 @@ std::span<const MetricFamily<DoorbellMetrics>> doorbellFamilies() {
       {"outbox_doorbell_lag_seconds", Type::kGauge,
        "How long ago the last binary log event the doorbell read was written (0 once it has read all there is); "
        "past 30 s (with 1 MiB behind) it starts again at the end of the log.",
-       [](MetricSamples& out, const DoorbellMetrics& m) { out.value(static_cast<double>(m.lagMillis.load()) / 1000.0); }},
+       readMillisAsSeconds<&DoorbellMetrics::lagMillis>},
       {"outbox_doorbell_lag_bytes", Type::kGauge,
        "Bytes of binary log between where the doorbell reads and the server's end (measured every 5 s while events "
        "flow); past 64 MiB it starts again at the end of the log, ringing every source once.",

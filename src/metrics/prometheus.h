@@ -101,6 +101,12 @@ void readField(MetricSamples& out, const T& from) {
   out.value(from.*Field);
 }
 
+// A reader of the atomic field `Field` of a `T` that counts milliseconds, as seconds.
+template <auto Field, class T>
+void readMillisAsSeconds(MetricSamples& out, const T& from) {
+  out.value(static_cast<double>((from.*Field).load()) / 1e3);
+}
+
 template <class T>
 void declareFamilies(PrometheusPage& page, std::span<const MetricFamily<T>> families) {
   for (const auto& f : families) page.family(std::string(f.name), f.type, std::string(f.help));

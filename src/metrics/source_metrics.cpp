@@ -89,9 +89,7 @@ const Family kSourceFamilies[] = {
      readField<&SourceMetrics::holeReads>},
     {"outbox_oldest_open_hole_seconds", Type::kGauge,
      "How long the oldest open hole has been open: a producer transaction open that long may still commit its row.",
-     [](MetricSamples& out, const SourceMetrics& m) {
-       out.value(static_cast<double>(m.oldestOpenHoleMillis.load()) / 1e3);
-     }},
+     readMillisAsSeconds<&SourceMetrics::oldestOpenHoleMillis>},
     {"outbox_commit_to_ack_seconds", Type::kHistogram,
      "From a row's created_at to the stream's acknowledgement of its message.",
      [](MetricSamples& out, const SourceMetrics& m) {

@@ -181,8 +181,6 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(!none->has_value());
 }
 
-// A leader settles some keys and dies; a new one, from what the server holds, settles the rest
-// and none of the first again, each key once at its last change with From and Count whole.
 // An operator's purge of one entity type (`nats stream purge --subject`) leaves a run of deleted
 // sequences longer than a walk over them may be: the search asks the server for the first message
 // stored at or after a sequence instead, and finds the versions after the run.
@@ -282,6 +280,8 @@ BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
   BOOST_TEST(*got == 17u);
 }
 
+// A leader settles some keys and dies; a new one, from what the server holds, settles the rest
+// and none of the first again, each key once at its last change with From and Count whole.
 BOOST_AUTO_TEST_CASE(settled_messages_through_the_server_restart_a_settler_without_repeating_one) {
   SettleFixture f;
   // Ten keys for 100 changes, ten others for 200 more, the first five now and then among them.
