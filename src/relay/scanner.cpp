@@ -15,7 +15,7 @@ Status Scanner::reset(const SourceState& state) {
   valid_ = false;
   holes_.clear();
   lastStatements_.clear();  // a restarted server numbers its connections and statements anew
-  pinned_.clear();
+  pins_.clear();
   epoch_ = state.epoch;
   if (!state.scanCursor) {
     auto floor = store_.initialFloor();
@@ -27,8 +27,8 @@ Status Scanner::reset(const SourceState& state) {
     const uint64_t floor = std::min(state.scanFloor.value_or(0), cursor_);
     auto ranges = store_.unresolved(floor, cursor_);
     if (!ranges.isOk()) return ranges.status();
-    auto pinned = store_.pinnedHoles();
-    if (!pinned.isOk()) return pinned.status();
+    auto recordedPins = store_.pinnedHoles();
+    if (!recordedPins.isOk()) return recordedPins.status();
     const auto now = clock_.now();
     for (const IdRange& r : *ranges) holes_.open(r, now);
     // Recorded holes may hold ids resolved since: the next polls find those out (a visible row
@@ -38,9 +38,9 @@ Status Scanner::reset(const SourceState& state) {
     // the oldest hole's age says so). Its suspects are the connections busy at the first reading,
     // as for any hole found since: who was busy before the restart is not known, and none would
     // be unsafe (a statement that took its ids before may still run).
-    for (const IdRange& r : *pinned) {
+    for (const IdRange& r : *recordedPins) {
       if (r.first > cursor_) continue;
-      pinned_[r.first] = std::min(r.last, cursor_);
+      pins_[r.first] = std::min(r.last, cursor_);
       holes_.open(IdRange{r.first, std::min(r.last, cursor_), true}, now - kPinAfter);
     }
     recorded_ = ScanMark{cursor_, floor};
@@ -49,7 +49,7 @@ Status Scanner::reset(const SourceState& state) {
     // recorded range).
     log_->debug("scan: started again at cursor {}, floor {}: {} ids above the floor, {} recorded ranges; {} open hole "
                 "ids in {} entries",
-                cursor_, floor, cursor_ - floor, pinned->size(), holes_.openIds(), holes_.size());
+                cursor_, floor, cursor_ - floor, recordedPins->size(), holes_.openIds(), holes_.size());
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
   valid_ = true;
@@ -75,120 +75,13 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   if (read->rows.empty() && now - lastAutoIncrementCheck_ >= kAutoIncrementCheck) {
     OUTBOX_RETURN_IF_ERROR(checkAutoIncrement());
   }
-  Batch batch;
-  batch.newRead = read->rows.size();
-  for (auto& r : read->rows) {
-    if (r.row.id > cursor_ + 1) holes_.open(IdRange{cursor_ + 1, r.row.id - 1}, now);  // ids skipped: one hole
-    cursor_ = r.row.id;
-    if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
-  }
-
-  // (2) The reading narrows each hole's suspects to the connections inside a statement now (that
-  // may write the table, where the server shows it): one seen between statements, not writing
-  // the table, or gone, after the hole was found has finished what could have taken its ids; so
-  // has one whose writer's locks are all younger than the time since the tagging reading, by the
-  // server's clock (ConnectionReading). A hole with no suspect left may have died.
-  std::vector<IdRange> mayBeDead;
-  std::vector<QuietCandidate> quietCandidates;
+  Batch batch = takeNewRows(read->rows, now);
+  const HoleChecks checks = read->busy ? takeReading(*read->busy, now) : HoleChecks{};
   std::optional<uint64_t> readThrough;  // the holes were read only through this id
-  if (read->busy) {
-    const ConnectionReading& reading = *read->busy;
-    // A replication applier commits rows with any id, and shows in no reading's `busy`: while one
-    // runs, or if one ran since the last reading (what was applied moved), no span is quiet.
-    const bool applying = reading.applier || reading.applied != lastApplied_;
-    lastApplied_ = reading.applied;
-    std::map<const Suspects*, std::shared_ptr<const Suspects>> narrowed;
-    auto everyone = std::make_shared<const Suspects>(Suspects{reading.busy, reading.clock});
-    for (auto& [first, hole] : holes_) {
-      if (!hole.holders) {
-        hole.holders = everyone;  // found before this reading: its suspects are the busy ones
-      } else if (!hole.holders->ids.empty()) {
-        auto& next = narrowed[hole.holders.get()];
-        if (!next) next = std::make_shared<const Suspects>(narrow(*hole.holders, reading));
-        hole.holders = next;
-      }
-      // One of its statements ended, or may be ending (past its execution): read it again.
-      if (hole.quiet) {
-        if (std::string why = applying ? "a replication applier ran" : notQuiet(*hole.quiet, reading); !why.empty()) {
-          log_->debug("scan: span {}..{} read again: {}", first, hole.last, why);
-          hole.quiet = nullptr;
-        }
-      }
-      // A hole found held (its transaction's row is locked) is probed again at most every
-      // kHeldReprobe, a span after a share of its age: when a row commits, (3) sees it; only a
-      // rollback needs the probe.
-      if (hole.holders->ids.empty() && now >= hole.probeAfter) {
-        mayBeDead.push_back(IdRange{first, hole.last, hole.span});
-        using Duration = Clock::TimePoint::duration;
-        const Duration wait = hole.span ? std::max<Duration>(kHeldReprobe, (now - hole.found) / kSpanReprobeShare)
-                                        : Duration(kHeldReprobe);
-        hole.probeAfter = now + wait;  // what the probe leaves open is held
-      }
-    }
-    fold(now);
-    for (auto& [first, hole] : holes_) {
-      if (!applying && hole.span && !hole.quiet && !hole.holders->ids.empty() && now - hole.found >= kSealAfter &&
-          now >= hole.quietAfter) {
-        if (auto statements = steady(*hole.holders, reading)) {
-          quietCandidates.push_back(QuietCandidate{first, hole.last, std::move(statements)});
-        }
-      }
-    }
-    numbered_ = reading.numbered;
-    lastStatements_.clear();
-    for (size_t i = 0; i < reading.statements.size() && i < reading.busy.size(); ++i) {
-      if (reading.statements[i].executing) lastStatements_.emplace_back(reading.busy[i], reading.statements[i].query);
-    }
-  }
-
-  // (3) every hole in one fresh consistent read: a visible row committed late. Read in id order
-  // and only until a batch's worth is found: the rest waits for the next poll.
   if (!holes_.empty()) {
-    std::vector<IdRange> ranges;
-    ranges.reserve(holes_.size());
-    for (const auto& [first, hole] : holes_) {
-      // Quiet: this poll's reading said so (none taken: read it all the same).
-      if (!hole.quiet || !read->busy) ranges.push_back(IdRange{first, hole.last, hole.span});
-    }
-    auto visible = ranges.empty() ? Result<std::vector<ScannedRow>>(std::vector<ScannedRow>{})
-                                  : store_.readRanges(ranges, limit);
-    if (!visible.isOk()) return visible.status();
-    if (!ranges.empty()) ++holeReads_;
-    for (auto& r : *visible) {
-      if (r.versioned || r.quarantined) {
-        holes_.resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
-      } else {
-        batch.rows.push_back(std::move(r.row));
-      }
-    }
-    // As many as asked: more late rows may wait above the last one read, and take their
-    // versions before any row above them (below, once sorted). Poll again at once.
-    if (visible->size() == static_cast<size_t>(limit)) {
-      readThrough = visible->back().row.id;
-      batch.newRead = static_cast<size_t>(limit);
-    }
-    // A replication applier with work left may hold any hole, suspects or not (its rows carry ids
-    // another server handed out): no hole dies until it has applied what it has. Asked after (1):
-    // what an idle applier committed before it is visible to the probe.
-    if (!mayBeDead.empty()) {
-      auto applying = store_.applierWorkLeft();
-      if (!applying.isOk()) return applying.status();
-      if (*applying) mayBeDead.clear();
-    }
-    if (!mayBeDead.empty()) {
-      auto dead = store_.unheld(mayBeDead);
-      if (!dead.isOk()) return dead.status();
-      uint64_t ids = 0;
-      for (const IdRange& r : *dead) {
-        holes_.close(r);
-        ids += r.size();
-      }
-      if (!dead->empty()) {
-        log_->debug("scan: {} ids of open holes resolved as never committed ({}..{}); {} still open", ids,
-                      dead->front().first, dead->back().last, openHoles());
-      }
-    }
-    OUTBOX_RETURN_IF_ERROR(probeQuiet(quietCandidates, now));
+    auto late = readHoles(batch, checks, read->busy.has_value(), limit, now);
+    if (!late.isOk()) return late.status();
+    readThrough = *late;
   }
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   markFor(batch, now);
@@ -203,6 +96,129 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   return batch;
 }
 
+Scanner::Batch Scanner::takeNewRows(std::vector<ScannedRow>& rows, Clock::TimePoint now) {
+  Batch batch;
+  batch.newRead = rows.size();
+  for (auto& r : rows) {
+    if (r.row.id > cursor_ + 1) holes_.open(IdRange{cursor_ + 1, r.row.id - 1}, now);  // ids skipped: one hole
+    cursor_ = r.row.id;
+    if (!r.versioned && !r.quarantined) batch.rows.push_back(std::move(r.row));
+  }
+  return batch;
+}
+
+Scanner::HoleChecks Scanner::takeReading(const ConnectionReading& reading, Clock::TimePoint now) {
+  // The reading narrows each hole's suspects to the connections inside a statement now (that may
+  // write the table, where the server shows it): one seen between statements, not writing the
+  // table, or gone, after the hole was found has finished what could have taken its ids; so has
+  // one whose writer's locks are all younger than the time since the tagging reading, by the
+  // server's clock (ConnectionReading). A hole with no suspect left may have died.
+  HoleChecks checks;
+  // A replication applier commits rows with any id, and shows in no reading's `busy`: while one
+  // runs, or if one ran since the last reading (what was applied moved), no span is quiet.
+  const bool applying = reading.applier || reading.applied != lastApplied_;
+  lastApplied_ = reading.applied;
+  // Holes found at one reading, or folded together, share one set of suspects: each set is
+  // narrowed once, and the holes that shared it share what is left (keyed by the set's address).
+  std::map<const Suspects*, std::shared_ptr<const Suspects>> narrowedOnce;
+  auto everyone = std::make_shared<const Suspects>(Suspects{reading.busy, reading.clock});
+  for (auto& [first, hole] : holes_) {
+    if (!hole.holders) {
+      hole.holders = everyone;  // found before this reading: its suspects are the busy ones
+    } else if (!hole.holders->ids.empty()) {
+      auto& narrowed = narrowedOnce[hole.holders.get()];
+      if (!narrowed) narrowed = std::make_shared<const Suspects>(narrow(*hole.holders, reading));
+      hole.holders = narrowed;
+    }
+    // One of its statements ended, or may be ending (past its execution): read it again.
+    if (hole.quiet) {
+      if (std::string why = applying ? "a replication applier ran" : notQuiet(*hole.quiet, reading); !why.empty()) {
+        log_->debug("scan: span {}..{} read again: {}", first, hole.last, why);
+        hole.quiet = nullptr;
+      }
+    }
+    // A hole found held (its transaction's row is locked) is probed again at most every
+    // kHeldReprobe, a span after a share of its age: when a row commits, (3) sees it; only a
+    // rollback needs the probe.
+    if (hole.holders->ids.empty() && now >= hole.probeAfter) {
+      checks.mayBeDead.push_back(IdRange{first, hole.last, hole.span});
+      using Duration = Clock::TimePoint::duration;
+      const Duration wait = hole.span ? std::max<Duration>(kHeldReprobe, (now - hole.found) / kSpanReprobeShare)
+                                      : Duration(kHeldReprobe);
+      hole.probeAfter = now + wait;  // what the probe leaves open is held
+    }
+  }
+  fold(now);
+  for (auto& [first, hole] : holes_) {
+    if (!applying && hole.span && !hole.quiet && !hole.holders->ids.empty() && now - hole.found >= kSealAfter &&
+        now >= hole.quietAfter) {
+      if (auto statements = steady(*hole.holders, reading)) {
+        checks.quietCandidates.push_back(QuietCandidate{first, hole.last, std::move(statements)});
+      }
+    }
+  }
+  numbered_ = reading.numbered;
+  lastStatements_.clear();
+  for (size_t i = 0; i < reading.statements.size() && i < reading.busy.size(); ++i) {
+    if (reading.statements[i].executing) lastStatements_.emplace_back(reading.busy[i], reading.statements[i].query);
+  }
+  return checks;
+}
+
+Result<std::optional<uint64_t>> Scanner::readHoles(Batch& batch, const HoleChecks& checks, bool readingTaken,
+                                                   int limit, Clock::TimePoint now) {
+  // Every hole in one fresh consistent read: a visible row committed late. Read in id order and
+  // only until a batch's worth is found: the rest waits for the next poll.
+  std::optional<uint64_t> readThrough;
+  std::vector<IdRange> ranges;
+  ranges.reserve(holes_.size());
+  for (const auto& [first, hole] : holes_) {
+    // Quiet: this poll's reading said so (none taken: read it all the same).
+    if (!hole.quiet || !readingTaken) ranges.push_back(IdRange{first, hole.last, hole.span});
+  }
+  auto visible =
+      ranges.empty() ? Result<std::vector<ScannedRow>>(std::vector<ScannedRow>{}) : store_.readRanges(ranges, limit);
+  if (!visible.isOk()) return visible.status();
+  if (!ranges.empty()) ++holeReads_;
+  for (auto& r : *visible) {
+    if (r.versioned || r.quarantined) {
+      holes_.resolve(r.row.id);  // an operator quarantined it, or a scan before us versioned it
+    } else {
+      batch.rows.push_back(std::move(r.row));
+    }
+  }
+  // As many as asked: more late rows may wait above the last one read, and take their versions
+  // before any row above them (next() cuts the batch there). Poll again at once.
+  if (visible->size() == static_cast<size_t>(limit)) {
+    readThrough = visible->back().row.id;
+    batch.newRead = static_cast<size_t>(limit);
+  }
+  // A replication applier with work left may hold any hole, suspects or not (its rows carry ids
+  // another server handed out): no hole dies until it has applied what it has. Asked after (1):
+  // what an idle applier committed before it is visible to the probe.
+  bool applierIdle = true;
+  if (!checks.mayBeDead.empty()) {
+    auto applying = store_.applierWorkLeft();
+    if (!applying.isOk()) return applying.status();
+    applierIdle = !*applying;
+  }
+  if (!checks.mayBeDead.empty() && applierIdle) {
+    auto dead = store_.unheld(checks.mayBeDead);
+    if (!dead.isOk()) return dead.status();
+    uint64_t ids = 0;
+    for (const IdRange& r : *dead) {
+      holes_.close(r);
+      ids += r.size();
+    }
+    if (!dead->empty()) {
+      log_->debug("scan: {} ids of open holes resolved as never committed ({}..{}); {} still open", ids,
+                  dead->front().first, dead->back().last, openHoles());
+    }
+  }
+  OUTBOX_RETURN_IF_ERROR(probeQuiet(checks.quietCandidates, now));
+  return readThrough;
+}
+
 void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
   auto first = std::find_if(batch.rows.begin(), batch.rows.end(), [&](const OutboxRow& r) { return r.id >= stopAt; });
   const auto now = clock_.now();
@@ -213,9 +229,9 @@ void Scanner::cutAt(Batch& batch, uint64_t stopAt) {
 
 void Scanner::committed(const Batch& batch) {
   for (const auto& r : batch.rows) holes_.resolve(r.id);
-  for (uint64_t first : batch.mark.unpin) pinned_.erase(first);
+  for (uint64_t first : batch.mark.unpin) pins_.erase(first);
   for (const IdRange& r : batch.mark.pin) {
-    uint64_t& last = pinned_[r.first];
+    uint64_t& last = pins_[r.first];
     last = std::max(last, r.last);
   }
   recorded_ = ScanMark{batch.mark.cursor, batch.mark.floor};
@@ -231,7 +247,9 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
   uint64_t stuckFirst = 0;
   for (const auto& [first, hole] : holes_) {
     oldest = std::min(oldest, hole.found);
-    if (now - hole.found >= kPinAfter && !pinned(first, hole.last, mark)) mark.pin.push_back(IdRange{first, hole.last});
+    if (now - hole.found >= kPinAfter && !coveredByPin(first, hole.last, mark)) {
+      mark.pin.push_back(IdRange{first, hole.last});
+    }
     if (now - hole.found >= kStuckAfter) {
       stuckIds += hole.open;  // a span: its open ids, not the published rows it covers
       if (stuck == nullptr || hole.found < stuck->found) {
@@ -243,11 +261,11 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
   oldestHoleAge_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - oldest);
   // A recorded range with no open id left (its rows versioned, quarantined or never used), or
   // inside a span recorded from another first id (its holes were folded into it).
-  for (const auto& [first, last] : pinned_) {
+  for (const auto& [first, last] : pins_) {
     const bool open = holes_.overlaps(first, last);
     auto in = holes_.holding(first);
     const bool folded = in != holes_.end() && in->second.span && in->first != first && in->second.last >= last &&
-                        pinned(in->first, in->second.last, mark);
+                        coveredByPin(in->first, in->second.last, mark);
     if (!open || folded) mark.unpin.push_back(first);
   }
   mark.floor = floorWithout(batch.rows, mark);
@@ -266,9 +284,9 @@ void Scanner::markFor(Batch& batch, Clock::TimePoint now) {
   }
 }
 
-bool Scanner::pinned(uint64_t first, uint64_t last, const ScanMark& mark) const {
-  auto it = pinned_.upper_bound(first);
-  if (it != pinned_.begin() && std::prev(it)->second >= last) return true;
+bool Scanner::coveredByPin(uint64_t first, uint64_t last, const ScanMark& mark) const {
+  auto it = pins_.upper_bound(first);
+  if (it != pins_.begin() && std::prev(it)->second >= last) return true;
   // mark.pin is ascending and disjoint: only the last range starting at or below `first` can cover it.
   auto pin = std::upper_bound(mark.pin.begin(), mark.pin.end(), first,
                               [](uint64_t id, const IdRange& r) { return id < r.first; });
@@ -280,7 +298,7 @@ uint64_t Scanner::floorWithout(const std::vector<OutboxRow>& assigned, const Sca
   // covers. Rows are in id order.
   size_t i = 0;
   for (const auto& [first, hole] : holes_) {
-    if (pinned(first, hole.last, mark)) continue;
+    if (coveredByPin(first, hole.last, mark)) continue;
     uint64_t id = first;
     while (i < assigned.size() && assigned[i].id < id) ++i;
     while (id <= hole.last && i < assigned.size() && assigned[i].id == id) {

@@ -41,6 +41,11 @@ namespace outbox {
 // them in the same statement, executing (MariaDB; docs/design.md, "Quiet spans"): a long
 // statement elsewhere costs its spans nothing.
 //
+// A pin is a range of holes recorded in outbox_scan_holes, so that a scan which starts again reads
+// them and the rows above the floor, not every row since the oldest hole: a hole open kPinAfter is
+// pinned by the next mark (ScanMark::pin), and the floor moves past it; a pin with no open id left
+// is taken out (ScanMark::unpin). "Pinned" means that, and only that, everywhere here.
+//
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) read every
 // hole, in that order: a change visible in (1) follows, in its entity's order, changes that
 // committed before it, which (3) then sees. Late and new rows of one poll are returned together,
@@ -151,6 +156,19 @@ class Scanner {
     std::shared_ptr<const Statements> statements;
   };
   Status probeQuiet(const std::vector<QuietCandidate>& candidates, Clock::TimePoint now);
+  // What a reading leaves for (3) to check: holes with no suspect left, due a probe for death, and
+  // spans due a probe for quiet.
+  struct HoleChecks {
+    std::vector<IdRange> mayBeDead;
+    std::vector<QuietCandidate> quietCandidates;
+  };
+  // The poll's steps (next()): (1) the new rows, each id skipped below one opening a hole; (2) the
+  // reading, which narrows the holes' suspects, folds them and says which to probe; (3) every
+  // hole's late rows, then the probes — the id it read through when it found a batch's worth.
+  Batch takeNewRows(std::vector<ScannedRow>& rows, Clock::TimePoint now);
+  HoleChecks takeReading(const ConnectionReading& reading, Clock::TimePoint now);
+  Result<std::optional<uint64_t>> readHoles(Batch& batch, const HoleChecks& checks, bool readingTaken, int limit,
+                                            Clock::TimePoint now);
   // `suspects` less those `reading` retires.
   static Suspects narrow(const Suspects& suspects, const ConnectionReading& reading);
   // Who may hold the ids of two holes folded together: either's suspects, against the later
@@ -160,8 +178,8 @@ class Scanner {
   // Folds runs of holes whose suspects still run after kFoldAfter (any with suspects, past
   // kMostHoles entries) into spans.
   void fold(Clock::TimePoint now);
-  // Whether ids first..last lie inside a range recorded in outbox_scan_holes, or one `mark` pins.
-  bool pinned(uint64_t first, uint64_t last, const ScanMark& mark) const;
+  // Whether ids first..last lie inside one pin: recorded (pins_), or one `mark` adds.
+  bool coveredByPin(uint64_t first, uint64_t last, const ScanMark& mark) const;
   // The floor once `assigned` (in id order) is versioned: below the lowest open id neither
   // assigned nor pinned.
   uint64_t floorWithout(const std::vector<OutboxRow>& assigned, const ScanMark& mark) const;
@@ -180,9 +198,9 @@ class Scanner {
   uint64_t holeReads_ = 0;
   std::chrono::milliseconds oldestHoleAge_{0};
   Clock::TimePoint lastStuckLog_;
-  // The ranges of outbox_scan_holes (first -> last) as last recorded: each covers open holes or
-  // ids resolved since; one with no open id left is unpinned by the next mark.
-  std::map<uint64_t, uint64_t> pinned_;
+  // The pins as last recorded (first -> last): each covers open holes or ids resolved since; one
+  // with no open id left is unpinned by the next mark.
+  std::map<uint64_t, uint64_t> pins_;
   ScanMark recorded_;
   Clock::TimePoint lastBusyRead_;
   Statements lastStatements_;  // the last reading's busy connections executing a statement
