@@ -34,7 +34,7 @@ void Relay::run() {
   Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(10'000));
   std::string lastProblem;
   while (!stop_.stopped()) {
-    progressed_ = false;
+    ackedThisSession_ = false;
     if (!awaitLeadership()) break;
     SessionEnd end = Status::ok();
     try { end = session(); } catch (const std::exception& e) { end = internalError(e); }  // as catchingWork
@@ -58,7 +58,7 @@ void Relay::run() {
       continue;
     }
     const Status& s = std::get<Status>(end);
-    if (progressed_) backoff.reset();
+    if (ackedThisSession_) backoff.reset();
     if (s.isPermanent() && state_.paused) {
       if (s.message() != lastProblem) log_->info("{}", s.message());
       lastProblem = s.message();
@@ -148,7 +148,7 @@ Relay::SessionEnd Relay::session() {
       // Wait briefly for the batch being prepared, without letting acks pile up.
       auto ready = prefetcher_.take(std::chrono::milliseconds(window_.inFlight() == 0 ? 50 : 1));
       if (ready) OUTBOX_RETURN_IF_ERROR(onBatch(*ready));
-    } else if (options_.wakeup != nullptr && options_.wakeup->rings().total() != seenRings_.total() &&
+    } else if (options_.wakeup != nullptr && options_.wakeup->rings().total() != answeredRings_.total() &&
                !pacer_.due(clock_.now())) {
       pacer_.rung(clock_.now());
     } else if (pacer_.due(clock_.now()) && roomFor(static_cast<size_t>(source_.batchSize))) {
@@ -162,7 +162,7 @@ Relay::SessionEnd Relay::session() {
 
 Status Relay::beginSession() {
   prefetcher_.drain();  // a batch from the last session keeps its versions: it is in the tail now
-  // A batch read ahead is dropped unassigned: the first batch scans again (rescan_). Its caller,
+  // A batch read ahead is dropped unassigned: the first batch scans again (scanFromState_). Its caller,
   // the prefetch thread, is idle now.
   if (readAhead_) readAhead_->drain();
   guard_ = WriteGuard{};
@@ -178,10 +178,10 @@ Status Relay::beginSession() {
   if (options_.readStore != nullptr) OUTBOX_RETURN_IF_ERROR(options_.readStore->connect());
   OUTBOX_RETURN_IF_ERROR(publisher_.prepare());
   OUTBOX_RETURN_IF_ERROR(reconcile());
-  rescan_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
+  scanFromState_ = true;  // the first batch rebuilds the scan: the assigned tail need not wait for it
   metrics_.running = true;
   unmarkedSince_.reset();
-  offered_ = 0;
+  offeredMark_ = 0;
   pacer_.begin(clock_.now());
   if (options_.settleFeed != nullptr) {
     sentRows_.clear();
@@ -199,7 +199,7 @@ void Relay::waitForWork() {
   if (window_.inFlight() == 0) {
     const auto wait = std::max(untilPoll, std::chrono::milliseconds(0));
     if (options_.wakeup != nullptr) {
-      clock_.waitFor(stop_, wait, *options_.wakeup, seenRings_);
+      clock_.waitFor(stop_, wait, *options_.wakeup, answeredRings_);
     } else {
       clock_.waitFor(stop_, wait);
     }

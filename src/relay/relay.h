@@ -30,8 +30,8 @@ namespace outbox {
 
 // The relay of one source (docs/design.md, "The relay loop", "Reconcile", "Failure handling"):
 // read pending rows, assign them versions, publish them fenced and pipelined, mark what the
-// stream holds; reconcile with the stream on start and after every failure. One thread per source runs run(); the store and the
-// publisher belong to that thread, except `assignStore` (a second connection) and
+// stream holds; reconcile with the stream on start and after every failure. One thread per source
+// runs run(); the store and the publisher belong to that thread, except `assignStore` (a second connection) and
 // Publisher::poisonReason(), which the prefetch thread uses to prepare the next batch while this
 // one is published, and Options::readStore, on which a third thread reads the batch after that
 // while the next one is assigned. Every time and wait is the `clock`'s. `source`, the stores,
@@ -45,8 +45,8 @@ class Relay {
     // assign, a trickle's mark costing no commit of its own (docs/design.md, "Marks").
     std::chrono::milliseconds markInterval{500};
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
-    // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null: the relay
-    // polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
+    // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null:
+    // the relay polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
     Wakeup* wakeup = nullptr;
     // The source's settle feed when it settles (docs/design.md, "The settled stream (issue 36)"):
     // the rows the stream acknowledged are moved to it, and it is told when a session begins and
@@ -147,24 +147,26 @@ class Relay {
   WriteGuard guard_;  // this session's, on both stores
 
   Scanner scanner_;  // the prefetch or read-ahead thread's, while a batch is being prepared or read
-  bool rescan_ = false;  // the next batch first resets the scan from state_ (after reconcile)
+  // The scan's view predates the last reconcile: the next batch first rebuilds it from state_.
+  bool scanFromState_ = false;
   // With Options::readStore: the next batch's read, started by the prefetch thread (its caller)
   // as it assigns a full batch. Before prefetcher_: its work waits for this one's.
   std::unique_ptr<Prefetcher<ScannedBatch>> readAhead_;
   Prefetcher<Batch> prefetcher_;
 
   SourceState state_;
-  uint64_t expectedSeq_ = 0;   // the stream's last sequence once everything sent is stored
-  bool firstPublish_ = true;   // the session has sent nothing yet: fence on the sequence only
+  uint64_t expectedSeq_ = 0;  // the stream's last sequence once everything sent is stored
+  bool nothingSentYet_ = true;  // this session: fence its first publish on the sequence only
   // This session's publishes in flight, from reconcile() to the end of settle(): marks come only
   // from it.
   AckWindow window_;
   PollPacer pacer_;
-  Wakeup::Rings seenRings_;  // the rings the last poll answered
+  Wakeup::Rings answeredRings_;  // the rings the last poll answered
   std::optional<Clock::TimePoint> unmarkedSince_;  // when acks first passed published_through
-  uint64_t offered_ = 0;  // the acks last offered to the store (OutboxStore::offerMark)
+  uint64_t offeredMark_ = 0;  // the acks last offered to the store (OutboxStore::offerMark)
   ProgressLog progress_;
-  bool progressed_ = false;
+  // The stream acknowledged a publish of this session: its failure starts the backoff afresh.
+  bool ackedThisSession_ = false;
   // With a settle feed: this session's sent rows not yet below the contiguous ack mark, oldest
   // first (at most maxInFlight), and the vector handed to the feed (reused).
   std::deque<OutboxRow> sentRows_;

@@ -55,7 +55,7 @@ Status Relay::count(const AckWindow::Taken& taken) {
       metrics_.observeLatency(static_cast<double>(std::max<int64_t>(0, now - sent.createdAtMicros)) / 1e6);
     }
     metrics_.publishedRows += taken.published.size();
-    progressed_ = true;
+    ackedThisSession_ = true;
   }
   if (!taken.failure) return Status::ok();
   const VersionAck& ack = *taken.failure;
@@ -73,8 +73,8 @@ Status Relay::mark(bool force) {
   const auto now = clock_.now();
   if (!unmarkedSince_) unmarkedSince_ = now;
   if (!force && now - *unmarkedSince_ < options_.markInterval) {
-    if (version > offered_) store_.offerMark(PublishedMark{version, window_.contiguousSeq()});
-    offered_ = version;
+    if (version > offeredMark_) store_.offerMark(PublishedMark{version, window_.contiguousSeq()});
+    offeredMark_ = version;
     return Status::ok();
   }
   Status s = store_.markPublished(version, window_.contiguousSeq());

@@ -23,7 +23,7 @@ Status Relay::poll() {
 }
 
 void Relay::countWakeup() {
-  Wakeup::Rings rings = seenRings_;
+  Wakeup::Rings rings = answeredRings_;
   if (options_.wakeup != nullptr) {
     rings = options_.wakeup->rings();
     metrics_.doorbell = options_.wakeup->doorbell.load();
@@ -33,20 +33,20 @@ void Relay::countWakeup() {
   WokeBy woke = pacer_.cause() == PollPacer::Cause::kIdle ? WokeBy::kPoll : WokeBy::kFlow;
   uint64_t rowRings = 0;
   for (const Wakeup::Ringer& ringer : Wakeup::kRingers) {
-    const uint64_t rung = rings[ringer.by] - seenRings_[ringer.by];
+    const uint64_t rung = rings[ringer.by] - answeredRings_[ringer.by];
     if (rung == 0) continue;
     woke = std::min(woke, ringer.wakes);
     if (ringer.bringsRows) rowRings += rung;
   }
   metrics_.wokeBy(woke)++;
-  seenRings_ = rings;
+  answeredRings_ = rings;
   pacer_.started(clock_.now(), rowRings);
 }
 
 void Relay::startBatch() {
   countWakeup();
   std::optional<SourceState> from;  // the cursor and floor the database held at reconcile
-  if (std::exchange(rescan_, false)) from = state_;
+  if (std::exchange(scanFromState_, false)) from = state_;
   prefetcher_.start([this, from = std::move(from), limit = source_.batchSize, through = state_.assignedThrough,
                       published = unmarked()] { return catchingWork<Batch>([&] {
     if (from) {  // nothing was read ahead: beginSession drained it
@@ -132,7 +132,7 @@ Status Relay::onBatch(Batch& batch) {
 Status Relay::publishRows(std::vector<OutboxRow> rows) {
   const auto sentAt = clock_.now();  // one read per batch: the deadline is ack_timeout, not microseconds
   for (auto& row : rows) {
-    Status s = publisher_.publish(row, state_.epoch, expectedSeq_, /*fenceOnPreviousVersion=*/!firstPublish_);
+    Status s = publisher_.publish(row, state_.epoch, expectedSeq_, /*fenceOnPreviousVersion=*/!nothingSentYet_);
     if (!s.isOk()) {
       metrics_.errorsPublish++;
       // Checked before its version was assigned, but the server may take less now (max_payload).
@@ -145,7 +145,7 @@ Status Relay::publishRows(std::vector<OutboxRow> rows) {
       }
       return s;
     }
-    firstPublish_ = false;
+    nothingSentYet_ = false;
     ++expectedSeq_;
     window_.sent(row, sentAt);
     if (options_.settleFeed != nullptr) sentRows_.push_back(std::move(row));

@@ -69,7 +69,7 @@ Status Relay::reconcile() {
     state_.publishedStreamSeq = streamVersionSeq;
   }
   window_.open(streamVersion, streamVersionSeq);
-  firstPublish_ = true;
+  nothingSentYet_ = true;
   expectedSeq_ = tip.lastSeq;
   metrics_.publishedVersion = streamVersion;
   log_->info("in step with stream {}: epoch {}, published through {} (seq {}), assigned through {}", source_.stream,
