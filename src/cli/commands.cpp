@@ -1,7 +1,7 @@
 // Every subcommand of outbox-bridge, in one table: main() builds the command line and its --help
 // from it. A new command is its own file (src/cli/, one per subcommand), a line here, its source in
-// src/meson.build, and its lines in README, "Commands" and in debian/outbox-bridge.1 (SYNOPSIS and
-// DESCRIPTION; the packaging test `commands` holds both to `outbox-bridge --help`).
+// src/meson.build, and its lines in README, "Commands", from which the man page is built
+// (tools/manpage.py; the packaging test `commands` holds README and the page to `--help`).
 
 #include "cli/cli.h"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One list of commands, said the same everywhere a user reads it: the binary's own (`outbox-bridge
 --help`, built from the subcommand table in src/cli/commands.cpp, and each command's --help for
-its own subcommands), the block of README, "Commands" and the man page (debian/outbox-bridge.1: its
-SYNOPSIS, and the DESCRIPTION naming each in bold).
+its own subcommands), the block of README, "Commands" and the man page built from it (BUILD_DIR/
+outbox-bridge.1, by tools/manpage.py from debian/outbox-bridge.1.in: its SYNOPSIS, and COMMANDS
+naming each in bold).
 
 usage: commands_test.py BUILD_DIR   (run by meson test, suite packaging)
 """
@@ -15,7 +16,9 @@ import unittest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else os.path.join(REPO, "build")
 BRIDGE = os.path.join(BUILD, "src", "outbox-bridge")
-MAN_PAGE = os.path.join(REPO, "debian", "outbox-bridge.1")
+MAN_PAGE = os.path.join(BUILD, "outbox-bridge.1")
+sys.path.insert(0, os.path.join(REPO, "tools"))
+import manpage  # noqa: E402  (tools/manpage.py: how the page reads README)
 
 
 def read(path):
@@ -87,13 +90,27 @@ class OneListOfCommands(unittest.TestCase):
 
     def test_the_man_page_synopsis_lists_the_commands_the_binary_has(self):
         self.assertEqual(sorted(man_synopsis_commands()), sorted(self.commands),
-                         "debian/outbox-bridge.1 SYNOPSIS against outbox-bridge --help")
+                         "the man page's SYNOPSIS against outbox-bridge --help")
 
     def test_the_man_page_describes_every_command(self):
-        description = man_sections().get("DESCRIPTION", "")
+        described = man_sections().get("COMMANDS", "")
         for command in self.commands:
-            bold = re.search(rf"(\\fB{re.escape(command)}\\fR|^\.B +{re.escape(command)}$)", description, re.M)
-            self.assertIsNotNone(bold, f"debian/outbox-bridge.1 DESCRIPTION does not name {command} in bold")
+            bold = re.search(rf"^\.TP\n\.B +{re.escape(command)}\n\S", described, re.M)
+            self.assertIsNotNone(bold, f"the man page's COMMANDS does not say what {command} does")
+
+    def test_the_man_page_generator_reads_what_readme_writes(self):
+        block = ("outbox-bridge run          --config FILE     the service\n"
+                 "outbox-bridge epoch bump   --config FILE --source S\n"
+                 "                                             start a new epoch\n"
+                 "                                             (after a restore)\n"
+                 "outbox-bridge healthcheck [--url URL]\n"
+                 "outbox-bridge --help | --version             and --help on every command\n")
+        self.assertEqual(manpage.entries(block), [
+            ["run", "--config FILE", "the service"],
+            ["epoch bump", "--config FILE --source S", "start a new epoch (after a restore)"],
+            ["healthcheck", "[--url URL]", ""],
+        ])
+        self.assertEqual(manpage.options_line("[--keep 1h]"), r"[\fB\-\-keep\fR \fI1h\fR]")
 
     def test_the_command_parser_reads_what_the_lists_write(self):
         self.assertEqual(command_of("epoch bump --config FILE".split()), "epoch bump")
