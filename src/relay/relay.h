@@ -31,11 +31,11 @@ namespace outbox {
 // The relay of one source (docs/design.md, "The relay loop", "Reconcile", "Failure handling"):
 // read pending rows, assign them versions, publish them fenced and pipelined, mark what the
 // stream holds; reconcile with the stream on start and after every failure. One thread per source
-// runs run(); the store and the publisher belong to that thread, except `assignStore` (a second connection) and
-// Publisher::poisonReason(), which the prefetch thread uses to prepare the next batch while this
-// one is published, and Options::readStore, on which a third thread reads the batch after that
-// while the next one is assigned. Every time and wait is the `clock`'s. `source`, the stores,
-// `publisher`, `lease`, `stop`, `metrics` and `clock` must outlive the Relay.
+// runs run(); the store and the publisher belong to that thread, except `assignStore` (a second
+// connection) and Publisher::poisonReason(), which the prefetch thread uses to prepare the next
+// batch while this one is published, and Options::readStore, on which a third thread reads the
+// batch after that while the next one is assigned. Every time and wait is the `clock`'s.
+// `source`, the stores, `publisher`, `lease`, `stop`, `metrics` and `clock` must outlive the Relay.
 class Relay {
  public:
   struct Options {
@@ -46,7 +46,8 @@ class Relay {
     std::chrono::milliseconds markInterval{500};
     std::chrono::milliseconds haltRecheck{1000};     // how often a halted source looks again
     // Rung by the binlog doorbell and the shared idle check (docs/design.md, "Waking up"); null:
-    // the relay polls on its own, following the flow. The `stop` given to the relay must stop() it (onRequest).
+    // the relay polls on its own, following the flow. The `stop` given to the relay must stop()
+    // it (onRequest).
     Wakeup* wakeup = nullptr;
     // The source's settle feed when it settles (docs/design.md, "The settled stream (issue 36)"):
     // the rows the stream acknowledged are moved to it, and it is told when a session begins and

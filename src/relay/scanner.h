@@ -43,8 +43,9 @@ namespace outbox {
 //
 // A pin is a range of holes recorded in outbox_scan_holes, so that a scan which starts again reads
 // them and the rows above the floor, not every row since the oldest hole: a hole open kPinAfter is
-// pinned by the next mark (ScanMark::pin), and the floor moves past it; a pin with no open id left
-// is taken out (ScanMark::unpin). "Pinned" means that, and only that, everywhere here.
+// pinned by the next mark (ScanMark::pin), and the floor moves past it; a pin is taken out
+// (ScanMark::unpin) once it has no open id left, or once its holes are folded into a span pinned
+// from another first id. "Pinned" means that, and only that, everywhere here.
 //
 // Each poll: (1) read new rows, (2) read which connections are inside a statement, (3) read every
 // hole, in that order: a change visible in (1) follows, in its entity's order, changes that
@@ -162,9 +163,10 @@ class Scanner {
     std::vector<IdRange> mayBeDead;
     std::vector<QuietCandidate> quietCandidates;
   };
-  // The poll's steps (next()): (1) the new rows, each id skipped below one opening a hole; (2) the
-  // reading, which narrows the holes' suspects, folds them and says which to probe; (3) every
-  // hole's late rows, then the probes — the id it read through when it found a batch's worth.
+  // The poll's steps (next()): (1) the new rows, each run of ids skipped below one opening a hole;
+  // (2) the reading, which narrows the holes' suspects, folds them and says which to probe; (3)
+  // the holes' late rows (all but the quiet spans, when a reading was taken), then the probes —
+  // returning the id it read through when it found a batch's worth.
   Batch takeNewRows(std::vector<ScannedRow>& rows, Clock::TimePoint now);
   HoleChecks takeReading(const ConnectionReading& reading, Clock::TimePoint now);
   Result<std::optional<uint64_t>> readHoles(Batch& batch, const HoleChecks& checks, bool readingTaken, int limit,
