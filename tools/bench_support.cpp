@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -170,6 +171,32 @@ void prepareSource(Target& t, const Options& o, Dsn dsn, db::Connection& admin) 
 }
 
 double cpuOf(pid_t pid) { return pid > 0 ? sample(pid).cpuSeconds : 0.0; }
+
+CpuReading readCpu(pid_t pid) {
+  CpuReading r;
+  if (pid <= 0) return r;
+  r.tickSeconds = sample(pid).cpuSeconds;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    uint64_t nanos = 0;
+    if (in >> nanos) r.taskNanos[std::atoi(task.path().filename().c_str())] = nanos;
+  }
+  return r;
+}
+
+double cpuSecondsBetween(const CpuReading& a, const CpuReading& b) {
+  uint64_t nanos = 0;
+  for (const auto& [tid, before] : a.taskNanos) {
+    auto after = b.taskNanos.find(tid);
+    if (after == b.taskNanos.end() || after->second < before) return b.tickSeconds - a.tickSeconds;  // it ended
+    nanos += after->second - before;
+  }
+  for (const auto& [tid, after] : b.taskNanos) {
+    if (!a.taskNanos.count(tid)) nanos += after;  // started since
+  }
+  return a.taskNanos.empty() ? b.tickSeconds - a.tickSeconds : static_cast<double>(nanos) / 1e9;
+}
 
 double cpuOf(const std::vector<pid_t>& pids) {
   double sum = 0;

@@ -54,10 +54,10 @@ double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std
   for (int i = 0; i < tableCount; ++i) tables.push_back(fmt::format("alone{}_outbox", i));
   check(db::migrate(*conn, tables, {}, applied), "create the outbox tables");
   quiesce(o);
-  const double m0 = cpuOf(o.mysqlPid);
+  const CpuReading m0 = readCpu(o.mysqlPid);
   const auto t0 = Clock::now();
   insertTenASecond(*conn, tables, 10 * o.trickleSeconds, o.payloadBytes);
-  const double cpu = (cpuOf(o.mysqlPid) - m0) / seconds(Clock::now() - t0) * 100;
+  const double cpu = cpuSecondsBetween(m0, readCpu(o.mysqlPid)) / seconds(Clock::now() - t0) * 100;
   (void)admin.exec("DROP DATABASE " + dsn.database);
   return cpu;
 }
@@ -131,12 +131,14 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
     double bridgeCpu, mysqlCpu, statements;
   };
   auto measure = [&](const std::function<void()>& during) {
-    double q0 = questions(), b0 = cpuOf(bridge.pid()), m0 = cpuOf(o.mysqlPid);
+    const double q0 = questions();
+    const CpuReading b0 = readCpu(bridge.pid()), m0 = readCpu(o.mysqlPid);
     auto t0 = Clock::now();
     during();
     double took = seconds(Clock::now() - t0);
-    double q1 = questions(), b1 = cpuOf(bridge.pid()), m1 = cpuOf(o.mysqlPid);
-    return Cost{(b1 - b0) / took * 100, (m1 - m0) / took * 100, (q1 - q0 - 1) / took};
+    const CpuReading b1 = readCpu(bridge.pid()), m1 = readCpu(o.mysqlPid);
+    const double q1 = questions();
+    return Cost{cpuSecondsBetween(b0, b1) / took * 100, cpuSecondsBetween(m0, m1) / took * 100, (q1 - q0 - 1) / took};
   };
   const double restSeconds = std::max(5, o.idleSeconds * 2);
   Cost rest = measure([&] { std::this_thread::sleep_for(std::chrono::duration<double>(restSeconds)); });
