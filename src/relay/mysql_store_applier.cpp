@@ -3,6 +3,8 @@
 // with ids another server handed out. Read from the replication status when the account may
 // (SLAVE MONITOR on MariaDB, REPLICATION CLIENT on MySQL), else from the applier threads in
 // PROCESSLIST.
+#include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <optional>
 #include <string_view>
@@ -17,11 +19,16 @@ namespace outbox {
 namespace {
 
 // The index of the first of `names` among the result's columns (MariaDB and MySQL before 8.0.22
-// say Master, MySQL since says Source).
+// say Master, MySQL since says Source), ASCII case ignored as db::Rows::index() ignores it.
 std::optional<size_t> columnOf(const db::Rows& rows, std::initializer_list<std::string_view> names) {
+  auto same = [](std::string_view a, std::string_view b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+      return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    });
+  };
   for (std::string_view name : names) {
     for (size_t i = 0; i < rows.columnCount(); ++i) {
-      if (rows.columns()[i].name == name) return i;
+      if (same(rows.columns()[i].name, name)) return i;
     }
   }
   return std::nullopt;
