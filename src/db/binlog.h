@@ -68,7 +68,7 @@ class BinlogReader {
   // Who serves the dump: "server_id N, hostname H", to compare with what a source's connection
   // reaches (the same query: serverIdentityQuery).
   const std::string& serverIdentity() const { return identity_; }
-  static constexpr const char* kServerIdentityQuery = "SELECT @@server_id, @@hostname";
+  static constexpr const char* kServerIdentityQuery = "SELECT @@server_id AS server_id, @@hostname AS hostname";
   // Where the dump has read to: the file and the position after the last event.
   const std::string& file() const { return file_; }
   uint64_t position() const { return position_; }

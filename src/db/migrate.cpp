@@ -86,7 +86,7 @@ Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTa
   return Status::permanent(fmt::format(
       "{} schema file(s) to apply, but a bridge is running: source {} is led by {} (lease until {}). Stop every "
       "bridge of this database, run migrate, then start them again",
-      pending, led->text(0), led->text(1), led->text(2)));
+      pending, led->text("source"), led->text("holder_id"), led->text("expires_at")));
 }
 
 }  // namespace

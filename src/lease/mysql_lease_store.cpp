@@ -131,7 +131,7 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
   // database's other sources it leads now.
   auto rows = conn.query(fmt::format(
       "SELECT x.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = x.holder_id "
-      "AND l.source <> {0} AND l.expires_at > NOW(6)), x.settled FROM ("
+      "AND l.source <> {0} AND l.expires_at > NOW(6)) AS leads, x.settled FROM ("
       "SELECT holder_id, stood_since <= NOW(6) - INTERVAL {1} MICROSECOND AS settled FROM outbox_bridge_candidate "
       "WHERE source = {0} AND holder_id <> {2} AND expires_at > NOW(6) AND renewed_at > NOW(6) - INTERVAL {3} "
       "MICROSECOND UNION ALL SELECT {2}, 1) x",
@@ -141,8 +141,10 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
     return rows.status();
   }
   std::vector<Candidate> out;
+  const size_t holderAt = rows->index("holder_id"), leadsAt = rows->index("leads"), settledAt = rows->index("settled");
   while (rows->next()) {
-    out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1)), rows->u64(2) != 0});
+    out.push_back(Candidate{std::string(rows->text(holderAt)), static_cast<int64_t>(rows->u64(leadsAt)),
+                            rows->u64(settledAt) != 0});
   }
   return out;
 }
@@ -205,8 +207,8 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     }
     auto current = [&]() -> Result<LeaseGrant> {
       auto rows = conn.query(fmt::format(
-          "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM outbox_bridge_lease "
-          "WHERE source = {}",
+          "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) AS expires_in_micros "
+          "FROM outbox_bridge_lease WHERE source = {}",
           source));
       if (!rows.isOk()) return rows.status();
       LeaseGrant grant;
@@ -214,9 +216,9 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
         if (leaveTo) grant.lighter = leaveTo->holder;
         return grant;
       }
-      grant.expiresIn = std::chrono::milliseconds(rows->i64(2) / 1000);
-      if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text(0));
-      grant.leaseEpoch = rows->u64(1);
+      grant.expiresIn = std::chrono::milliseconds(rows->i64("expires_in_micros") / 1000);
+      if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text("holder_id"));
+      grant.leaseEpoch = rows->u64("lease_epoch");
       grant.leader = grant.holder == holder;
       if (grant.leader ? handTo.has_value() : leaveTo.has_value()) grant.lighter = (grant.leader ? handTo : leaveTo)->holder;
       if (!grant.holder.empty() && !grant.leader) {

@@ -44,15 +44,15 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   // The range to walk: from the lowest version in the table to the highest published one that
   // is old enough. Plain reads: no locks.
   auto bounds = conn.query(fmt::format(
-      "SELECT (SELECT MIN(version) FROM {0}), "
+      "SELECT (SELECT MIN(version) FROM {0}) AS lowest, "
       "(SELECT v.version FROM {0} v JOIN {1} o ON o.id = v.outbox_id WHERE v.version <= {2} AND o.created_at < {3} "
-      " ORDER BY v.version DESC LIMIT 1), {3}",
+      " ORDER BY v.version DESC LIMIT 1) AS highest, {3} AS cutoff",
       versions, table, report.publishedThrough, cutoff));
   if (!bounds.isOk()) return bounds.status();
   bounds->next();
-  const uint64_t low = bounds->isNull(0) ? 0 : bounds->u64(0);
-  const uint64_t high = bounds->isNull(1) ? 0 : bounds->u64(1);
-  const std::string fixedCutoff = conn.quote(bounds->text(2));  // the same cutoff for every batch
+  const uint64_t low = bounds->optU64("lowest").value_or(0);
+  const uint64_t high = bounds->optU64("highest").value_or(0);
+  const std::string fixedCutoff = conn.quote(bounds->text("cutoff"));  // the same cutoff for every batch
 
   if (high >= low && high > 0) {
     if (options.dryRun) {
@@ -97,8 +97,8 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
       versions));
   if (!oldest.isOk()) return oldest.status();
   if (oldest->next()) {
-    report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text(0),
-                                    oldest->isNull(1) ? "none yet" : std::string(oldest->text(1)), oldest->text(2));
+    report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text("id"),
+                                    oldest->optText("version").value_or("none yet"), oldest->text("created_at"));
   } else {
     report.oldestKept = "none";
   }

@@ -109,7 +109,7 @@ std::string BinlogDoorbell::otherServer(const db::BinlogReader& reader) {
   }
   auto who = (*conn)->query(db::BinlogReader::kServerIdentityQuery);
   if (!who.isOk() || !who->next()) return "";
-  const std::string theirs = fmt::format("server_id {}, hostname {}", who->u64(0), who->text(1));
+  const std::string theirs = fmt::format("server_id {}, hostname {}", who->u64("server_id"), who->text("hostname"));
   if (theirs == reader.serverIdentity()) return "";
   return fmt::format("its dsn reaches {}, but source {}'s connection reaches {}: the doorbell would ring for another "
                      "server's commits (a replica, or a proxy's other backend?); give the [[doorbell]] the sources' "
