@@ -59,8 +59,8 @@ class BinlogReader {
                                                     std::chrono::milliseconds heartbeat);
 
   // Waits for the next committed transaction (one that wrote nothing to look for, such as
-  // prune's deletes, or a heartbeat: an empty commit). A transient failure ends the dump (a connection lost, the server restarted or its
-  // logs purged): open another.
+  // prune's deletes, or a heartbeat: an empty commit). A transient failure ends the dump (a
+  // connection lost, the server restarted or its logs purged): open another.
   Result<BinlogCommit> next();
 
   // The server's binlog format (ROW, STATEMENT or MIXED) when the dump started.

@@ -83,7 +83,9 @@ Status fromMysql(unsigned code, std::string_view error, std::string_view what) {
   return (c.transient ? Status::transient(std::move(message)) : Status::permanent(std::move(message))).because(c.cause);
 }
 
-Status fromMysql(MYSQL* mysql, std::string_view what) { return fromMysql(mysql_errno(mysql), mysql_error(mysql), what); }
+Status fromMysql(MYSQL* mysql, std::string_view what) {
+  return fromMysql(mysql_errno(mysql), mysql_error(mysql), what);
+}
 
 ConnectParams paramsFrom(const Dsn& dsn) {
   ConnectParams p;

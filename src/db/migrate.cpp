@@ -45,7 +45,8 @@ Result<bool> isApplied(Connection& conn, const SchemaFile& file, const std::stri
   return done->value_or(0) > 0;
 }
 
-Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target, std::vector<std::string>& applied) {
+Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target,
+                 std::vector<std::string>& applied) {
   auto done = isApplied(conn, file, target);
   if (!done.isOk()) return done.status();
   if (*done) return Status::ok();
@@ -80,7 +81,8 @@ Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTa
   }
   if (pending == 0) return Status::ok();
   auto led = conn.query(
-      "SELECT source, holder_id, expires_at FROM outbox_bridge_lease WHERE expires_at > NOW(6) ORDER BY source LIMIT 1");
+      "SELECT source, holder_id, expires_at FROM outbox_bridge_lease WHERE expires_at > NOW(6) ORDER BY source "
+      "LIMIT 1");
   if (!led.isOk()) return Status::ok();  // no lease table yet: no bridge ever ran here
   if (!led->next()) return Status::ok();
   return Status::permanent(fmt::format(

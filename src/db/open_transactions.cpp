@@ -32,7 +32,9 @@ std::string OpenTransactions::describe() const {
                       t.seconds));
     }
   }
-  for (const auto& xid : preparedXids) add(fmt::format("XA transaction '{}' left PREPARED (XA COMMIT or XA ROLLBACK it)", xid));
+  for (const auto& xid : preparedXids) {
+    add(fmt::format("XA transaction '{}' left PREPARED (XA COMMIT or XA ROLLBACK it)", xid));
+  }
   return out;
 }
 

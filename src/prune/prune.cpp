@@ -26,7 +26,8 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   PruneReport report;
 
   OUTBOX_RETURN_IF_ERROR(conn.exec("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"));
-  const std::string lockName = conn.quote(fmt::format("outbox-prune:{}.{}", source.dsn.database, source.name).substr(0, 64));
+  const std::string lockName =
+      conn.quote(fmt::format("outbox-prune:{}.{}", source.dsn.database, source.name).substr(0, 64));
   auto locked = conn.queryU64(fmt::format("SELECT GET_LOCK({}, {})", lockName, options.lockWait.count()));
   if (!locked.isOk()) return locked.status();
   if (locked->value_or(0) != 1) {
@@ -37,7 +38,9 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   auto state = conn.queryU64(fmt::format("SELECT published_through FROM outbox_source_state WHERE source = {}",
                                          conn.quote(source.name)));
   if (!state.isOk()) return state.status();
-  if (!state->has_value()) return Status::permanent(fmt::format("source {} has no state row (run migrate)", source.name));
+  if (!state->has_value()) {
+    return Status::permanent(fmt::format("source {} has no state row (run migrate)", source.name));
+  }
   report.publishedThrough = **state;
   const std::string cutoff = fmt::format("NOW(6) - INTERVAL {} MICROSECOND", options.keep.count() * 1000);
 
@@ -93,8 +96,8 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   }
 
   auto oldest = conn.query(fmt::format(
-      "SELECT o.id, v.version, o.created_at FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id ORDER BY o.id LIMIT 1", table,
-      versions));
+      "SELECT o.id, v.version, o.created_at FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id ORDER BY o.id LIMIT 1",
+      table, versions));
   if (!oldest.isOk()) return oldest.status();
   if (oldest->next()) {
     report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text("id"),

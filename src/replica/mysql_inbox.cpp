@@ -26,7 +26,9 @@ std::string columnsJson(const InboxRow& row) {
   std::string out = "{\"columns\":[";
   for (size_t i = 0; i < row.columns.size(); ++i) out += (i ? "," : "") + jsonQuoted(row.columns[i]);
   out += "],\"numeric\":[";
-  for (size_t i = 0; i < row.numeric.size(); ++i) out += std::string(i ? "," : "") + (row.numeric[i] ? "true" : "false");
+  for (size_t i = 0; i < row.numeric.size(); ++i) {
+    out += std::string(i ? "," : "") + (row.numeric[i] ? "true" : "false");
+  }
   return out + "]}";
 }
 
@@ -182,8 +184,10 @@ Result<InboxRow> MysqlInbox::replace(const InboxRow& row, const ReplicaRecords& 
     size_t batched = 0;
     auto flush = [&]() -> Status {
       if (batched == 0) return Status::ok();
-      OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO outbox_inbox_record (source, entity_key, record_hash) VALUES " + hashes));
-      OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO outbox_replica_record (source, entity_key, record_values) VALUES " + values));
+      OUTBOX_RETURN_IF_ERROR(
+          c.exec("INSERT INTO outbox_inbox_record (source, entity_key, record_hash) VALUES " + hashes));
+      OUTBOX_RETURN_IF_ERROR(
+          c.exec("INSERT INTO outbox_replica_record (source, entity_key, record_values) VALUES " + values));
       hashes.clear();
       values.clear();
       batched = 0;

@@ -42,8 +42,9 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, const Dsn& ds
   metrics_ = registerDoorbellMetrics(server);
   if (const char* delay = std::getenv("OUTBOX_TEST_DOORBELL_READ_DELAY_MS"); delay != nullptr) {
     readDelay_ = std::chrono::milliseconds(std::strtoll(delay, nullptr, 10));
-    spdlog::warn("{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each transaction it reads (for tests only)", where_,
-                 readDelay_.count());
+    spdlog::warn(
+        "{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each transaction it reads (for tests only)",
+        where_, readDelay_.count());
   }
 }
 
