@@ -36,7 +36,8 @@ Status checkReason(std::string_view reason) {
     return Status::rejected("a reason is required (it is kept with the change)");
   }
   if (reason.size() > kMaxReason) {
-    return Status::rejected(fmt::format("the reason is {} characters long; at most {} are kept", reason.size(), kMaxReason));
+    return Status::rejected(
+        fmt::format("the reason is {} characters long; at most {} are kept", reason.size(), kMaxReason));
   }
   return Status::ok();
 }

@@ -77,7 +77,8 @@ CLI::Validator wholeNumber(int64_t min, int64_t max) {
 CLI::Validator durationText() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        const std::string rule = "must be a duration such as 30s, 10m, 1h30m or 7d (decimal numbers without leading zeros)";
+        const std::string rule =
+            "must be a duration such as 30s, 10m, 1h30m or 7d (decimal numbers without leading zeros)";
         const std::string range = fmt::format("is out of range: at most {}d (100 years)", kMaxFlagSeconds / 86400);
         // Each number in it: "08m" is refused, as a whole number flag refuses 08.
         for (size_t i = 0; i < text.size();) {
@@ -152,7 +153,8 @@ void checkDsnFilesOrExit(const SourceConfig& source) {
   const std::string key = fmt::format("source.{}.dsn", source.name);
   if (!source.dsn.sslCa.empty()) require(tls::checkCaFile(key + " (ssl-ca)", source.dsn.sslCa));
   if (!source.dsn.sslCert.empty() || !source.dsn.sslKey.empty()) {
-    require(tls::checkCertificateAndKey(key + " (ssl-cert)", source.dsn.sslCert, key + " (ssl-key)", source.dsn.sslKey));
+    require(
+        tls::checkCertificateAndKey(key + " (ssl-cert)", source.dsn.sslCert, key + " (ssl-key)", source.dsn.sslKey));
   }
 }
 

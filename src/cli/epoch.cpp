@@ -42,9 +42,10 @@ Command addEpochOptions(CLI::App* cmd) {
     auto state = admin::bumpEpoch(src, config.nats, *reason, wait);
     if (!state.isOk()) throw Exit{state.status().isRejected() ? kExitUsage : kExitFailure, state.status().message()};
     if (state->bumpFromEpoch && !state->haltedReason.empty()) {
-      throw Exit{kExitFailure, fmt::format("epoch {} recorded (reason: {}), but the bridge leading source {} refused to "
-                                           "finish it and halted the source: {}",
-                                           state->epoch, *reason, src.name, state->haltedReason)};
+      throw Exit{kExitFailure,
+                 fmt::format("epoch {} recorded (reason: {}), but the bridge leading source {} refused to "
+                             "finish it and halted the source: {}",
+                             state->epoch, *reason, src.name, state->haltedReason)};
     }
     if (state->bumpFromEpoch) {
       resultLogger(src.name)->info("epoch {} recorded (reason: {}); no bridge leading source {} finished it within {} "

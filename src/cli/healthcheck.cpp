@@ -33,7 +33,8 @@ Command addHealthcheckOptions(CLI::App* cmd) {
       ->check(CLI::Validator(
           [](std::string& path) -> std::string {
             const bool plain = std::all_of(path.begin(), path.end(), [](unsigned char c) { return c > 32 && c < 127; });
-            return !path.empty() && path.front() == '/' && plain ? "" : "must be a path starting with '/' (e.g. /readyz)";
+            return !path.empty() && path.front() == '/' && plain ? ""
+                                                                 : "must be a path starting with '/' (e.g. /readyz)";
           },
           "PATH"));
   cmd->add_option("--timeout", args->timeout, "seconds to wait for the answer (default 3)")
@@ -51,7 +52,9 @@ Command addHealthcheckOptions(CLI::App* cmd) {
         const char* fromEnvironment = std::getenv(kConfigEnvironmentVariable);
         if (fromEnvironment != nullptr) args->config = fromEnvironment;
       }
-      if (args->config.empty()) throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};
+      if (args->config.empty()) {
+        throw Exit{kExitUsage, "healthcheck: give --config (or $OUTBOX_BRIDGE_CONFIG) or --url"};
+      }
       Config config = loadOrExit(args->config, "healthcheck");
       // The health routes are on http.metrics_listen when it is set, else on http.listen (HTTPS
       // with http.tls_cert).

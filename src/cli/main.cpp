@@ -101,7 +101,9 @@ std::vector<std::string> longFlags(const CLI::App* app) {
 
 std::vector<std::string> commandNames(const CLI::App* app) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
   return names;
 }
 
@@ -129,7 +131,8 @@ std::string unknownArguments(const std::vector<CLI::App*>& chain) {
         if (hint.empty() && depth + 1 < chain.size() && chain[depth + 1]->get_option_no_throw(flagName(item))) {
           hint = fmt::format(" (options go after the command: {} {})", pathOf(chain, depth + 1), flagName(item));
         }
-        parts.push_back(fmt::format("unknown option '{}' for {}{}", flagName(item), depth == 0 ? "outbox-bridge" : path, hint));
+        parts.push_back(
+            fmt::format("unknown option '{}' for {}{}", flagName(item), depth == 0 ? "outbox-bridge" : path, hint));
       } else if (i == 0 && wantsCommand) {
         // A command's name is a word; anything else is not echoed.
         const bool word = item.size() <= 40 && std::all_of(item.begin(), item.end(), [](unsigned char c) {
@@ -137,7 +140,8 @@ std::string unknownArguments(const std::vector<CLI::App*>& chain) {
                           });
         const std::string name = depth == 0 ? item : path + " " + item;
         parts.push_back(fmt::format("unknown command {}{} (commands: {})", word ? "'" + name + "'" : "(not shown)",
-                                    word ? closest(item, commandNames(chain[depth])) : "", joined(commandNames(chain[depth]))));
+                                    word ? closest(item, commandNames(chain[depth])) : "",
+                                    joined(commandNames(chain[depth]))));
       } else {
         ++extras;
       }
@@ -160,7 +164,8 @@ const CLI::Option* namedOption(const std::vector<CLI::App*>& chain, const std::s
   const CLI::Option* found = nullptr;
   for (const CLI::Option* o : chain.back()->get_options()) {
     const std::string name = o->get_name();
-    if (!name.empty() && text.find(name) != std::string::npos && (found == nullptr || name.size() > found->get_name().size())) {
+    if (!name.empty() && text.find(name) != std::string::npos &&
+        (found == nullptr || name.size() > found->get_name().size())) {
       found = o;
     }
   }
@@ -199,7 +204,9 @@ std::string usageError(CLI::App& app, const CLI::ParseError& e) {
     if (what.find("flag override") != std::string::npos) return line(name + " takes no value");
     return line(name + " needs a value");
   } else if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) {
-    if (option != nullptr && option->get_expected_max() == 0) return line(name + " takes no value (the value is not shown)");
+    if (option != nullptr && option->get_expected_max() == 0) {
+      return line(name + " takes no value (the value is not shown)");
+    }
     return line(name + ": not a value it takes (the value is not shown)");
   } else if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
              dynamic_cast<const CLI::RequiresError*>(&e) != nullptr ||

@@ -20,8 +20,11 @@ Command addPruneOptions(CLI::App* cmd) {
   auto args = std::make_shared<Args>();
   addConfigOption(cmd, args->config);
   cmd->add_option("--source", args->source, "only this source (default: every source)");  // never "": applyFlagRules
-  cmd->add_option("--keep", args->keep, "keep rows younger than this (default 1h, at least 10m)")->check(durationText());
-  cmd->add_option("--batch", args->batch, "rows per transaction at most (default 5000; fewer when each would take over ~20 ms)")->check(wholeNumber(1, 1'000'000));
+  cmd->add_option("--keep", args->keep, "keep rows younger than this (default 1h, at least 10m)")
+      ->check(durationText());
+  cmd->add_option("--batch", args->batch,
+                  "rows per transaction at most (default 5000; fewer when each would take over ~20 ms)")
+      ->check(wholeNumber(1, 1'000'000));
   cmd->add_flag("--dry-run", args->dryRun, "delete nothing; report how many rows would go");
   return [args]() {
     Config config = loadOrExit(args->config, "prune");

@@ -22,16 +22,19 @@ Command addQuarantineOptions(CLI::App* cmd) {
   return [=]() {
     const std::optional<uint64_t> id = admin::parseRowId(*idText);
     if (!id) {
-      throw Exit{kExitUsage, fmt::format("--id: expected an outbox row id, a whole number from 1 to {} in decimal "
-                                         "without leading zeros, got '{}'",
-                                         UINT64_MAX, shownValue(idText->substr(0, 40)) + (idText->size() > 40 ? "..." : ""))};
+      throw Exit{kExitUsage,
+                 fmt::format("--id: expected an outbox row id, a whole number from 1 to {} in decimal "
+                             "without leading zeros, got '{}'",
+                             UINT64_MAX, shownValue(idText->substr(0, 40)) + (idText->size() > 40 ? "..." : ""))};
     }
     Config config = loadOrExit(*path, "quarantine");
     const SourceConfig& src = sourceOrExit(config, *source);
     checkDsnFilesOrExit(src);
     db::initLibrary();
     auto cleared = admin::quarantine(src, *id, *reason);
-    if (!cleared.isOk()) throw Exit{cleared.status().isRejected() ? kExitUsage : kExitFailure, cleared.status().message()};
+    if (!cleared.isOk()) {
+      throw Exit{cleared.status().isRejected() ? kExitUsage : kExitFailure, cleared.status().message()};
+    }
     if (*cleared) {
       resultLogger(src.name)->info("row {} quarantined; the halt it caused is cleared", *id);
     } else {

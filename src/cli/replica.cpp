@@ -39,7 +39,8 @@ std::string secretFromEnvironment(const std::string& var) {
   std::string line = content.substr(0, content.find('\n'));
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.empty() || line.find('\0') != std::string::npos) {
-    throw Exit{kExitUsage, fmt::format("replica: {}_FILE: '{}' holds no secret on its first line, or a NUL", var, file)};
+    throw Exit{kExitUsage,
+               fmt::format("replica: {}_FILE: '{}' holds no secret on its first line, or a NUL", var, file)};
   }
   return line;
 }
@@ -146,7 +147,9 @@ Command addReplicaOptions(CLI::App* cmd) {
     }
     const int logins = !options.nats.user.empty() + !options.nats.token.empty() + !options.nats.credsFile.empty() +
                        !options.nats.nkeySeedFile.empty();
-    if (logins > 1) throw Exit{kExitUsage, "replica: give one way to log in to nats-server (user, token, creds, nkey seed)"};
+    if (logins > 1) {
+      throw Exit{kExitUsage, "replica: give one way to log in to nats-server (user, token, creds, nkey seed)"};
+    }
     if (options.nats.tlsCert.empty() != options.nats.tlsKey.empty()) {
       throw Exit{kExitUsage, "replica: --nats-cert and --nats-key go together"};
     }

@@ -230,7 +230,8 @@ Command addRunOptions(CLI::App* cmd) {
       if (source.settles()) {
         sourceLogger(source.name)
             ->info("settled stream {} ({}.>): settle {}, settle_max {}", source.settledStream,
-                   settledPrefix(source.subjectPrefix), formatDuration(source.settle), formatDuration(source.settleMax));
+                   settledPrefix(source.subjectPrefix), formatDuration(source.settle),
+                   formatDuration(source.settleMax));
       }
       runtimes.push_back(std::move(rt));
     }

@@ -29,7 +29,8 @@ bool isHostName(const std::string& host) {
 
 bool isIpv6(const std::string& host) {
   return !host.empty() && host.find(':') != std::string::npos &&
-         std::all_of(host.begin(), host.end(), [](unsigned char c) { return std::isxdigit(c) || c == ':' || c == '.'; });
+         std::all_of(host.begin(), host.end(),
+                     [](unsigned char c) { return std::isxdigit(c) || c == ':' || c == '.'; });
 }
 
 // HOST[:PORT] (HOST a name, an IPv4 address or [IPv6]); "" when it is one, else why not. `host`

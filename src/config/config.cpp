@@ -50,8 +50,8 @@ Config parseConfig(const std::string& tomlText, const Environment& env, const st
     std::string key(k.str());
     if (key != "nats" && key != "http" && key != "lease" && key != "database" && key != "log" && key != "source" &&
         key != "doorbell") {
-      throw ConfigError(key,
-                        "unknown key (expected [nats], [http], [lease], [database], [log], [[source]] or [[doorbell]])");
+      throw ConfigError(
+          key, "unknown key (expected [nats], [http], [lease], [database], [log], [[source]] or [[doorbell]])");
     }
   }
 

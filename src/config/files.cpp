@@ -28,7 +28,9 @@ const char* kindOf(mode_t mode) {
 // ConfigError naming `key`.
 int openRegular(const std::string& key, const std::string& path, const std::string& what) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw ConfigError(key, fmt::format("{}cannot read '{}': {}", what, shownValue(path), std::strerror(errno)));
+  if (fd < 0) {
+    throw ConfigError(key, fmt::format("{}cannot read '{}': {}", what, shownValue(path), std::strerror(errno)));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const char* kind = ::fstat(fd, &st) == 0 ? kindOf(st.st_mode) : "not a regular file";

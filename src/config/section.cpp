@@ -26,7 +26,9 @@ std::string upper(std::string s) {
 std::string readSecretFile(const std::string& key, const std::string& path) {
   std::string secret = trimNewline(readSmallFile(key, path, kMaxSecretBytes));
   if (secret.empty()) throw ConfigError(key, fmt::format("'{}' is empty", shownValue(path)));
-  if (secret.find('\0') != std::string::npos) throw ConfigError(key, fmt::format("'{}' holds a NUL byte", shownValue(path)));
+  if (secret.find('\0') != std::string::npos) {
+    throw ConfigError(key, fmt::format("'{}' holds a NUL byte", shownValue(path)));
+  }
   return secret;
 }
 
@@ -50,7 +52,8 @@ std::string unexpandedReference(const std::string& secret) {
   if (secret.empty()) return "";
   if (secret.find("${") != std::string::npos) return "holds '${', as an unexpanded ${VARIABLE} would";
   // $VARIABLE or $VARIABLE/...: a shell-style reference, which nothing here expands.
-  if (secret.size() > 1 && secret[0] == '$' && (std::isalpha(static_cast<unsigned char>(secret[1])) || secret[1] == '_')) {
+  if (secret.size() > 1 && secret[0] == '$' &&
+      (std::isalpha(static_cast<unsigned char>(secret[1])) || secret[1] == '_')) {
     const size_t end = secret.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_", 1);
     if (end == std::string::npos || secret[end] == '/') return "looks like an unexpanded $VARIABLE";
   }

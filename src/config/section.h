@@ -113,7 +113,9 @@ class Section {
       throw ConfigError(keyName(key), fmt::format("set either {} or {}_file, not both", key, key));
     }
     if (file) {
-      if (file->empty()) throw ConfigError(keyName(key + "_file"), "is empty: give a file's path, or leave the key out");
+      if (file->empty()) {
+        throw ConfigError(keyName(key + "_file"), "is empty: give a file's path, or leave the key out");
+      }
       return readSecretFile(keyName(key + "_file"), expandCredentialsDirectory(keyName(key + "_file"), *file, env_));
     }
     if (inlineValue) {

@@ -77,7 +77,8 @@ const std::vector<Key<NatsConfig>>& natsKeys() {
       pathKey<N>("nkey_seed_file", &N::nkeySeedFile, kSomeFile),
       pathKey<N>("tls_ca", &N::tlsCa, kSomeFile),
       needing("tls_key = \"/etc/passwd\"", pathKey<N>("tls_cert", &N::tlsCert, kSomeFile)),
-      needing("tls_cert = \"/etc/passwd\"", then(pathKey<N>("tls_key", &N::tlsKey, kSomeFile), std::function(checkNatsLogins))),
+      needing("tls_cert = \"/etc/passwd\"",
+              then(pathKey<N>("tls_key", &N::tlsKey, kSomeFile), std::function(checkNatsLogins))),
       commentedWhenEmpty(textKey<N>("tls_server_name", &N::tlsServerName, "\"nats.internal\"",
                                     [](const std::string& key, const std::string& v, const N&) {
                                       if (!isHostOrAddress(v)) {
@@ -91,10 +92,11 @@ const std::vector<Key<NatsConfig>>& natsKeys() {
       commentedWhenEmpty(textKey<N>("js_domain", &N::jsDomain, "\"hub\"",
                                     [](const std::string& key, const std::string& v, const N&) {
                                       if (!isSubjectToken(v) || v.size() > 255) {
-                                        throw ConfigError(key, fmt::format("'{}' is not a JetStream domain (one subject "
-                                                                           "token: no '.', '*', '>', spaces or control "
-                                                                           "characters)",
-                                                                           shownValue(v)));
+                                        throw ConfigError(key,
+                                                          fmt::format("'{}' is not a JetStream domain (one subject "
+                                                                      "token: no '.', '*', '>', spaces or control "
+                                                                      "characters)",
+                                                                      shownValue(v)));
                                       }
                                     }),
                          &N::jsDomain),
@@ -112,11 +114,13 @@ const std::vector<Key<HttpConfig>>& httpKeys() {
       textKey<H>("listen", &H::listen, "\"0.0.0.0:0\"",
                  [](const std::string& key, const std::string& v, const H&) { checkListen(key, v); }),
       needing("tls_key = \"/etc/passwd\"", pathKey<H>("tls_cert", &H::tlsCert, kSomeFile)),
-      needing("tls_cert = \"/etc/passwd\"", then(pathKey<H>("tls_key", &H::tlsKey, kSomeFile), std::function([](const H& h) {
-                if (h.tlsCert.empty() != h.tlsKey.empty()) {
-                  throw ConfigError(h.tlsCert.empty() ? "http.tls_cert" : "http.tls_key", "tls_cert and tls_key go together");
-                }
-              }))),
+      needing("tls_cert = \"/etc/passwd\"",
+              then(pathKey<H>("tls_key", &H::tlsKey, kSomeFile), std::function([](const H& h) {
+                     if (h.tlsCert.empty() != h.tlsKey.empty()) {
+                       throw ConfigError(h.tlsCert.empty() ? "http.tls_cert" : "http.tls_key",
+                                         "tls_cert and tls_key go together");
+                     }
+                   }))),
       textKey<H>("metrics_listen", &H::metricsListen, "\"[::1]:9090\"",
                  [](const std::string& key, const std::string& v, const H& h) {
                    if (v.empty()) return;
@@ -166,14 +170,16 @@ const std::vector<Key<DatabaseConfig>>& databaseKeys() {
 
 const std::vector<Key<Config>>& logKeys() {
   static const std::vector<Key<Config>> keys{
-      textKey<Config>("level", &Config::logLevel, "\"debug\"", [](const std::string& key, const std::string& v, const Config&) {
-        static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
-        if (!levels.count(v)) {
-          throw ConfigError(key, fmt::format("'{}' is not one of trace, debug, info, warn, error, off", shownValue(v)));
-        }
-      }),
-      choiceKey<Config, LogFormat>("format", &Config::logFormat, {{"text", LogFormat::kText}, {"json", LogFormat::kJson}},
-                                   "\"json\""),
+      textKey<Config>("level", &Config::logLevel, "\"debug\"",
+                      [](const std::string& key, const std::string& v, const Config&) {
+                        static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
+                        if (!levels.count(v)) {
+                          throw ConfigError(key, fmt::format("'{}' is not one of trace, debug, info, warn, error, off",
+                                                             shownValue(v)));
+                        }
+                      }),
+      choiceKey<Config, LogFormat>("format", &Config::logFormat,
+                                   {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}, "\"json\""),
   };
   return keys;
 }

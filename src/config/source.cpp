@@ -29,7 +29,8 @@ Key<S> dsnKey() {
     s.dsn = Dsn::parse(sec.keyName("dsn"), *dsn);
     checkDsnFiles(sec, s.dsn);
   };
-  return {"dsn", read, writeDsn(&S::dsn), "\"mysql://bridge@db.internal:3307/app?ssl-mode=REQUIRED\"", sameDsn(&S::dsn)};
+  return {"dsn", read, writeDsn(&S::dsn), "\"mysql://bridge@db.internal:3307/app?ssl-mode=REQUIRED\"",
+          sameDsn(&S::dsn)};
 }
 
 // Its versions table, `<outbox_table>_versions`, must fit MySQL's 64-character identifiers.
@@ -103,7 +104,9 @@ Key<S> latestStreamKey() {
     }
     s.latestStream = *latest;
   };
-  auto write = [](const S& s) { return s.latestStream.empty() ? "" : keyLine("latest_stream", tomlString(s.latestStream)); };
+  auto write = [](const S& s) {
+    return s.latestStream.empty() ? "" : keyLine("latest_stream", tomlString(s.latestStream));
+  };
   return {"latest_stream", read, write, "\"ACCT_LATEST\"", sameMember(&S::latestStream)};
 }
 
@@ -154,10 +157,13 @@ void readSettleKeys(Section& sec, S& s) {
     }
     return;
   }
-  if (settle->count() < 1) throw ConfigError(sec.keyName("settle"), "must be at least 1ms (leave it out: no settled stream)");
+  if (settle->count() < 1) {
+    throw ConfigError(sec.keyName("settle"), "must be at least 1ms (leave it out: no settled stream)");
+  }
   if (settleMax && settleMax->count() < 1) {
-    throw ConfigError(sec.keyName("settle_max"), "must be at least settle: a key settles at the latest settle_max after "
-                                                 "its first change (leave it out for its default)");
+    throw ConfigError(sec.keyName("settle_max"),
+                      "must be at least settle: a key settles at the latest settle_max after "
+                      "its first change (leave it out for its default)");
   }
   if (settleMax) s.settleMax = *settleMax;
   if (s.settleMax > std::chrono::hours(1)) {
@@ -215,10 +221,14 @@ const std::vector<Key<SourceConfig>>& sourceKeys() {
       outboxTableKey(),
       textKey<S>("snapshot_query", &S::snapshotQuery, "\"SELECT id, name FROM accounts\"",
                  [](const std::string& key, const std::string& query, const S&) {
-                   if (std::string problem = snapshotQueryProblem(query); !problem.empty()) throw ConfigError(key, problem);
+                   if (std::string problem = snapshotQueryProblem(query); !problem.empty()) {
+                     throw ConfigError(key, problem);
+                   }
                  }),
-      textKey<S>("stream", &S::stream, "\"ACCT\"", [](const std::string& key, const std::string& v, const S&) { checkStreamName(key, v); },
-                 [](const S& s) { return "CONTROL_" + upper(s.name); }),
+      textKey<S>(
+          "stream", &S::stream, "\"ACCT\"",
+          [](const std::string& key, const std::string& v, const S&) { checkStreamName(key, v); },
+          [](const S& s) { return "CONTROL_" + upper(s.name); }),
       textKey<S>("subject_prefix", &S::subjectPrefix, "\"ctl.acct\"", checkSubjectPrefix,
                  [](const S& s) { return "control." + s.name; }),
       subjectKey(),
@@ -227,11 +237,13 @@ const std::vector<Key<SourceConfig>>& sourceKeys() {
       durationKey<S>("poll_interval", &S::pollInterval, "\"90s\"", [](const std::string& key, Duration v, const S&) {
         if (v.count() < 1 || v > std::chrono::hours(1)) throw ConfigError(key, "must be from 1ms to 1h");
       }),
-      durationKey<S>("summary_interval", &S::summaryInterval, "\"5m\"", [](const std::string& key, Duration v, const S&) {
-        if (v.count() != 0 && (v < std::chrono::seconds(1) || v > std::chrono::hours(24))) {
-          throw ConfigError(key, fmt::format("{} must be 0 (a read per request) or from 1s to 24h", formatDuration(v)));
-        }
-      }),
+      durationKey<S>("summary_interval", &S::summaryInterval, "\"5m\"",
+                     [](const std::string& key, Duration v, const S&) {
+                       if (v.count() != 0 && (v < std::chrono::seconds(1) || v > std::chrono::hours(24))) {
+                         throw ConfigError(key, fmt::format("{} must be 0 (a read per request) or from 1s to 24h",
+                                                            formatDuration(v)));
+                       }
+                     }),
       textKey<S>("snapshot_key", &S::snapshotKey, "\"id\""),
       textKey<S>("snapshot_path", &S::snapshotPath, "\"/account/control-snapshot\"",
                  [](const std::string& key, const std::string& path, const S&) {
@@ -239,8 +251,8 @@ const std::vector<Key<SourceConfig>>& sourceKeys() {
                      throw ConfigError(key, fmt::format("'{}' {}", shownValue(path), problem));
                    }
                  }),
-      choiceKey<S, OnPoison>("on_poison", &S::onPoison, {{"halt", OnPoison::kHalt}, {"quarantine", OnPoison::kQuarantine}},
-                             "\"quarantine\""),
+      choiceKey<S, OnPoison>("on_poison", &S::onPoison,
+                             {{"halt", OnPoison::kHalt}, {"quarantine", OnPoison::kQuarantine}}, "\"quarantine\""),
       choiceKey<S, Wake>("wake", &S::wake, {{"auto", Wake::kAuto}, {"binlog", Wake::kBinlog}, {"poll", Wake::kPoll}},
                          "\"binlog\""),
       countKey<S>("replicas", &S::replicas, 5, "3"),

@@ -20,9 +20,9 @@ std::string lower(std::string s) {
 }
 
 // The bridge's own tables, beside the outbox tables in each source's database (sql/bridge/).
-constexpr const char* kBridgeTables[] = {"outbox_source_state",     "outbox_bridge_lease",     "outbox_quarantine",
-                                         "outbox_epoch_history",    "outbox_bridge_candidate", "outbox_schema_migrations",
-                                         "outbox_scan_holes",       "outbox_bump_removed"};
+constexpr const char* kBridgeTables[] = {"outbox_source_state",  "outbox_bridge_lease",     "outbox_quarantine",
+                                         "outbox_epoch_history", "outbox_bridge_candidate", "outbox_schema_migrations",
+                                         "outbox_scan_holes",    "outbox_bump_removed"};
 
 // The same database: same server address and schema (two addresses of one server are not seen).
 std::string databaseOf(const Dsn& dsn) {
@@ -73,9 +73,9 @@ void checkSourcesApart(const std::vector<SourceConfig>& sources) {
       versionsPair = tables.find(database + table.substr(0, table.size() - kVersions.size()));
     }
     if (versionsPair != tables.end()) {
-      throw ConfigError(key + "outbox_table", fmt::format("'{}' and source {}'s '{}': one is the other's versions table",
-                                                          b.outboxTable, versionsPair->second->name,
-                                                          versionsPair->second->outboxTable));
+      throw ConfigError(key + "outbox_table",
+                        fmt::format("'{}' and source {}'s '{}': one is the other's versions table", b.outboxTable,
+                                    versionsPair->second->name, versionsPair->second->outboxTable));
     }
     tables.emplace(database + table, &b);
 

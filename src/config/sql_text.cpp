@@ -79,7 +79,8 @@ class Scanner {
         const size_t end = text_.find('\n', pos_);
         pos_ = end == std::string_view::npos ? text_.size() : end + 1;
       } else if (c == '/' && at(pos_ + 1) == '*') {
-        if (at(pos_ + 2) == '!' || (std::toupper(static_cast<unsigned char>(at(pos_ + 2))) == 'M' && at(pos_ + 3) == '!')) {
+        if (at(pos_ + 2) == '!' ||
+            (std::toupper(static_cast<unsigned char>(at(pos_ + 2))) == 'M' && at(pos_ + 3) == '!')) {
           problem = "holds an executable comment (/*! ... */ or /*M! ... */), which the server runs: write its text "
                     "outside a comment";
           return false;
@@ -150,7 +151,9 @@ std::string sideEffect(const std::vector<Token>& tokens, size_t i) {
   if (t.text == "FOR" && (isWord(tokens, i + 1, "UPDATE") || isWord(tokens, i + 1, "SHARE"))) {
     return fmt::format("locks rows (FOR {}): a snapshot reads without locking", tokens[i + 1].text);
   }
-  if (t.text == "LOCK" && isWord(tokens, i + 1, "IN")) return "locks rows (LOCK IN SHARE MODE): a snapshot reads without locking";
+  if (t.text == "LOCK" && isWord(tokens, i + 1, "IN")) {
+    return "locks rows (LOCK IN SHARE MODE): a snapshot reads without locking";
+  }
   if ((t.text == "NEXT" || t.text == "PREVIOUS") && isWord(tokens, i + 1, "VALUE")) {
     return fmt::format("takes a sequence value ({} VALUE FOR): a snapshot only reads", t.text);
   }

@@ -134,8 +134,10 @@ std::optional<SubjectTemplate> SubjectTemplate::parse(const std::string& text, c
         const std::string digits = name.substr(10);
         uint32_t n = 0;
         auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-        if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || n < 1 || n > kMaxPartitions) {
-          problem = fmt::format("{{{}}}: the number of partitions must be from 1 to {}", shownValue(name), kMaxPartitions);
+        if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || n < 1 ||
+            n > kMaxPartitions) {
+          problem =
+              fmt::format("{{{}}}: the number of partitions must be from 1 to {}", shownValue(name), kMaxPartitions);
           return std::nullopt;
         }
         part.kind = Kind::kPartition;
@@ -207,8 +209,10 @@ std::string SubjectTemplate::render(const SubjectFields& fields) const {
 }
 
 std::optional<SubjectTemplate::Kind> SubjectTemplate::kindNamed(std::string_view name) {
-  static constexpr std::pair<std::string_view, Kind> kNamed[] = {
-      {"entity_type", Kind::kEntityType}, {"entity_key", Kind::kEntityKey}, {"op", Kind::kOp}, {"source", Kind::kSource}};
+  static constexpr std::pair<std::string_view, Kind> kNamed[] = {{"entity_type", Kind::kEntityType},
+                                                                 {"entity_key", Kind::kEntityKey},
+                                                                 {"op", Kind::kOp},
+                                                                 {"source", Kind::kSource}};
   for (const auto& [named, kind] : kNamed) {
     if (named == name) return kind;
   }

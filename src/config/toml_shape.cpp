@@ -73,7 +73,8 @@ class ShapeScanner {
     }
     afterDot_ = false;
     if (parts_ > kMaxKeyParts) {
-      fail(chainStart_, fmt::format("a key of more than {} dotted parts (the config's keys have at most 3)", kMaxKeyParts));
+      fail(chainStart_,
+           fmt::format("a key of more than {} dotted parts (the config's keys have at most 3)", kMaxKeyParts));
     }
   }
 
@@ -117,7 +118,8 @@ class ShapeScanner {
 
   [[noreturn]] void fail(size_t at, const std::string& why) const {
     const std::string_view rest = text_.substr(at, 100);
-    throw ConfigError(shownValue(origin_), fmt::format("line {}: {}: '{}'", line_, why, shownValue(std::string(rest.substr(0, rest.find('\n'))))));
+    throw ConfigError(shownValue(origin_), fmt::format("line {}: {}: '{}'", line_, why,
+                                                       shownValue(std::string(rest.substr(0, rest.find('\n'))))));
   }
 
   std::string_view text_;

@@ -165,9 +165,13 @@ void parseHostPort(const std::string& key, const std::string& hostport, Dsn& dsn
     if (close == std::string::npos) throw ConfigError(key, "an IPv6 host without its closing ']'");
     dsn.host = hostport.substr(1, close - 1);
     std::string after = hostport.substr(close + 1);
-    if (!after.empty() && after.front() != ':') throw ConfigError(key, fmt::format("'{}' after the IPv6 host", shownValue(after)));
+    if (!after.empty() && after.front() != ':') {
+      throw ConfigError(key, fmt::format("'{}' after the IPv6 host", shownValue(after)));
+    }
     if (!after.empty()) port = after.substr(1);
-    if (dsn.host.find(':') == std::string::npos) throw ConfigError(key, fmt::format("'{}' is not an IPv6 address", shownValue(dsn.host)));
+    if (dsn.host.find(':') == std::string::npos) {
+      throw ConfigError(key, fmt::format("'{}' is not an IPv6 address", shownValue(dsn.host)));
+    }
   } else {
     size_t colon = hostport.rfind(':');
     dsn.host = hostport.substr(0, colon);
@@ -245,8 +249,9 @@ void parseParameters(const std::string& key, const std::string& query, Dsn& dsn)
     } else if (name == "ssl-key") {
       dsn.sslKey = value;
     } else {
-      throw ConfigError(key, fmt::format("unknown DSN parameter '{}' (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key)",
-                                         shownValue(name)));
+      throw ConfigError(key,
+                        fmt::format("unknown DSN parameter '{}' (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key)",
+                                    shownValue(name)));
     }
   }
   // The library uses a socket only for localhost; for another host it would go over TCP.
@@ -308,7 +313,8 @@ Dsn Dsn::parse(const std::string& key, const std::string& text, bool databaseReq
   size_t q = pathquery.find('?');
   dsn.database = pathquery.substr(0, q);
   if ((databaseRequired || !dsn.database.empty()) && !isSqlIdentifier(dsn.database)) {
-    throw ConfigError(key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(dsn.database)));
+    throw ConfigError(
+        key, fmt::format("database '{}' must match ^[A-Za-z_][A-Za-z0-9_]{{0,63}}$", shownValue(dsn.database)));
   }
   if (q != std::string::npos) parseParameters(key, pathquery.substr(q + 1), dsn);
   return dsn;
@@ -317,7 +323,8 @@ Dsn Dsn::parse(const std::string& key, const std::string& text, bool databaseReq
 std::string Dsn::masked() const {
   std::string out = "mysql://" + user;
   if (!password.empty()) out += ":****";
-  out += "@" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + database;
+  out += "@" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" +
+         database;
   std::vector<std::string> params;
   if (!socket.empty()) params.push_back("socket=" + socket);
   if (sslMode != defaultSslMode(*this)) params.push_back(std::string("ssl-mode=") + sslModeName(sslMode));

@@ -67,18 +67,19 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   std::unique_ptr<BinlogReader> reader(new BinlogReader(std::move(conn).value()));
   Connection& c = *reader->conn_;
 
-  auto settings = c.query("SELECT @@global.log_bin, @@global.binlog_format, CURRENT_USER(), @@server_id, @@hostname, "
-                          "@@global.binlog_checksum");
+  auto settings = c.query("SELECT @@global.log_bin AS log_bin, @@global.binlog_format AS binlog_format, "
+                          "CURRENT_USER() AS account, @@server_id AS server_id, @@hostname AS hostname, "
+                          "@@global.binlog_checksum AS binlog_checksum");
   if (!settings.isOk()) return settings.status();
   if (!settings->next()) return Status::transient("the server did not say whether it keeps a binary log");
-  const std::string account = accountOf(settings->text(2));
-  reader->identity_ = fmt::format("server_id {}, hostname {}", settings->u64(3), settings->text(4));
-  reader->checksum_ = settings->text(5) != "NONE";
-  if (settings->u64(0) == 0) {
+  const std::string account = accountOf(settings->text("account"));
+  reader->identity_ = fmt::format("server_id {}, hostname {}", settings->u64("server_id"), settings->text("hostname"));
+  reader->checksum_ = settings->text("binlog_checksum") != "NONE";
+  if (settings->u64("log_bin") == 0) {
     return Status::permanent("the server keeps no binary log (log_bin is OFF); start it with log_bin = ON (in any "
                              "binlog_format)");
   }
-  reader->format_ = std::string(settings->text(1));
+  reader->format_ = std::string(settings->text("binlog_format"));
 
   auto status = c.query("SHOW MASTER STATUS");
   if (!status.isOk()) {
@@ -91,15 +92,21 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   if (!status->next()) {
     return Status::permanent("the server shows no binary log position (SHOW MASTER STATUS is empty): is log_bin on?");
   }
-  const std::string file(status->text(0));
-  const uint64_t position = status->u64(1);
+  // The columns SHOW MASTER STATUS names alike on MariaDB and MySQL (and MySQL 8.4's SHOW BINARY
+  // LOG STATUS); the filters only where the server shows them. A server that names them otherwise
+  // is refused, not read by guess.
+  if (!status->has("File") || !status->has("Position")) {
+    return Status::permanent("the server's SHOW MASTER STATUS has no File and Position columns");
+  }
+  const std::string file(status->text("File"));
+  const uint64_t position = status->u64("Position");
   reader->file_ = file;
   reader->position_ = position;
-  auto names = [&](unsigned column) {
-    return status->columnCount() <= column ? std::string() : std::string(status->optText(column).value_or(""));
+  auto names = [&](std::string_view column) {
+    return status->has(column) ? std::string(status->optText(column).value_or("")) : std::string();
   };
-  reader->doDb_ = names(2);
-  reader->ignoreDb_ = names(3);
+  reader->doDb_ = names("Binlog_Do_DB");
+  reader->ignoreDb_ = names("Binlog_Ignore_DB");
 
   // What a replica tells the server before a dump: it understands the log's checksums and
   // MariaDB's events (GTIDs, annotate), and wants a heartbeat when the log is quiet.

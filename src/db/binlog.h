@@ -59,8 +59,8 @@ class BinlogReader {
                                                     std::chrono::milliseconds heartbeat);
 
   // Waits for the next committed transaction (one that wrote nothing to look for, such as
-  // prune's deletes, or a heartbeat: an empty commit). A transient failure ends the dump (a connection lost, the server restarted or its
-  // logs purged): open another.
+  // prune's deletes, or a heartbeat: an empty commit). A transient failure ends the dump (a
+  // connection lost, the server restarted or its logs purged): open another.
   Result<BinlogCommit> next();
 
   // The server's binlog format (ROW, STATEMENT or MIXED) when the dump started.
@@ -68,7 +68,7 @@ class BinlogReader {
   // Who serves the dump: "server_id N, hostname H", to compare with what a source's connection
   // reaches (the same query: serverIdentityQuery).
   const std::string& serverIdentity() const { return identity_; }
-  static constexpr const char* kServerIdentityQuery = "SELECT @@server_id, @@hostname";
+  static constexpr const char* kServerIdentityQuery = "SELECT @@server_id AS server_id, @@hostname AS hostname";
   // Where the dump has read to: the file and the position after the last event.
   const std::string& file() const { return file_; }
   uint64_t position() const { return position_; }

@@ -24,7 +24,8 @@ class Lexer {
       const auto c = static_cast<unsigned char>(text_[pos_]);
       if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
         ++pos_;
-      } else if (c == '#' || (c == '-' && at(1) == '-' && (pos_ + 2 == text_.size() || static_cast<unsigned char>(at(2)) <= ' '))) {
+      } else if (c == '#' ||
+                 (c == '-' && at(1) == '-' && (pos_ + 2 == text_.size() || static_cast<unsigned char>(at(2)) <= ' '))) {
         const size_t end = text_.find('\n', pos_);
         pos_ = end == std::string_view::npos ? text_.size() : end + 1;
       } else if (c == '/' && at(1) == '*') {
@@ -149,7 +150,8 @@ class Lexer {
   char at(size_t ahead) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
 
   static bool isNameChar(unsigned char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '$' || c >= 0x80;
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '$' ||
+           c >= 0x80;
   }
 
   static bool equalsUpper(std::string_view word, std::string_view keyword) {

@@ -83,7 +83,9 @@ Status fromMysql(unsigned code, std::string_view error, std::string_view what) {
   return (c.transient ? Status::transient(std::move(message)) : Status::permanent(std::move(message))).because(c.cause);
 }
 
-Status fromMysql(MYSQL* mysql, std::string_view what) { return fromMysql(mysql_errno(mysql), mysql_error(mysql), what); }
+Status fromMysql(MYSQL* mysql, std::string_view what) {
+  return fromMysql(mysql_errno(mysql), mysql_error(mysql), what);
+}
 
 ConnectParams paramsFrom(const Dsn& dsn) {
   ConnectParams p;
@@ -132,18 +134,29 @@ Rows::Rows(MYSQL_RES* res) : res_(res) {
   }
 }
 
+namespace {
+
+// Whether `column` is named `name`, ASCII case ignored (as SQL compares column names).
+bool named(const Column& column, std::string_view name) {
+  return std::equal(column.name.begin(), column.name.end(), name.begin(), name.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+}
+
+}  // namespace
+
 size_t Rows::index(std::string_view name) const {
-  auto same = [name](const Column& c) {
-    return std::equal(c.name.begin(), c.name.end(), name.begin(), name.end(), [](char a, char b) {
-      return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-    });
-  };
+  auto same = [name](const Column& c) { return named(c, name); };
   auto found = std::find_if(columns_.begin(), columns_.end(), same);
   if (found == columns_.end()) throw std::logic_error(fmt::format("the result has no column '{}'", name));
   if (std::find_if(found + 1, columns_.end(), same) != columns_.end()) {
     throw std::logic_error(fmt::format("the result has two columns '{}': give one an alias", name));
   }
   return static_cast<size_t>(found - columns_.begin());
+}
+
+bool Rows::has(std::string_view name) const {
+  return std::any_of(columns_.begin(), columns_.end(), [name](const Column& c) { return named(c, name); });
 }
 
 bool Rows::next() {
@@ -316,6 +329,7 @@ Result<Rows> Connection::query(std::string_view sql, Fetch fetch) {
 Result<std::optional<uint64_t>> Connection::queryU64(std::string_view sql) {
   auto rows = query(sql);
   if (!rows.isOk()) return rows.status();
+  // By position, as its contract says: the first column, whatever the caller named it.
   if (!rows->next() || rows->isNull(0)) return std::optional<uint64_t>();
   return std::optional<uint64_t>(rows->u64(0));
 }

@@ -80,6 +80,9 @@ class Rows {
   // before the first next(). A name the result has not, or has twice, is the caller's bug: throws
   // std::logic_error that names it.
   size_t index(std::string_view name) const;
+  // Whether the result has a column `name` (compared as index() does): for a statement whose
+  // columns the server decides (a SHOW), where a server may leave one out.
+  bool has(std::string_view name) const;
   // A field of the current row, by position or by name (each by-name read looks the name up: for
   // a row or two; a loop over many rows reads by the positions index() gave).
   bool isNull(size_t i) const { return row_[i] == nullptr; }

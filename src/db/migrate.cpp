@@ -45,7 +45,8 @@ Result<bool> isApplied(Connection& conn, const SchemaFile& file, const std::stri
   return done->value_or(0) > 0;
 }
 
-Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target, std::vector<std::string>& applied) {
+Status applyOnce(Connection& conn, const SchemaFile& file, const std::string& target,
+                 std::vector<std::string>& applied) {
   auto done = isApplied(conn, file, target);
   if (!done.isOk()) return done.status();
   if (*done) return Status::ok();
@@ -80,13 +81,14 @@ Status refuseWhileLed(Connection& conn, const std::vector<std::string>& outboxTa
   }
   if (pending == 0) return Status::ok();
   auto led = conn.query(
-      "SELECT source, holder_id, expires_at FROM outbox_bridge_lease WHERE expires_at > NOW(6) ORDER BY source LIMIT 1");
+      "SELECT source, holder_id, expires_at FROM outbox_bridge_lease WHERE expires_at > NOW(6) ORDER BY source "
+      "LIMIT 1");
   if (!led.isOk()) return Status::ok();  // no lease table yet: no bridge ever ran here
   if (!led->next()) return Status::ok();
   return Status::permanent(fmt::format(
       "{} schema file(s) to apply, but a bridge is running: source {} is led by {} (lease until {}). Stop every "
       "bridge of this database, run migrate, then start them again",
-      pending, led->text(0), led->text(1), led->text(2)));
+      pending, led->text("source"), led->text("holder_id"), led->text("expires_at")));
 }
 
 }  // namespace

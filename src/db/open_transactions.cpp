@@ -32,30 +32,37 @@ std::string OpenTransactions::describe() const {
                       t.seconds));
     }
   }
-  for (const auto& xid : preparedXids) add(fmt::format("XA transaction '{}' left PREPARED (XA COMMIT or XA ROLLBACK it)", xid));
+  for (const auto& xid : preparedXids) {
+    add(fmt::format("XA transaction '{}' left PREPARED (XA COMMIT or XA ROLLBACK it)", xid));
+  }
   return out;
 }
 
 Result<OpenTransactions> openTransactions(Connection& conn, std::chrono::seconds olderThan, size_t limit) {
   OpenTransactions out;
   auto rows = conn.query(fmt::format(
-      "SELECT t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''), COALESCE(p.COMMAND, ''), "
-      "GREATEST(TIMESTAMPDIFF(SECOND, t.trx_started, NOW()), 0) FROM information_schema.INNODB_TRX t "
+      "SELECT t.trx_mysql_thread_id AS connection, COALESCE(p.USER, '') AS user, COALESCE(p.HOST, '') AS host, "
+      "COALESCE(p.COMMAND, '') AS command, GREATEST(TIMESTAMPDIFF(SECOND, t.trx_started, NOW()), 0) AS seconds "
+      "FROM information_schema.INNODB_TRX t "
       "LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
       "WHERE t.trx_started <= NOW() - INTERVAL {} SECOND AND t.trx_mysql_thread_id <> CONNECTION_ID() "
       "ORDER BY t.trx_started LIMIT {}",
       olderThan.count(), limit));
   if (!rows.isOk()) return rows.status();
+  const size_t connection = rows->index("connection"), user = rows->index("user"), host = rows->index("host");
+  const size_t command = rows->index("command"), seconds = rows->index("seconds");
   while (rows->next()) {
-    out.transactions.push_back(OpenTransaction{rows->u64(0), std::string(rows->text(1)), std::string(rows->text(2)),
-                                               std::string(rows->text(3)), rows->u64(4)});
+    out.transactions.push_back(OpenTransaction{rows->u64(connection), std::string(rows->text(user)),
+                                               std::string(rows->text(host)), std::string(rows->text(command)),
+                                               rows->u64(seconds)});
   }
-  // formatID, gtrid_length, bqual_length, data (gtrid then bqual).
+  // formatID, gtrid_length, bqual_length, data (gtrid then bqual): MariaDB and MySQL name them alike.
   auto xids = conn.query("XA RECOVER");
   if (!xids.isOk()) return out;  // a privilege this account need not have: the list above says enough
+  const size_t dataColumn = xids->index("data"), gtridLength = xids->index("gtrid_length");
   while (xids->next() && out.preparedXids.size() < limit) {
-    const std::string_view data = xids->text(3);
-    const size_t gtrid = std::min<size_t>(xids->u64(1), data.size());
+    const std::string_view data = xids->text(dataColumn);
+    const size_t gtrid = std::min<size_t>(xids->u64(gtridLength), data.size());
     std::string xid = printable(data.substr(0, gtrid));
     if (data.size() > gtrid) xid += "', '" + printable(data.substr(gtrid));
     out.preparedXids.push_back(std::move(xid));

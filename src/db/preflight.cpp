@@ -8,9 +8,9 @@ namespace {
 
 // 'user'@'host' of CURRENT_USER(), as a GRANT names it.
 std::string grantee(Connection& conn) {
-  auto rows = conn.query("SELECT CURRENT_USER()");
+  auto rows = conn.query("SELECT CURRENT_USER() AS account");
   if (!rows.isOk() || !rows->next()) return "'USER'@'HOST'";
-  std::string user(rows->text(0));
+  std::string user(rows->text("account"));
   auto at = user.rfind('@');
   if (at == std::string::npos) return conn.quote(user);
   return conn.quote(user.substr(0, at)) + "@" + conn.quote(user.substr(at + 1));
@@ -32,21 +32,21 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
     }
     return trx.status();
   }
-  auto server = conn.query("SELECT @@read_only, @@global.wsrep_on");
+  auto server = conn.query("SELECT @@read_only AS read_only, @@global.wsrep_on AS wsrep_on");
   if (!server.isOk()) {
     // MySQL has no wsrep_on.
-    server = conn.query("SELECT @@read_only, 0");
+    server = conn.query("SELECT @@read_only AS read_only, 0 AS wsrep_on");
     if (!server.isOk()) return server.status();
   }
   if (!server->next()) return Status::transient("SELECT @@read_only returned no row");
-  if (server->u64(0) != 0) {
+  if (server->u64("read_only") != 0) {
     return Status::permanent(
         "the server has read_only on: it is a replica. The bridge must read the primary, where the producers' "
         "transactions run: on a replica a row still being committed on the primary could be taken for a "
         "rolled-back one and lost (README, \"Which server a source reads\"). Point the source's dsn at the "
         "primary");
   }
-  if (server->u64(1) != 0) {
+  if (server->u64("wsrep_on") != 0) {
     notes.push_back(
         "this server is a Galera node (wsrep_on): every producer of this source must write through this node, or a "
         "row committed on another node could be lost (README, \"Which server a source reads\")");
@@ -69,9 +69,10 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
   // MariaDB: without metadata_lock_info an open hole stays open while any statement runs on the
   // server, one that cannot write the outbox table too (docs/design.md, "Holes that cannot be proven
   // closed").
-  auto version = conn.query("SELECT VERSION() LIKE '%MariaDB%', (SELECT COUNT(*) FROM information_schema.PLUGINS "
-                            "WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE')");
-  if (version.isOk() && version->next() && version->u64(0) != 0 && version->u64(1) == 0) {
+  auto version = conn.query(
+      "SELECT VERSION() LIKE '%MariaDB%' AS mariadb, (SELECT COUNT(*) FROM information_schema.PLUGINS WHERE "
+      "PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE') AS lock_info");
+  if (version.isOk() && version->next() && version->u64("mariadb") != 0 && version->u64("lock_info") == 0) {
     notes.push_back(
         "the server does not show metadata locks (the metadata_lock_info plugin is not loaded): an open hole then "
         "stays open while any client statement runs, one that cannot write the outbox table too (a report, a dump, "
@@ -80,8 +81,8 @@ Status checkServer(Connection& conn, std::vector<std::string>& notes) {
         "server's config)");
   }
   auto appliers = conn.query(
-      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker')");
-  if (appliers.isOk() && appliers->next() && appliers->u64(0) > 0) {
+      "SELECT COUNT(*) AS appliers FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Slave_SQL', 'Slave_worker')");
+  if (appliers.isOk() && appliers->next() && appliers->u64("appliers") > 0) {
     notes.push_back(
         "this server also applies replicated writes (replica threads are running): while its applier has work left "
         "no open hole is given up (its rows carry ids another server handed out), and every producer of this source "

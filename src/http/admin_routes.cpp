@@ -76,12 +76,13 @@ std::string HttpServer::statusJson(const HttpSource& s) const {
                                 jsonQuoted(s.config->stream), p.reachable ? "true" : "false");
   if (p.reachable) {
     out += fmt::format(
-        R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},"haltedRowId":{},"paused":{},)"
-        R"("pendingRows":{},"oldestPendingSeconds":{:.3f},"lease":{{"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})",
+        R"(,"epoch":{},"assignedThrough":{},"publishedThrough":{},"halted":{},"haltedReason":{},)"
+        R"("haltedRowId":{},"paused":{},"pendingRows":{},"oldestPendingSeconds":{:.3f},)"
+        R"("lease":{{"holder":{},"leaseEpoch":{},"expiresInSeconds":{:.3f}}})",
         p.epoch, p.assignedThrough, p.publishedThrough, p.haltedReason.empty() ? "false" : "true",
         p.haltedReason.empty() ? "null" : jsonQuoted(p.haltedReason),
-        p.haltedRowId ? std::to_string(*p.haltedRowId) : std::string("null"), p.paused ? "true" : "false", p.pendingRows,
-        p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder), p.leaseEpoch,
+        p.haltedRowId ? std::to_string(*p.haltedRowId) : std::string("null"), p.paused ? "true" : "false",
+        p.pendingRows, p.oldestPendingSeconds, p.leaseHolder.empty() ? "null" : jsonQuoted(p.leaseHolder), p.leaseEpoch,
         p.leaseExpiresInSeconds);
     // Ids the scan has kept open for a while, and who may be holding them.
     std::string holes;
@@ -93,8 +94,8 @@ std::string HttpServer::statusJson(const HttpSource& s) const {
     out += fmt::format(R"(,"error":{})", jsonQuoted(p.error));
   }
   if (s.metrics != nullptr) {
-    out += fmt::format(R"(,"thisInstance":{{"leader":{},"publishedRows":{}}})", s.metrics->leader.load() ? "true" : "false",
-                       s.metrics->publishedRows.load());
+    out += fmt::format(R"(,"thisInstance":{{"leader":{},"publishedRows":{}}})",
+                       s.metrics->leader.load() ? "true" : "false", s.metrics->publishedRows.load());
   }
   return out + "}";
 }

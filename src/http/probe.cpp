@@ -72,7 +72,9 @@ Result<std::vector<Candidate>> SourceProbe::candidates() {
         "ORDER BY c.holder_id",
         c.quote(source_.name)));
     std::vector<Candidate> out;
-    if (!rows.isOk()) return rows.status().cause() == Cause::kMissingTable ? Result<std::vector<Candidate>>(out) : rows.status();
+    if (!rows.isOk()) {
+      return rows.status().cause() == Cause::kMissingTable ? Result<std::vector<Candidate>>(out) : rows.status();
+    }
     const size_t holder = rows->index("holder_id"), leads = rows->index("leads");
     while (rows->next()) {
       out.push_back(Candidate{std::string(rows->text(holder)), static_cast<int64_t>(rows->u64(leads))});
@@ -106,8 +108,9 @@ SourceProbeResult SourceProbe::query() {
       "FROM outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {2}",
       versions, table, source)); });
   if (!state.isOk()) {
-    r.error = state.status().isTransient() ? fmt::format("database of source {} is not reachable", source_.name)
-                                           : fmt::format("the tables of source {} are missing (run migrate)", source_.name);
+    r.error = state.status().isTransient()
+                  ? fmt::format("database of source {} is not reachable", source_.name)
+                  : fmt::format("the tables of source {} are missing (run migrate)", source_.name);
     return r;
   }
   r.reachable = true;
@@ -155,7 +158,9 @@ SourceProbeResult SourceProbe::query() {
   if (!r.recordedHoles.empty()) {
     auto open = session_.run([&](db::Connection& c) { return db::openTransactions(c, std::chrono::seconds(5), 5); });
     r.heldBy = open.isOk() ? open->describe() : std::string();
-    if (r.heldBy.empty()) r.heldBy = "no transaction open 5 s or more: a statement that began before the ids were found";
+    if (r.heldBy.empty()) {
+      r.heldBy = "no transaction open 5 s or more: a statement that began before the ids were found";
+    }
   }
   uint64_t assignedNotPublished = r.assignedThrough > r.publishedThrough ? r.assignedThrough - r.publishedThrough : 0;
   r.pendingRows = pending->u64("pending_rows") + assignedNotPublished;

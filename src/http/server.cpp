@@ -71,8 +71,11 @@ Status HttpServer::start() {
   apiPool_ = std::make_unique<TaskPool>(options_.workers);
   logPool_ = std::make_unique<TaskPool>(1);
   transport_->start();
-  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host, ports_.main);
-  if (separate) spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, ports_.metrics);
+  spdlog::info("http: listening on {}://{}:{}", options_.tlsCert.empty() ? "http" : "https", options_.host,
+               ports_.main);
+  if (separate) {
+    spdlog::info("http: /metrics, /healthz and /readyz on http://{}:{}", options_.metricsHost, ports_.metrics);
+  }
   return Status::ok();
 }
 
@@ -195,7 +198,8 @@ void HttpServer::healthRoutes(std::vector<Route>& routes) {
   }});
 
   routes.push_back({"GET", std::regex("/metrics"), Pool::kHealth, [this](const HttpRequest&, HttpResponse& res) {
-    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_(), metricPools()), "text/plain; version=0.0.4; charset=utf-8");
+    res.setContent(renderMetricsPage(sources_, probes_, *snapshotMetrics_, nats_(), metricPools()),
+                   "text/plain; version=0.0.4; charset=utf-8");
   }});
 }
 

@@ -113,7 +113,8 @@ void HttpServer::snapshotRoutes(std::vector<Route>& routes) {
     if (activeSnapshots_.fetch_add(1) >= options_.maxSnapshotStreams) {
       activeSnapshots_.fetch_sub(1);
       res.setHeader("Retry-After", "1");
-      jsonError(res, 503, fmt::format("{} snapshot streams are in progress; retry shortly", options_.maxSnapshotStreams));
+      jsonError(res, 503,
+                fmt::format("{} snapshot streams are in progress; retry shortly", options_.maxSnapshotStreams));
       snapshotMetrics_->record(source.name, 503, 0, 0);
       return;
     }

@@ -108,10 +108,10 @@ Status JointRenewal::roundStatements(db::Connection& conn, std::vector<Member*>&
   // ourselves only where the lease is still ours at the epoch held and our candidacy lives, so a
   // source that lost either is left out of the UPDATE rather than spoil its count for the rest.
   auto rows = conn.query(fmt::format(
-      "SELECT c.source, c.holder_id, c.stood_since <= NOW(6) - INTERVAL {1} MICROSECOND, (SELECT COUNT(*) FROM "
-      "outbox_bridge_lease l WHERE l.holder_id = c.holder_id AND l.source <> c.source AND l.expires_at > NOW(6)) "
-      "FROM outbox_bridge_candidate c WHERE c.source IN ({0}) AND c.holder_id <> {2} AND c.expires_at > NOW(6) AND "
-      "c.renewed_at > NOW(6) - INTERVAL {3} MICROSECOND "
+      "SELECT c.source, c.holder_id, c.stood_since <= NOW(6) - INTERVAL {1} MICROSECOND AS settled, (SELECT COUNT(*) "
+      "FROM outbox_bridge_lease l WHERE l.holder_id = c.holder_id AND l.source <> c.source AND l.expires_at > NOW(6)) "
+      "AS leads FROM outbox_bridge_candidate c WHERE c.source IN ({0}) AND c.holder_id <> {2} AND "
+      "c.expires_at > NOW(6) AND c.renewed_at > NOW(6) - INTERVAL {3} MICROSECOND "
       "UNION ALL SELECT s.source, {2}, 1, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = {2} AND "
       "l.source <> s.source AND l.expires_at > NOW(6)) FROM outbox_bridge_lease s JOIN outbox_bridge_candidate o ON "
       "o.source = s.source AND o.holder_id = s.holder_id WHERE s.holder_id = {2} AND (s.source, s.lease_epoch) IN "
@@ -119,9 +119,11 @@ Status JointRenewal::roundStatements(db::Connection& conn, std::vector<Member*>&
       sources, ttlMicros, me, fresh_.count() * 1000, asked));
   if (!rows.isOk()) return rows.status();
   std::map<std::string, std::vector<Candidate>> candidates;
+  const size_t sourceAt = rows->index("source"), holderAt = rows->index("holder_id");
+  const size_t settledAt = rows->index("settled"), leadsAt = rows->index("leads");
   while (rows->next()) {
-    candidates[std::string(rows->text(0))].push_back(
-        Candidate{std::string(rows->text(1)), static_cast<int64_t>(rows->u64(3)), rows->u64(2) != 0});
+    candidates[std::string(rows->text(sourceAt))].push_back(Candidate{
+        std::string(rows->text(holderAt)), static_cast<int64_t>(rows->u64(leadsAt)), rows->u64(settledAt) != 0});
   }
   // Those with nobody lighter, as tryAcquire decides for a standing leader.
   std::vector<Member*> steady;

@@ -51,10 +51,10 @@ std::optional<std::vector<Candidate>> MysqlLeaseStore::unbalanced(const Status& 
   if (cause == Cause::kMissingTable || cause == Cause::kAccessDenied) {
     if (!std::exchange(warnedUnbalanced_, true)) {
       sourceLogger(source_.name)
-          ->warn("sources are not spread over bridge instances: {} ({}; the lease works as before)",
-                 failed.message(),
-                 cause == Cause::kMissingTable ? "run `outbox-bridge migrate`"
-                                      : "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_bridge_candidate to the bridge");
+          ->warn("sources are not spread over bridge instances: {} ({}; the lease works as before)", failed.message(),
+                 cause == Cause::kMissingTable
+                     ? "run `outbox-bridge migrate`"
+                     : "GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_bridge_candidate to the bridge");
     }
     return std::vector<Candidate>{};
   }
@@ -68,13 +68,14 @@ Status MysqlLeaseStore::stand(db::Connection& conn, const std::string& holder, s
   const std::string source = conn.quote(source_.name);
   // stood_since restarts when the row had expired (the instance was away, or stood down).
   Status s = conn.exec(
-      standing ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, stood_since, renewed_at, expires_at) "
-                             "VALUES ({0}, {1}, NOW(6), NOW(6), NOW(6) + INTERVAL {2} MICROSECOND) ON DUPLICATE KEY "
-                             "UPDATE stood_since = IF(expires_at < NOW(6), VALUES(stood_since), stood_since), "
-                             "renewed_at = VALUES(renewed_at), expires_at = VALUES(expires_at)",
-                             source, conn.quote(holder), ttl.count() * 1000)
-               : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
-                             conn.quote(holder)));
+      standing
+          ? fmt::format("INSERT INTO outbox_bridge_candidate (source, holder_id, stood_since, renewed_at, expires_at) "
+                        "VALUES ({0}, {1}, NOW(6), NOW(6), NOW(6) + INTERVAL {2} MICROSECOND) ON DUPLICATE KEY "
+                        "UPDATE stood_since = IF(expires_at < NOW(6), VALUES(stood_since), stood_since), "
+                        "renewed_at = VALUES(renewed_at), expires_at = VALUES(expires_at)",
+                        source, conn.quote(holder), ttl.count() * 1000)
+          : fmt::format("DELETE FROM outbox_bridge_candidate WHERE source = {} AND holder_id = {}", source,
+                        conn.quote(holder)));
   if (!s.isOk() && unbalanced(s)) return Status::ok();
   if (!s.isOk()) return s;
   sweepIfDue(conn);
@@ -92,7 +93,8 @@ void MysqlLeaseStore::sweepIfDue(db::Connection& conn) {
   }
 }
 
-Result<bool> MysqlLeaseStore::renewHeld(db::Connection& conn, const std::string& holder, std::chrono::milliseconds ttl) {
+Result<bool> MysqlLeaseStore::renewHeld(db::Connection& conn, const std::string& holder,
+                                        std::chrono::milliseconds ttl) {
   const std::string source = conn.quote(source_.name);
   const std::string me = conn.quote(holder);
   const int64_t ttlMicros = ttl.count() * 1000;
@@ -131,7 +133,7 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
   // database's other sources it leads now.
   auto rows = conn.query(fmt::format(
       "SELECT x.holder_id, (SELECT COUNT(*) FROM outbox_bridge_lease l WHERE l.holder_id = x.holder_id "
-      "AND l.source <> {0} AND l.expires_at > NOW(6)), x.settled FROM ("
+      "AND l.source <> {0} AND l.expires_at > NOW(6)) AS leads, x.settled FROM ("
       "SELECT holder_id, stood_since <= NOW(6) - INTERVAL {1} MICROSECOND AS settled FROM outbox_bridge_candidate "
       "WHERE source = {0} AND holder_id <> {2} AND expires_at > NOW(6) AND renewed_at > NOW(6) - INTERVAL {3} "
       "MICROSECOND UNION ALL SELECT {2}, 1) x",
@@ -141,8 +143,10 @@ Result<std::vector<Candidate>> MysqlLeaseStore::candidates(db::Connection& conn,
     return rows.status();
   }
   std::vector<Candidate> out;
+  const size_t holderAt = rows->index("holder_id"), leadsAt = rows->index("leads"), settledAt = rows->index("settled");
   while (rows->next()) {
-    out.push_back(Candidate{std::string(rows->text(0)), static_cast<int64_t>(rows->u64(1)), rows->u64(2) != 0});
+    out.push_back(Candidate{std::string(rows->text(holderAt)), static_cast<int64_t>(rows->u64(leadsAt)),
+                            rows->u64(settledAt) != 0});
   }
   return out;
 }
@@ -166,7 +170,8 @@ LeaseGrant MysqlLeaseStore::heldGrant(const std::string& holder, std::chrono::mi
   return grant;
 }
 
-Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl, bool standing) {
+Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::chrono::milliseconds ttl,
+                                               bool standing) {
   if (joint_ != nullptr && standing && held_ && held_->holder == holder) {
     // A steady leader's heartbeat, with the database's others in one round; what the round cannot
     // vouch for takes the full round trip below.
@@ -205,8 +210,8 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
     }
     auto current = [&]() -> Result<LeaseGrant> {
       auto rows = conn.query(fmt::format(
-          "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) FROM outbox_bridge_lease "
-          "WHERE source = {}",
+          "SELECT holder_id, lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) AS expires_in_micros "
+          "FROM outbox_bridge_lease WHERE source = {}",
           source));
       if (!rows.isOk()) return rows.status();
       LeaseGrant grant;
@@ -214,11 +219,13 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
         if (leaveTo) grant.lighter = leaveTo->holder;
         return grant;
       }
-      grant.expiresIn = std::chrono::milliseconds(rows->i64(2) / 1000);
-      if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text(0));
-      grant.leaseEpoch = rows->u64(1);
+      grant.expiresIn = std::chrono::milliseconds(rows->i64("expires_in_micros") / 1000);
+      if (grant.expiresIn.count() > 0) grant.holder = std::string(rows->text("holder_id"));
+      grant.leaseEpoch = rows->u64("lease_epoch");
       grant.leader = grant.holder == holder;
-      if (grant.leader ? handTo.has_value() : leaveTo.has_value()) grant.lighter = (grant.leader ? handTo : leaveTo)->holder;
+      if (grant.leader ? handTo.has_value() : leaveTo.has_value()) {
+        grant.lighter = (grant.leader ? handTo : leaveTo)->holder;
+      }
       if (!grant.holder.empty() && !grant.leader) {
         // Whether the holder should hand the source to us: then we ask again soon, not in a heartbeat.
         std::vector<Candidate> seen = settled;
@@ -274,8 +281,9 @@ Result<LeaseGrant> MysqlLeaseStore::tryAcquire(const std::string& holder, std::c
 Status MysqlLeaseStore::release(const std::string& holder) {
   held_.reset();
   return session_.run([&](db::Connection& conn) {
-    return conn.exec(fmt::format("UPDATE outbox_bridge_lease SET expires_at = NOW(6) WHERE source = {} AND holder_id = {}",
-                                 conn.quote(source_.name), conn.quote(holder)));
+    return conn.exec(
+        fmt::format("UPDATE outbox_bridge_lease SET expires_at = NOW(6) WHERE source = {} AND holder_id = {}",
+                    conn.quote(source_.name), conn.quote(holder)));
   });
 }
 

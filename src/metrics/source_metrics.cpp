@@ -39,7 +39,9 @@ const Family kSourceFamilies[] = {
      readField<&SourceMetrics::scans>},
     {"outbox_wakeups_total", Type::kCounter, wakeupsHelp(),
      [](MetricSamples& out, const SourceMetrics& m) {
-       for (const WakeupLabel& woke : kWakeupLabels) out.labelled("by", woke.label, m.wakeups[static_cast<size_t>(woke.by)]);
+       for (const WakeupLabel& woke : kWakeupLabels) {
+         out.labelled("by", woke.label, m.wakeups[static_cast<size_t>(woke.by)]);
+       }
      }},
     {"outbox_doorbell_up", Type::kGauge,
      "1 while a binlog doorbell watched the source's table at its last poll; 0: the source polls (see the log for "

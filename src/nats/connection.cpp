@@ -226,12 +226,15 @@ Result<std::unique_ptr<Connection>> Connection::connect(const NatsConfig& o, con
     // A server that verifies clients drops a TLS connection without a certificate mid-handshake,
     // which reads as a protocol error.
     if (s == NATS_PROTOCOL_ERROR && usesTls(o) && o.tlsCert.empty()) {
-      return Status::transient(failed.message() + "; if the server verifies clients, set nats.tls_cert and nats.tls_key");
+      return Status::transient(failed.message() +
+                               "; if the server verifies clients, set nats.tls_cert and nats.tls_key");
     }
     // A handshake a server cut short (it was going down) heals; a certificate refused does not.
     // (Only nats.c's own text is looked at: a file path in the settings may hold those words.)
     const char* last = nats_GetLastError(nullptr);
-    if (s == NATS_SSL_ERROR && !certificateRefused(last != nullptr ? last : "")) return Status::transient(failed.message());
+    if (s == NATS_SSL_ERROR && !certificateRefused(last != nullptr ? last : "")) {
+      return Status::transient(failed.message());
+    }
     return failed;
   }
   const std::string discovered = discoveredServers(nc);

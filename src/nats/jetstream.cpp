@@ -125,7 +125,9 @@ Status JetStream::ensureStream(const StreamSettings& settings, int* replicas) {
   bool matches = cfg != nullptr && cfg->SubjectsLen == 1 && settings.subject == cfg->Subjects[0];
   if (!matches) {
     std::string have;
-    for (int i = 0; cfg != nullptr && i < cfg->SubjectsLen; ++i) have += (i ? ", " : "") + std::string(cfg->Subjects[i]);
+    for (int i = 0; cfg != nullptr && i < cfg->SubjectsLen; ++i) {
+      have += (i ? ", " : "") + std::string(cfg->Subjects[i]);
+    }
     return Status::permanent(fmt::format("stream {} exists with subjects [{}], but this source needs [{}]; "
                                          "refusing to publish into it",
                                          settings.name, have, settings.subject));

@@ -66,7 +66,8 @@ class Connection {
  public:
   // With the [nats] settings of the config (the URL or URLs, a login, TLS); `name` names the
   // client to the server. With any TLS setting, or a tls:// URL, the connection is TLS.
-  static Result<std::unique_ptr<Connection>> connect(const NatsConfig& config, const std::string& name = "outbox-bridge");
+  static Result<std::unique_ptr<Connection>> connect(const NatsConfig& config,
+                                                     const std::string& name = "outbox-bridge");
   // Stops replacing and closes; drains nothing: callers finish their publishes first.
   ~Connection();
   int64_t maxPayload() const;

@@ -157,7 +157,8 @@ Result<UserNkey> newNkey(NkeyKind kind) {
   std::array<uint8_t, 32> raw{};
   if (RAND_bytes(raw.data(), static_cast<int>(raw.size())) != 1) return Status::fatal("no random bytes for an nkey");
   const auto prefix = static_cast<uint8_t>(kind);
-  std::vector<uint8_t> seed{static_cast<uint8_t>(kPrefixSeed | (prefix >> 5)), static_cast<uint8_t>((prefix & 31) << 3)};
+  std::vector<uint8_t> seed{static_cast<uint8_t>(kPrefixSeed | (prefix >> 5)),
+                            static_cast<uint8_t>((prefix & 31) << 3)};
   seed.insert(seed.end(), raw.begin(), raw.end());
   auto publicKey = publicKeyOf(raw.data(), kind);
   if (!publicKey.isOk()) return publicKey.status();

@@ -22,8 +22,8 @@ void appendHeader(std::string& out, std::string_view key, std::string_view value
   const size_t at = out.size();
   out.append(value);
   // As nats.c's encoder does: a line break in a value would end the header early.
-  std::replace_if(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), [](char c) { return c == '\r' || c == '\n'; },
-                  ' ');
+  std::replace_if(
+      out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
   out.append("\r\n");
 }
 
@@ -69,7 +69,8 @@ Result<natsMsg*> makeMessage(const OutgoingMessage& message, std::string& scratc
   }
 #endif
   (void)scratch;
-  s = natsMsg_Create(&raw, message.subject.c_str(), nullptr, message.data.data(), static_cast<int>(message.data.size()));
+  s = natsMsg_Create(&raw, message.subject.c_str(), nullptr, message.data.data(),
+                     static_cast<int>(message.data.size()));
   if (s != NATS_OK) return fromNats(s, 0, "create message");
   for (const auto& [key, value] : message.headers) {
     if ((s = natsMsgHeader_Set(raw, key, value.c_str())) != NATS_OK) break;

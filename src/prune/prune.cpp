@@ -26,7 +26,8 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   PruneReport report;
 
   OUTBOX_RETURN_IF_ERROR(conn.exec("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"));
-  const std::string lockName = conn.quote(fmt::format("outbox-prune:{}.{}", source.dsn.database, source.name).substr(0, 64));
+  const std::string lockName =
+      conn.quote(fmt::format("outbox-prune:{}.{}", source.dsn.database, source.name).substr(0, 64));
   auto locked = conn.queryU64(fmt::format("SELECT GET_LOCK({}, {})", lockName, options.lockWait.count()));
   if (!locked.isOk()) return locked.status();
   if (locked->value_or(0) != 1) {
@@ -37,22 +38,24 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   auto state = conn.queryU64(fmt::format("SELECT published_through FROM outbox_source_state WHERE source = {}",
                                          conn.quote(source.name)));
   if (!state.isOk()) return state.status();
-  if (!state->has_value()) return Status::permanent(fmt::format("source {} has no state row (run migrate)", source.name));
+  if (!state->has_value()) {
+    return Status::permanent(fmt::format("source {} has no state row (run migrate)", source.name));
+  }
   report.publishedThrough = **state;
   const std::string cutoff = fmt::format("NOW(6) - INTERVAL {} MICROSECOND", options.keep.count() * 1000);
 
   // The range to walk: from the lowest version in the table to the highest published one that
   // is old enough. Plain reads: no locks.
   auto bounds = conn.query(fmt::format(
-      "SELECT (SELECT MIN(version) FROM {0}), "
+      "SELECT (SELECT MIN(version) FROM {0}) AS lowest, "
       "(SELECT v.version FROM {0} v JOIN {1} o ON o.id = v.outbox_id WHERE v.version <= {2} AND o.created_at < {3} "
-      " ORDER BY v.version DESC LIMIT 1), {3}",
+      " ORDER BY v.version DESC LIMIT 1) AS highest, {3} AS cutoff",
       versions, table, report.publishedThrough, cutoff));
   if (!bounds.isOk()) return bounds.status();
   bounds->next();
-  const uint64_t low = bounds->isNull(0) ? 0 : bounds->u64(0);
-  const uint64_t high = bounds->isNull(1) ? 0 : bounds->u64(1);
-  const std::string fixedCutoff = conn.quote(bounds->text(2));  // the same cutoff for every batch
+  const uint64_t low = bounds->optU64("lowest").value_or(0);
+  const uint64_t high = bounds->optU64("highest").value_or(0);
+  const std::string fixedCutoff = conn.quote(bounds->text("cutoff"));  // the same cutoff for every batch
 
   if (high >= low && high > 0) {
     if (options.dryRun) {
@@ -93,12 +96,12 @@ Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& 
   }
 
   auto oldest = conn.query(fmt::format(
-      "SELECT o.id, v.version, o.created_at FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id ORDER BY o.id LIMIT 1", table,
-      versions));
+      "SELECT o.id, v.version, o.created_at FROM {} o LEFT JOIN {} v ON v.outbox_id = o.id ORDER BY o.id LIMIT 1",
+      table, versions));
   if (!oldest.isOk()) return oldest.status();
   if (oldest->next()) {
-    report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text(0),
-                                    oldest->isNull(1) ? "none yet" : std::string(oldest->text(1)), oldest->text(2));
+    report.oldestKept = fmt::format("id {}, version {}, created_at {}", oldest->text("id"),
+                                    oldest->optText("version").value_or("none yet"), oldest->text("created_at"));
   } else {
     report.oldestKept = "none";
   }

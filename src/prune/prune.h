@@ -42,9 +42,10 @@ uint64_t pruneStep(uint64_t last, std::chrono::duration<double, std::milli> took
 
 // README, "Pruning": deletes the source's rows with version <= published_through and
 // created_at older than `keep`, with their versions-table rows, walking the versions table's
-// primary key in ranges sized by pruneStep, one short autocommit DELETE each, at READ COMMITTED so no gap locks reach where producers insert or the
-// relay assigns. Never touches unpublished or quarantined rows (they have no version at or below
-// published_through). Holds GET_LOCK('outbox-prune:<db>.<source>') so overlapping runs skip.
+// primary key in ranges sized by pruneStep, one short autocommit DELETE each, at READ COMMITTED
+// so no gap locks reach where producers insert or the relay assigns. Never touches unpublished or
+// quarantined rows (they have no version at or below published_through). Holds
+// GET_LOCK('outbox-prune:<db>.<source>') so overlapping runs skip.
 Result<PruneReport> pruneSource(const SourceConfig& source, const PruneOptions& options);
 
 }  // namespace outbox

@@ -89,14 +89,16 @@ std::string JointMarks::updateOf(db::Connection& conn, const std::map<std::strin
     const std::string name = conn.quote(source);
     const bool first = names.empty();
     fmt::format_to(std::back_inserter(names), "{}{}", first ? "" : ", ", name);
-    fmt::format_to(std::back_inserter(through), " WHEN {} THEN GREATEST(s.published_through, {})", name, o.mark.version);
+    fmt::format_to(std::back_inserter(through), " WHEN {} THEN GREATEST(s.published_through, {})", name,
+                   o.mark.version);
     fmt::format_to(std::back_inserter(seq), " WHEN {} THEN GREATEST(s.published_stream_seq, {})", name, o.mark.seq);
     fmt::format_to(std::back_inserter(guards), "{}(s.source = {} AND l.holder_id = {} AND l.lease_epoch = {}{})",
                    first ? "" : " OR ", name, conn.quote(o.guard.lease->holder), o.guard.lease->leaseEpoch,
                    o.guard.epoch != 0 ? fmt::format(" AND s.epoch = {}", o.guard.epoch) : "");
   }
   return fmt::format(
-      "UPDATE outbox_source_state s FORCE INDEX (PRIMARY) JOIN outbox_bridge_lease l ON l.source = s.source AND l.expires_at > NOW(6) "
+      "UPDATE outbox_source_state s FORCE INDEX (PRIMARY) JOIN outbox_bridge_lease l ON l.source = s.source AND "
+      "l.expires_at > NOW(6) "
       "SET s.published_through = CASE s.source{} ELSE s.published_through END, "
       "s.published_stream_seq = CASE s.source{} ELSE s.published_stream_seq END "
       "WHERE s.source IN ({}) AND ({})",

@@ -91,12 +91,16 @@ db::ConnectionPool::Setup MysqlOutboxStore::connectionSetup(std::chrono::seconds
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, std::chrono::seconds idleTransactionTimeout,
                                    ServerCheck check)
     : MysqlOutboxStore(source, check) {
-  session_ = std::make_unique<db::Session>(db::paramsFrom(source.dsn), [this, idleTransactionTimeout](db::Connection& conn) {
-    OUTBOX_RETURN_IF_ERROR(prepare(conn));
-    return setUpConnection(conn, ServerKind{mysql_, writersVisible_}, idleTransactionTimeout, [this](const std::string& why) {
-      if (!std::exchange(clockWarned_, true)) sourceLogger(source_.name)->warn(fmt::runtime(kClockRefused), why);
-    });
-  });
+  session_ =
+      std::make_unique<db::Session>(db::paramsFrom(source.dsn), [this, idleTransactionTimeout](db::Connection& conn) {
+        OUTBOX_RETURN_IF_ERROR(prepare(conn));
+        return setUpConnection(conn, ServerKind{mysql_, writersVisible_}, idleTransactionTimeout,
+                               [this](const std::string& why) {
+                                 if (!std::exchange(clockWarned_, true)) {
+                                   sourceLogger(source_.name)->warn(fmt::runtime(kClockRefused), why);
+                                 }
+                               });
+      });
 }
 
 MysqlOutboxStore::MysqlOutboxStore(const SourceConfig& source, db::ConnectionPool& pool, ServerCheck check,
@@ -194,7 +198,9 @@ Result<SourceState> MysqlOutboxStore::loadState() {
 
 Result<db::Rows> MysqlOutboxStore::queryRows(const std::string& sql, const char* isolation) {
   auto rows = session_->run([&](db::Connection& conn) -> Result<db::Rows> {
-    if (isolation != nullptr) OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
+    if (isolation != nullptr) {
+      OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("SET TRANSACTION ISOLATION LEVEL {}", isolation)));
+    }
     return conn.query(sql);
   });
   // A statement that failed before it began a transaction leaves the isolation level set for the

@@ -24,15 +24,17 @@ std::string publishedAssignments(const PublishedMark& published) {
 }  // namespace
 
 Status MysqlOutboxStore::saveScan(const ScanMark& mark) {
-  const std::string assignments =
-      fmt::format("s.scan_cursor = {}, s.scan_floor = {}{}", mark.cursor, mark.floor, publishedAssignments(mark.published));
+  const std::string assignments = fmt::format("s.scan_cursor = {}, s.scan_floor = {}{}", mark.cursor, mark.floor,
+                                              publishedAssignments(mark.published));
   Status s = mark.pin.empty() && mark.unpin.empty()
                  ? guardedStateWrite(assignments, "", "recording the scan")
                  : session_->transaction([&](db::Connection& conn) -> Status {
                      OUTBOX_RETURN_IF_ERROR(guardedStateWrite(conn, assignments, "", "recording the scan"));
                      return recordPins(conn, mark);
                    });
-  if (s.isOk() && marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);
+  if (s.isOk() && marks_ != nullptr && mark.published.version != 0) {
+    marks_->carried(source_.name, mark.published.version);
+  }
   return s;
 }
 
@@ -88,9 +90,10 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
       "outbox_quarantine WHERE source = {} AND outbox_id BETWEEN {} AND {}{}", sourceLiteral_, rows.front().id,
       rows.back().id, consecutive ? "" : fmt::format(" AND outbox_id IN ({})", ids));
   const std::string insert =
-      folded ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
-                           versions_, pairs, quarantined)
-             : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
+      folded
+          ? fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
+                        versions_, pairs, quarantined)
+          : fmt::format("INSERT INTO {} (version, outbox_id) VALUES {}", versions_, pairs);
   Status s = session_->transaction([&](db::Connection& conn) -> Status {
     auto claimed = conn.execCount(guardedStateUpdate(conn,
         fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
@@ -150,8 +153,9 @@ Status MysqlOutboxStore::markPublished(uint64_t version, uint64_t seq) {
     // Another source's row may be what failed it (a lock held long): this source's mark alone.
   }
   Status s = session_->run([&](db::Connection& conn) {
-    return conn.exec(guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
-                                        fmt::format("s.published_through < {}", version)));
+    return conn.exec(
+        guardedStateUpdate(conn, fmt::format("s.published_through = {}, s.published_stream_seq = {}", version, seq),
+                           fmt::format("s.published_through < {}", version)));
   });
   if (s.isOk() && marks_ != nullptr) marks_->carried(source_.name, version);
   return s;

@@ -36,7 +36,8 @@ Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
     // No message of this epoch is in the stream (none of an older one could follow it), so none of
     // the versions it assigned is: they are dropped, and handed out again after the rows below
     // have theirs back, densely and in id order, by the scan.
-    auto lowest = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, versionsAfter));
+    auto lowest =
+        conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} WHERE version > {}", versions_, versionsAfter));
     if (!lowest.isOk()) return lowest.status();
     OUTBOX_RETURN_IF_ERROR(conn.exec(fmt::format("DELETE FROM {} WHERE version > {}", versions_, versionsAfter)));
     auto given = giveBackStaleTail(conn, tail);
@@ -57,8 +58,9 @@ Result<uint64_t> MysqlOutboxStore::adoptStaleTail(const StaleTail& tail) {
 Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const StaleTail& tail) {
   const std::string which = fmt::format("source = {} AND version BETWEEN {} AND {}", sourceLiteral_, tail.firstVersion,
                                         tail.lastVersion);
-  auto restored = conn.execCount(fmt::format(
-      "INSERT INTO {} (version, outbox_id) SELECT version, outbox_id FROM outbox_bump_removed WHERE {}", versions_, which));
+  auto restored = conn.execCount(
+      fmt::format("INSERT INTO {} (version, outbox_id) SELECT version, outbox_id FROM outbox_bump_removed WHERE {}",
+                  versions_, which));
   if (!restored.isOk()) return restored.status();
   // A row quarantined after the finish took its version (it had none then) is in the stream all
   // the same: its quarantine holds nothing back any more, and would keep prune from it.
@@ -80,11 +82,12 @@ Result<uint64_t> MysqlOutboxStore::giveBackStaleTail(db::Connection& conn, const
 Status MysqlOutboxStore::halt(const std::string& reason, std::optional<HaltedRow> row) {
   auto orNull = [](std::optional<uint64_t> v) { return v ? std::to_string(*v) : std::string("NULL"); };
   return session_->run([&](db::Connection& conn) {
-    return guardedStateWrite(conn,
-                             fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}",
-                                         conn.quote(reason.substr(0, 1000)), orNull(row ? std::optional(row->id) : std::nullopt),
-                                         orNull(row ? row->version : std::nullopt)),
-                             "", "halting the source");
+    return guardedStateWrite(
+        conn,
+        fmt::format("s.halted_reason = {}, s.halted_row_id = {}, s.halted_version = {}",
+                    conn.quote(reason.substr(0, 1000)), orNull(row ? std::optional(row->id) : std::nullopt),
+                    orNull(row ? row->version : std::nullopt)),
+        "", "halting the source");
   });
 }
 
@@ -99,11 +102,13 @@ Status MysqlOutboxStore::quarantine(uint64_t outboxId, const std::string& reason
     auto exists = conn.queryU64(fmt::format("SELECT id FROM {} WHERE id = {}", table_, outboxId));
     if (!exists.isOk()) return exists.status();
     if (!exists->has_value()) {
-      return Status::rejected(fmt::format("{} has no committed row {} (not inserted yet, rolled back or pruned): only a "
-                                          "row that exists and has no version can be quarantined",
-                                          source_.outboxTable, outboxId));
+      return Status::rejected(
+          fmt::format("{} has no committed row {} (not inserted yet, rolled back or pruned): only a "
+                      "row that exists and has no version can be quarantined",
+                      source_.outboxTable, outboxId));
     }
-    auto version = conn.queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
+    auto version =
+        conn.queryU64(fmt::format("SELECT version FROM {} WHERE outbox_id = {} FOR UPDATE", versions_, outboxId));
     if (!version.isOk()) return version.status();
     if (version->has_value()) {
       return Status::rejected(fmt::format("row {} already has version {}: only unpublished rows can be quarantined",
@@ -139,7 +144,8 @@ Result<SourceState> MysqlOutboxStore::epochBump(const StreamTip& tip, const std:
     // versions_after and stream_seq are the leader's to write when it finishes the bump; until
     // then they say where the old epoch stood.
     return conn.exec(fmt::format(
-        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) VALUES ({}, {}, {}, {}, {})",
+        "INSERT INTO outbox_epoch_history (source, epoch, reason, versions_after, stream_seq) "
+        "VALUES ({}, {}, {}, {}, {})",
         sourceLiteral_, result.epoch, conn.quote(reason.substr(0, 1000)), result.assignedThrough, tip.lastSeq));
   });
   if (!s.isOk()) return s;

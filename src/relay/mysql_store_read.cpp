@@ -119,7 +119,8 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // bump's republishing may start up to a second later).
   const auto now = std::chrono::steady_clock::now();
   if (now - epochAskedAt_ >= std::chrono::seconds(1) &&
-      std::none_of(out.rows.begin(), out.rows.end(), [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
+      std::none_of(out.rows.begin(), out.rows.end(),
+                   [](const ScannedRow& r) { return !r.versioned && !r.quarantined; })) {
     epochAskedAt_ = now;
     auto epoch = queryRows(fmt::format("SELECT epoch FROM outbox_source_state WHERE source = {}", sourceLiteral_));
     if (!epoch.isOk()) return epoch.status();

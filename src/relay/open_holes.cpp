@@ -59,7 +59,8 @@ void OpenHoles::close(IdRange ids) {
       Hole piece = hole;
       piece.last = to;
       const uint64_t n = to - from + 1;
-      const double share = std::ceil(static_cast<double>(hole.open) * static_cast<double>(n) / static_cast<double>(size));
+      const double share =
+          std::ceil(static_cast<double>(hole.open) * static_cast<double>(n) / static_cast<double>(size));
       // A span's piece counts at least one: what the probes have not proven dead may be held.
       piece.open = !hole.span ? n : std::clamp<uint64_t>(static_cast<uint64_t>(share), 1, n);
       openIds_ += piece.open;

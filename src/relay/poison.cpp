@@ -79,7 +79,9 @@ std::optional<std::string> findPoison(const SourceConfig& source, const SubjectT
   return std::nullopt;
 }
 
-std::string poisonHaltReason(uint64_t id, const std::string& why) { return fmt::format("poison row id={}: {}", id, why); }
+std::string poisonHaltReason(uint64_t id, const std::string& why) {
+  return fmt::format("poison row id={}: {}", id, why);
+}
 
 std::string unpublishableHaltReason(uint64_t version, uint64_t id, const std::string& why) {
   return fmt::format("unpublishable version {} (row id={}): {}; raise the server's max_payload (the source resumes by "

@@ -109,7 +109,9 @@ void Relay::settle(std::chrono::milliseconds limit) {
     // No mark until the end: with the database away, each would wait for a connect.
     (void)count(window_.take(publisher_));
   }
-  if (Status s = mark(/*force=*/true); !s.isOk()) log_->warn("marking what the stream acknowledged failed: {}", s.message());
+  if (Status s = mark(/*force=*/true); !s.isOk()) {
+    log_->warn("marking what the stream acknowledged failed: {}", s.message());
+  }
   window_.close();
 }
 

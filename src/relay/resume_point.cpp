@@ -9,11 +9,12 @@ namespace outbox {
 namespace {
 
 Status aheadOfDatabase(const std::string& stream, uint64_t version, uint64_t assignedThrough) {
-  return Status::permanent(fmt::format("the stream is ahead of the database: version {} is in stream {} but "
-                                       "assigned_through is {} (the database was restored from a backup, or failed over to a "
-                                       "replica that had not caught up?); publishing "
-                                       "nothing until 'outbox-bridge epoch bump'",
-                                       version, stream, assignedThrough));
+  return Status::permanent(
+      fmt::format("the stream is ahead of the database: version {} is in stream {} but "
+                  "assigned_through is {} (the database was restored from a backup, or failed over to a "
+                  "replica that had not caught up?); publishing "
+                  "nothing until 'outbox-bridge epoch bump'",
+                  version, stream, assignedThrough));
 }
 
 }  // namespace
@@ -22,9 +23,10 @@ Result<ResumePoint> findResumePoint(const SourceState& state, const StreamTip& t
   const uint64_t P = state.publishedThrough, S = state.publishedStreamSeq, A = state.assignedThrough;
   const uint64_t L = tip.lastSeq;
   if (tip.version && tip.epoch > state.epoch) {
-    return Status::permanent(fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
-                                         "restored from a backup or failed over to a lagging replica? run 'outbox-bridge epoch bump'",
-                                         tip.epoch, state.epoch));
+    return Status::permanent(
+        fmt::format("the stream holds epoch {} but the database is at epoch {}: the database was "
+                    "restored from a backup or failed over to a lagging replica? run 'outbox-bridge epoch bump'",
+                    tip.epoch, state.epoch));
   }
   const bool thisEpoch = tip.version && tip.epoch == state.epoch;
 

@@ -71,7 +71,8 @@ std::shared_ptr<const Scanner::Statements> Scanner::steady(const Suspects& suspe
                                                           const ConnectionReading& reading) const {
   Statements out;
   for (uint64_t connection : suspects.ids) {
-    auto before = std::lower_bound(lastStatements_.begin(), lastStatements_.end(), std::make_pair(connection, uint64_t{0}));
+    auto before =
+        std::lower_bound(lastStatements_.begin(), lastStatements_.end(), std::make_pair(connection, uint64_t{0}));
     if (before == lastStatements_.end() || before->first != connection) return nullptr;
     out.push_back(*before);
   }
@@ -99,7 +100,8 @@ Status Scanner::probeQuiet(const std::vector<QuietCandidate>& candidates, Clock:
 }
 
 size_t Scanner::quietRanges() const {
-  return static_cast<size_t>(std::count_if(holes_.begin(), holes_.end(), [](const auto& e) { return e.second.quiet != nullptr; }));
+  return static_cast<size_t>(
+      std::count_if(holes_.begin(), holes_.end(), [](const auto& e) { return e.second.quiet != nullptr; }));
 }
 
 void Scanner::fold(Clock::TimePoint now) {

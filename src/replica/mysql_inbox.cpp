@@ -26,7 +26,9 @@ std::string columnsJson(const InboxRow& row) {
   std::string out = "{\"columns\":[";
   for (size_t i = 0; i < row.columns.size(); ++i) out += (i ? "," : "") + jsonQuoted(row.columns[i]);
   out += "],\"numeric\":[";
-  for (size_t i = 0; i < row.numeric.size(); ++i) out += std::string(i ? "," : "") + (row.numeric[i] ? "true" : "false");
+  for (size_t i = 0; i < row.numeric.size(); ++i) {
+    out += std::string(i ? "," : "") + (row.numeric[i] ? "true" : "false");
+  }
   return out + "]}";
 }
 
@@ -133,11 +135,12 @@ Result<std::optional<InboxRow>> MysqlInbox::load(ReplicaRecords& records) {
       OUTBOX_RETURN_IF_ERROR(c.commit());
       return std::optional<InboxRow>();
     }
-    InboxRow row{rows->u64(0), rows->u64(1), std::string(rows->text(3)), rows->u64(2), std::string(rows->text(4))};
-    auto fields = parseRecord(rows->text(5));
-    auto sum = parseChecksum("sha256-sum64:" + std::string(rows->text(6)));
-    row.recordCount = rows->u64(7);
-    row.generation = rows->u64(8);
+    InboxRow row{rows->u64("epoch"), rows->u64("applied_version"), std::string(rows->text("stream_name")),
+                 rows->u64("stream_seq"), std::string(rows->text("record_key"))};
+    auto fields = parseRecord(rows->text("columns_json"));
+    auto sum = parseChecksum("sha256-sum64:" + std::string(rows->text("checksum")));
+    row.recordCount = rows->u64("record_count");
+    row.generation = rows->u64("generation");
     if (!fields.isOk() || fields->size() != 2 || !sum) return Status::permanent("outbox_inbox: a malformed row");
     auto columns = arrayElements((*fields)[0].text.value_or(""));
     auto numeric = arrayElements((*fields)[1].text.value_or(""));
@@ -152,12 +155,13 @@ Result<std::optional<InboxRow>> MysqlInbox::load(ReplicaRecords& records) {
                                       c.quote(source_)),
                           db::Connection::Fetch::kStreamed);
     if (!stored.isOk()) return stored.status();
+    const size_t entityKey = stored->index("entity_key"), recordValues = stored->index("record_values");
     while (stored->next()) {
-      auto values = arrayElements(stored->text(1));
+      auto values = arrayElements(stored->text(recordValues));
       if (!values.isOk() || values->size() != row.columns.size()) {
         return Status::permanent("outbox_replica_record: a record that is not its row's columns");
       }
-      records[std::string(stored->text(0))] = std::move(values).value();
+      records[std::string(stored->text(entityKey))] = std::move(values).value();
     }
     if (c.failed()) return c.lastError("read outbox_replica_record");
     OUTBOX_RETURN_IF_ERROR(c.commit());
@@ -180,8 +184,10 @@ Result<InboxRow> MysqlInbox::replace(const InboxRow& row, const ReplicaRecords& 
     size_t batched = 0;
     auto flush = [&]() -> Status {
       if (batched == 0) return Status::ok();
-      OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO outbox_inbox_record (source, entity_key, record_hash) VALUES " + hashes));
-      OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO outbox_replica_record (source, entity_key, record_values) VALUES " + values));
+      OUTBOX_RETURN_IF_ERROR(
+          c.exec("INSERT INTO outbox_inbox_record (source, entity_key, record_hash) VALUES " + hashes));
+      OUTBOX_RETURN_IF_ERROR(
+          c.exec("INSERT INTO outbox_replica_record (source, entity_key, record_values) VALUES " + values));
       hashes.clear();
       values.clear();
       batched = 0;

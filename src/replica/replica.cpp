@@ -35,7 +35,9 @@ Result<Replica::Fetched> Replica::fetch(bool summary) {
   client.set_read_timeout(std::chrono::seconds(120));
   std::string path = fmt::format("/v1/sources/{}/control-snapshot{}", options_.source, summary ? "?summary=true" : "");
   auto res = client.Get(path);
-  if (!res) return Status::transient(fmt::format("GET {}{}: {}", options_.baseUrl, path, httplib::to_string(res.error())));
+  if (!res) {
+    return Status::transient(fmt::format("GET {}{}: {}", options_.baseUrl, path, httplib::to_string(res.error())));
+  }
   if (res->status != 200) {
     return Status::transient(fmt::format("GET {}{}: HTTP {}: {}", options_.baseUrl, path, res->status, res->body));
   }
@@ -87,7 +89,8 @@ Status Replica::bootstrap() {
   }
   counters_.bootstraps++;
   say(fmt::format("{}: epoch {}, watermark {}, {} records, checksum {}; following {} from sequence {}",
-                  counters_.bootstraps == 1 ? "bootstrapped" : (changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped"),
+                  counters_.bootstraps == 1 ? "bootstrapped"
+                                            : (changedEpoch ? "re-bootstrapped in a new epoch" : "re-bootstrapped"),
                   epoch_, applied_, records_.size(), formatChecksum(sum_), streamName_, snap.streamSeq + 1));
   auto problem = follow();
   if (!problem.isOk()) return problem.status();

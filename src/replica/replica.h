@@ -95,8 +95,8 @@ class Replica {
   // the row): read it again at the next step.
   Status forget(Status why);
   // replica_stream.cpp: docs/consumers.md section 3, "The stream itself".
-  static std::optional<StreamProblem> problemOf(const std::optional<nats::StreamState>& found, const std::string& stream,
-                                                uint64_t fromSeq);
+  static std::optional<StreamProblem> problemOf(const std::optional<nats::StreamState>& found,
+                                                const std::string& stream, uint64_t fromSeq);
   Result<std::optional<StreamProblem>> streamProblem(const std::string& stream, uint64_t fromSeq);
   Result<std::optional<StreamProblem>> follow();
   Status streamLost(const StreamProblem& problem);

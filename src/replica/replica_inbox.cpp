@@ -33,7 +33,8 @@ std::string recordJson(const std::vector<std::string>& columns, const std::vecto
 }
 
 InboxRow Replica::inboxRow() const {
-  return InboxRow{epoch_, applied_, streamName_, streamSeq_, key_, columns_, numeric_, sum_, records_.size(), generation_};
+  return InboxRow{epoch_,   applied_, streamName_, streamSeq_,      key_,
+                  columns_, numeric_, sum_,        records_.size(), generation_};
 }
 
 Status Replica::forget(Status why) {

@@ -30,8 +30,8 @@ std::optional<Replica::StreamProblem> Replica::problemOf(const std::optional<nat
                                                          const std::string& stream, uint64_t fromSeq) {
   if (!found) return StreamProblem{true, fmt::format("stream {} does not exist (deleted, or renamed)", stream)};
   if (found->firstSeq > fromSeq) {
-    return StreamProblem{false, fmt::format("stream {} begins at sequence {}: sequence {} was purged or expired", stream,
-                                            found->firstSeq, fromSeq)};
+    return StreamProblem{false, fmt::format("stream {} begins at sequence {}: sequence {} was purged or expired",
+                                            stream, found->firstSeq, fromSeq)};
   }
   if (found->lastSeq + 1 < fromSeq) {
     return StreamProblem{false, fmt::format("stream {} ends at sequence {}, before sequence {} that the replica "

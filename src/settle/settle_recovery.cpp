@@ -106,7 +106,9 @@ Result<uint64_t> firstSeqAbove(MessageReader& stream, const char* header, uint64
 }
 
 Result<uint64_t> firstSeqStoredFrom(MessageReader& stream, int64_t nanos) {
-  if (nanos <= 0) return firstSeqWhere(stream, "time", 0, [](const nats::StoredMessage&) { return std::optional<uint64_t>(1); });
+  if (nanos <= 0) {
+    return firstSeqWhere(stream, "time", 0, [](const nats::StoredMessage&) { return std::optional<uint64_t>(1); });
+  }
   return firstSeqWhere(stream, "time stored", static_cast<uint64_t>(nanos - 1), [](const nats::StoredMessage& m) {
     return m.timestampNanos > 0 ? std::optional<uint64_t>(static_cast<uint64_t>(m.timestampNanos)) : std::nullopt;
   });

@@ -13,7 +13,9 @@ namespace {
 using simdjson::ondemand::json_type;
 
 std::string_view trimRight(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
   return s;
 }
 

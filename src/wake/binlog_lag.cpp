@@ -48,12 +48,18 @@ std::optional<uint64_t> BinlogLag::measure(const db::BinlogReader& reader) {
     side_.reset();
     return std::nullopt;
   }
-  // The files from the dump's on, in order: what is left of its own, and every later one.
+  // The files from the dump's on, in order: what is left of its own, and every later one (the
+  // columns MariaDB and MySQL name alike; a server that names them otherwise is not measured).
+  if (!logs->has("Log_name") || !logs->has("File_size")) {
+    spdlog::debug("binlog doorbell: cannot measure its lag: SHOW BINARY LOGS has no Log_name and File_size");
+    return std::nullopt;
+  }
   bool reached = false;
   uint64_t behind = 0;
+  const size_t logName = logs->index("Log_name"), fileSize = logs->index("File_size");
   while (logs->next()) {
-    const uint64_t size = logs->u64(1);
-    if (!reached && logs->text(0) == reader.file()) {
+    const uint64_t size = logs->u64(fileSize);
+    if (!reached && logs->text(logName) == reader.file()) {
       reached = true;
       behind += size > reader.position() ? size - reader.position() : 0;
     } else if (reached) {

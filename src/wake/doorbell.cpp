@@ -42,8 +42,9 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, const Dsn& ds
   metrics_ = registerDoorbellMetrics(server);
   if (const char* delay = std::getenv("OUTBOX_TEST_DOORBELL_READ_DELAY_MS"); delay != nullptr) {
     readDelay_ = std::chrono::milliseconds(std::strtoll(delay, nullptr, 10));
-    spdlog::warn("{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each transaction it reads (for tests only)", where_,
-                 readDelay_.count());
+    spdlog::warn(
+        "{}: OUTBOX_TEST_DOORBELL_READ_DELAY_MS: pausing {} ms after each transaction it reads (for tests only)",
+        where_, readDelay_.count());
   }
 }
 
@@ -109,7 +110,7 @@ std::string BinlogDoorbell::otherServer(const db::BinlogReader& reader) {
   }
   auto who = (*conn)->query(db::BinlogReader::kServerIdentityQuery);
   if (!who.isOk() || !who->next()) return "";
-  const std::string theirs = fmt::format("server_id {}, hostname {}", who->u64(0), who->text(1));
+  const std::string theirs = fmt::format("server_id {}, hostname {}", who->u64("server_id"), who->text("hostname"));
   if (theirs == reader.serverIdentity()) return "";
   return fmt::format("its dsn reaches {}, but source {}'s connection reaches {}: the doorbell would ring for another "
                      "server's commits (a replica, or a proxy's other backend?); give the [[doorbell]] the sources' "

@@ -17,8 +17,8 @@ IdleCheck::IdleCheck(std::vector<WatchedSource> sources, StopSignal& stop)
     // The highest id, and whether an `epoch bump` waits for the leader to finish it (it writes
     // no outbox row, so neither this id nor the doorbell would say so).
     parts_.push_back(fmt::format(
-        "SELECT {0}, (SELECT MAX(id) FROM `{1}`.`{2}`), (SELECT COUNT(*) FROM `{1}`.outbox_source_state WHERE "
-        "source = '{3}' AND bump_from_epoch IS NOT NULL)",
+        "SELECT {0} AS source_index, (SELECT MAX(id) FROM `{1}`.`{2}`) AS max_id, (SELECT COUNT(*) FROM "
+        "`{1}`.outbox_source_state WHERE source = '{3}' AND bump_from_epoch IS NOT NULL) AS bump_pending",
         i, c.dsn.database, c.outboxTable, c.name));
     interval_ = std::min(interval_, c.pollInterval);
   }
@@ -66,11 +66,13 @@ Status IdleCheck::check(db::Connection& conn, const std::vector<size_t>& which) 
   auto rows = conn.query(statement);
   if (!rows.isOk()) return rows.status();
   setChecked(which, true);
+  const size_t sourceIndex = rows->index("source_index"), maxId = rows->index("max_id");
+  const size_t bumpPending = rows->index("bump_pending");
   while (rows->next()) {
-    const size_t i = rows->u64(0);
+    const size_t i = rows->u64(sourceIndex);
     if (i >= sources_.size()) continue;
-    const bool newIds = !rows->isNull(1) && rows->u64(1) > sources_[i].wakeup->readThrough.load();
-    if (newIds || rows->u64(2) > 0) sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
+    const bool newIds = !rows->isNull(maxId) && rows->u64(maxId) > sources_[i].wakeup->readThrough.load();
+    if (newIds || rows->u64(bumpPending) > 0) sources_[i].wakeup->ring(Wakeup::By::kIdleCheck);
   }
   return Status::ok();
 }

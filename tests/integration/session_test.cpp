@@ -179,7 +179,8 @@ BOOST_AUTO_TEST_CASE(sessions_over_a_pool_share_its_connections_and_never_inheri
 
 // db::Rows read by column name: a SELECT's alias or a column's own name (without its table's
 // alias), ASCII case ignored as SQL ignores it; NULL reads as nullopt; a name the result lacks,
-// or holds twice, is a caller's bug and throws rather than read another column.
+// or holds twice, is a caller's bug and throws rather than read another column; has() asks first,
+// for a SHOW whose columns the server decides.
 BOOST_AUTO_TEST_CASE(rows_are_read_by_column_name) {
   TestDatabase database("rows_by_name");
   db::Connection& conn = database.sql();
@@ -196,6 +197,8 @@ BOOST_AUTO_TEST_CASE(rows_are_read_by_column_name) {
   BOOST_TEST(rows->index("ENTITY_KEY") == 1u);
   BOOST_CHECK_THROW((void)rows->index("n.id"), std::logic_error);
   BOOST_CHECK_THROW((void)rows->index("missing"), std::logic_error);
+  BOOST_TEST(rows->has("DOUBLED"));
+  BOOST_TEST(!rows->has("missing"));
   BOOST_REQUIRE(rows->next());
   BOOST_TEST(rows->u64("id") == 7u);
   BOOST_TEST(rows->u64("Doubled") == 14u);
