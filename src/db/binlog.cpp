@@ -92,9 +92,10 @@ Result<std::unique_ptr<BinlogReader>> BinlogReader::open(const ConnectParams& pa
   if (!status->next()) {
     return Status::permanent("the server shows no binary log position (SHOW MASTER STATUS is empty): is log_bin on?");
   }
-  // The columns SHOW MASTER STATUS names alike on MariaDB and MySQL (and MySQL 8.4's SHOW BINARY
-  // LOG STATUS); the filters only where the server shows them. A server that names them otherwise
-  // is refused, not read by guess.
+  // The columns SHOW MASTER STATUS names alike on MariaDB and MySQL (MySQL 8.4 renamed the
+  // statement SHOW BINARY LOG STATUS, which is not sent: README, "Supported databases"); the
+  // filters only where the server shows them. A server that names them otherwise is refused, not
+  // read by guess.
   if (!status->has("File") || !status->has("Position")) {
     return Status::permanent("the server's SHOW MASTER STATUS has no File and Position columns");
   }
