@@ -1,9 +1,9 @@
 #pragma once
 
-// What the fault_recovery cases share (recovery_test.cpp, recovery_epoch_test.cpp): a source's
-// stream read back and its published mark, a source a bridge published and stopped, a frozen
-// leader's assigned rows and its stale publishes landing late, and the check that every row is in
-// the stream once across epoch bumps.
+// What the fault_recovery cases share (recovery_test.cpp, recovery_epoch_test.cpp,
+// recovery_poison_test.cpp): a source's stream read back and its published mark, a source a bridge
+// published and stopped, a frozen leader's assigned rows and its stale publishes landing late, and
+// the check that every row is in the stream once across epoch bumps.
 
 #include <boost/test/unit_test.hpp>
 
