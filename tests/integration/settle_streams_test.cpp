@@ -6,107 +6,22 @@
 // purge, and settled messages that travel through the server and restart a Settler from the two
 // streams alone. The relay does not feed a settler yet: the main stream is published here by
 // JetStreamPublisher, as the relay does.
+// Recovery's searches are here; settled messages through the server in
+// settle_streams_settler_test.cpp; SettleFixture in settle_streams.h.
 
 #include <fmt/format.h>
 #include <nats/nats.h>
 
-#include <map>
-#include <random>
-#include <set>
-
 #include "harness.h"
-#include "relay/jetstream_publisher.h"
 #include "settle/jetstream_reader.h"
 #include "settle/settle_recovery.h"
-#include "settle/settled_message.h"
-#include "settle/settler.h"
+#include "settle_streams.h"
 
 using namespace outbox;
 using namespace outbox::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct SettleFixture {
-  SourceConfig source;
-  NatsConfig nats;
-  std::unique_ptr<nats::Connection> connection;
-  std::unique_ptr<JetStreamPublisher> publisher;
-  StreamReader reader;
-  std::string settledStream;
-
-  SettleFixture() {
-    std::random_device rd;
-    source.name = fmt::format("st{}", rd() % 1000000);
-    source.stream = "CONTROL_" + source.name;
-    source.subjectPrefix = "control." + source.name;
-    settledStream = source.stream + "_SETTLED";
-    nats.url = stack().natsUrl;
-    auto conn = nats::Connection::connect(NatsConfig{.url = stack().natsUrl});
-    if (!conn.isOk())
-      throw std::runtime_error("nats-server is not reachable: " + conn.status().message());
-    connection = std::move(conn).value();
-    publisher = std::make_unique<JetStreamPublisher>(source, nats, *connection);
-    BOOST_REQUIRE(publisher->prepare().isOk());
-    nats::StreamSettings settled;
-    settled.name = settledStream;
-    settled.subject = settledPrefix(source.subjectPrefix) + ".>";
-    BOOST_REQUIRE(reader.js().ensureStream(settled).isOk());
-  }
-  ~SettleFixture() {
-    (void)reader.js().deleteStream(source.stream);
-    (void)reader.js().deleteStream(settledStream);
-  }
-
-  // Versions 1..keys.size() into the main stream, as the relay publishes them; key i's change
-  // (of entity type types[i], or item).
-  void publishMain(const std::vector<std::string>& keys, const std::vector<std::string>& types = {}) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const uint64_t v = i + 1;
-      OutboxRow row{v, i < types.size() ? types[i] : "item", keys[i], i % 7 == 6 ? "delete" : "upsert", std::nullopt,
-                    0, v};
-      if (row.op == "upsert") row.payload = fmt::format("{{\"n\":{}}}", v);
-      BOOST_REQUIRE(publisher->publish(row, 1, i, /*fenceOnPreviousVersion=*/i > 0).isOk());
-    }
-    std::vector<VersionAck> acks;
-    // By the clock: a wait may end at once (an ack of 10,000 publishes comes in pieces).
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (acks.size() < keys.size() && std::chrono::steady_clock::now() < deadline) {
-      publisher->waitForAcks(20ms);
-      publisher->takeAcks(acks);
-    }
-    BOOST_REQUIRE_EQUAL(acks.size(), keys.size());
-    for (const auto& a : acks) BOOST_REQUIRE_MESSAGE(a.ok, a.error);
-  }
-
-  // Publishes `out` to the settled stream, fenced as the leader's settle thread is to publish;
-  // waits for every ack. `lastSeq`/`lastMsgId`: the settled stream's last message.
-  void publishSettled(const std::vector<Settled>& out, uint64_t& lastSeq, std::string& lastMsgId) {
-    for (const Settled& s : out) {
-      nats::OutgoingMessage m;
-      m.subject = settledSubject(s.message.subject, source.subjectPrefix);
-      m.data = s.message.data;
-      const std::string id = settledMsgId(source.name, s.version);
-      m.headers = {{"Nats-Msg-Id", id}, {"Nats-Expected-Last-Sequence", std::to_string(lastSeq)}};
-      if (!lastMsgId.empty()) m.headers.emplace_back("Nats-Expected-Last-Msg-Id", lastMsgId);
-      m.moreHeaders = settledHeaders(s);
-      BOOST_REQUIRE(reader.js().publishAsync(m).isOk());
-      ++lastSeq;
-      lastMsgId = id;
-    }
-    std::vector<nats::AckEvent> acks;
-    for (int i = 0; i < 500 && acks.size() < out.size(); ++i) {
-      reader.js().waitForAcks(20ms);
-      reader.js().takeAcks(acks);
-    }
-    BOOST_REQUIRE(acks.size() == out.size());
-    for (const auto& a : acks) BOOST_REQUIRE_MESSAGE(a.ok && !a.duplicate, a.error);
-  }
-
-  std::vector<nats::StoredMessage> readAll(const std::string& stream, const std::string& prefix) {
-    return reader.readAll(stream, prefix);
-  }
-};
 
 // A stream an operator made by hand (nats.c directly, not the bridge's ensureStream), deleted
 // at the end: `subjects`, with or without direct gets.
@@ -278,100 +193,4 @@ BOOST_AUTO_TEST_CASE(recoverys_search_works_on_a_stream_without_direct_gets) {
   got = firstSeqAbove(reader, "Outbox-Version", 16);
   BOOST_TEST_REQUIRE(got.isOk(), got.status().message());
   BOOST_TEST(*got == 17u);
-}
-
-// A leader settles some keys and dies; a new one, from what the server holds, settles the rest
-// and none of the first again, each key once at its last change with From and Count whole.
-BOOST_AUTO_TEST_CASE(settled_messages_through_the_server_restart_a_settler_without_repeating_one) {
-  SettleFixture f;
-  // Ten keys for 100 changes, ten others for 200 more, the first five now and then among them.
-  std::vector<std::string> keys;
-  std::mt19937 rng(36);
-  for (int i = 0; i < 300; ++i) {
-    keys.push_back(fmt::format("k {}", i < 100       ? rng() % 10
-                                       : i % 25 == 0 ? rng() % 5
-                                                     : 10 + rng() % 10));
-  }
-  f.publishMain(keys);
-  const auto main = f.readAll(f.source.stream, f.source.subjectPrefix);
-  BOOST_REQUIRE(main.size() == keys.size());
-
-  // The first leader: changes 10 ms apart on its clock, settle 300 ms; it dies after change 200,
-  // the first ten keys settled (some of the first five again, above its last Through), the
-  // others pending.
-  const Clock::TimePoint t0{std::chrono::hours(1)};
-  const Settler::Options options{300ms, 30s, 100'000};
-  Settler first(options);
-  uint64_t lastSeq = 0;
-  std::string lastMsgId;
-  for (size_t i = 0; i < 200; ++i) {
-    auto c = mainChange(main[i].subject, main[i].data, main[i].headers);
-    BOOST_REQUIRE(c.has_value());
-    first.changed(c->key, c->version, std::move(c->message), t0 + i * 10ms);
-    f.publishSettled(first.due(t0 + i * 10ms), lastSeq, lastMsgId);
-  }
-  BOOST_REQUIRE(lastSeq > 0);  // some settled before the crash, others still pending
-
-  // The new leader, from the streams alone.
-  JetStreamReader settledReader(f.reader.js(), f.settledStream),
-      mainReader(f.reader.js(), f.source.stream);
-  auto last = lastSettled(settledReader);
-  BOOST_TEST_REQUIRE(last.isOk());
-  BOOST_TEST_REQUIRE(last->has_value());
-  const uint64_t through = (*last)->through;
-  Settler second(options);
-  second.restart(through);
-  auto tailFrom = firstSeqAbove(settledReader, kSettledSeenHeader, through);
-  BOOST_TEST_REQUIRE(tailFrom.isOk());
-  auto tail = f.reader.js().readRange(f.settledStream, settledPrefix(f.source.subjectPrefix) + ".>",
-                                      *tailFrom, lastSeq, 5s);
-  BOOST_TEST_REQUIRE(tail.isOk(), tail.status().message());
-  BOOST_TEST(!tail->empty());  // messages above the last Through: left out of the replay
-  for (const auto& m : *tail) {
-    auto mark = settledMark(m.headers);
-    BOOST_TEST_REQUIRE(mark.has_value());
-    second.alreadySettled(mark->key, mark->version);
-  }
-  auto replayFrom = firstSeqAbove(mainReader, "Outbox-Version", through);
-  BOOST_TEST_REQUIRE(replayFrom.isOk());
-  auto replay = f.reader.js().readRange(f.source.stream, f.source.subjectPrefix + ".>", *replayFrom,
-                                        main.size(), 5s);
-  BOOST_TEST_REQUIRE(replay.isOk(), replay.status().message());
-  const auto now = std::chrono::steady_clock::now();
-  const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
-  for (const auto& m : *replay) {
-    auto c = mainChange(m.subject, m.data, m.headers);
-    BOOST_REQUIRE(c.has_value());
-    second.changed(c->key, c->version, std::move(c->message),
-                   steadyTimeOf(m.timestampNanos, now, wall));
-  }
-  f.publishSettled(second.due(now + 1h), lastSeq, lastMsgId);
-
-  // Each key settled at its last change once, per key in order, From and Count whole.
-  std::map<std::string, std::vector<uint64_t>> versionsOf;
-  for (size_t i = 0; i < keys.size(); ++i) versionsOf[keys[i]].push_back(i + 1);
-  std::map<std::string, uint64_t> lastOf;
-  std::set<uint64_t> seen;
-  for (const auto& m : f.readAll(f.settledStream, settledPrefix(f.source.subjectPrefix))) {
-    BOOST_TEST(m.headers.at("Nats-Msg-Id") ==
-               settledMsgId(f.source.name, headerU64(m, "Outbox-Version")));
-    BOOST_TEST(m.subject.rfind(settledPrefix(f.source.subjectPrefix) + ".", 0) == 0u);
-    auto mark = settledMark(m.headers);
-    BOOST_TEST_REQUIRE(mark.has_value());
-    const std::string& key = mark->key.entityKey;
-    BOOST_TEST(seen.insert(mark->version).second, "version " << mark->version << " settled twice");
-    BOOST_TEST(mark->version > lastOf[key]);
-    uint64_t from = 0, count = 0;
-    for (uint64_t v : versionsOf[key]) {
-      if (v <= lastOf[key] || v > mark->version) continue;
-      if (from == 0) from = v;
-      ++count;
-    }
-    BOOST_TEST(headerU64(m, kSettledFromHeader) == from);
-    BOOST_TEST(headerU64(m, kSettledCountHeader) == count);
-    lastOf[key] = mark->version;
-  }
-  for (const auto& [key, versions] : versionsOf) BOOST_TEST(lastOf[key] == versions.back(), key);
 }

@@ -1,5 +1,5 @@
 // Column types whose text the snapshot must write as JSON can carry (snapshot_test.cpp has the
-// document's watermark, checksum and strings).
+// document's watermark and checksum, snapshot_replica_test.cpp its strings).
 #include <boost/test/unit_test.hpp>
 
 #include <fmt/format.h>

@@ -1,7 +1,8 @@
 #pragma once
 
 // A source on a fresh database with its bridge, and a statement run on a connection of its own:
-// how the late-commit tests (late_commit_test.cpp, quiet_spans_test.cpp) begin.
+// how the late-commit tests (late_commit_test.cpp, late_commit_restart_test.cpp,
+// late_commit_spans_test.cpp, quiet_spans_test.cpp) begin.
 
 #include <boost/test/unit_test.hpp>
 
