@@ -42,6 +42,45 @@ void insertTenASecond(db::Connection& conn, const std::vector<std::string>& tabl
   }
 }
 
+// Who spent MariaDB's CPU: each server thread's role, from information_schema.PROCESSLIST's TID
+// (MariaDB's one-thread-per-connection, its default). The producer's connection (`producerId`),
+// the doorbell's binlog dump, the connections on `database` (the bridge's), and the rest — the
+// server's own threads (InnoDB's log writer and purge, the binlog's background thread) and the
+// measurement's connection — as "server".
+using ThreadRoles = std::map<int, std::string>;
+ThreadRoles threadRoles(db::Connection& admin, const std::string& database, uint64_t producerId) {
+  ThreadRoles roles;
+  auto rows = check(admin.query("SELECT ID, TID, COMMAND, DB FROM information_schema.PROCESSLIST"), "PROCESSLIST");
+  while (rows.next()) {
+    const int tid = static_cast<int>(rows.u64("TID"));
+    if (rows.u64("ID") == producerId) {
+      roles[tid] = "producer";
+    } else if (rows.text("COMMAND").starts_with("Binlog Dump")) {
+      roles[tid] = "dump";
+    } else if (!rows.isNull("DB") && rows.text("DB") == database) {
+      roles[tid] = "bridge";
+    }
+  }
+  return roles;
+}
+
+// The CPU seconds between readings a and b of MariaDB by role (threadRoles; a thread it does not
+// name is "server"), as "role x.xx%" over `took` seconds.
+std::string cpuByRole(const CpuReading& a, const CpuReading& b, const ThreadRoles& roles, double took) {
+  std::map<std::string, double> byRole{{"producer", 0}, {"bridge", 0}, {"dump", 0}, {"server", 0}};
+  for (const auto& [tid, after] : b.taskNanos) {
+    auto before = a.taskNanos.find(tid);
+    const uint64_t spent = before == a.taskNanos.end() ? after : after - std::min(after, before->second);
+    auto role = roles.find(tid);
+    byRole[role == roles.end() ? "server" : role->second] += static_cast<double>(spent) / 1e9;
+  }
+  std::string out;
+  for (const char* role : {"producer", "bridge", "dump", "server"}) {
+    out += fmt::format("{}{} {:.2f}%", out.empty() ? "" : ", ", role, byRole[role] / took * 100);
+  }
+  return out;
+}
+
 // (i)'s reference: the same load into as many outbox tables as the run has sources (the
 // project's schema) with no bridge running — what the producer's own commits cost MariaDB, which
 // every (i) figure includes. Spread over 50 tables each commit dirties pages of its own table,
@@ -54,10 +93,15 @@ double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std
   for (int i = 0; i < tableCount; ++i) tables.push_back(fmt::format("alone{}_outbox", i));
   check(db::migrate(*conn, tables, {}, applied), "create the outbox tables");
   quiesce(o);
+  const uint64_t producerId = check(conn->queryU64("SELECT CONNECTION_ID()"), "CONNECTION_ID").value_or(0);
   const CpuReading m0 = readCpu(o.mysqlPid);
   const auto t0 = Clock::now();
   insertTenASecond(*conn, tables, 10 * o.trickleSeconds, o.payloadBytes);
-  const double cpu = cpuSecondsBetween(m0, readCpu(o.mysqlPid)) / seconds(Clock::now() - t0) * 100;
+  const CpuReading m1 = readCpu(o.mysqlPid);
+  const double took = seconds(Clock::now() - t0);
+  const double cpu = cpuSecondsBetween(m0, m1) / took * 100;
+  std::printf("(i)  the producer alone over %d table%s, MariaDB's threads: %s\n", tableCount, tableCount == 1 ? "" : "s",
+              cpuByRole(m0, m1, threadRoles(admin, dsn.database, producerId), took).c_str());
   (void)admin.exec("DROP DATABASE " + dsn.database);
   return cpu;
 }
@@ -129,7 +173,9 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
   };
   struct Cost {
     double bridgeCpu, mysqlCpu, statements;
+    std::string byRole;
   };
+  const uint64_t producerId = check(conn->queryU64("SELECT CONNECTION_ID()"), "CONNECTION_ID").value_or(0);
   auto measure = [&](const std::function<void()>& during) {
     const double q0 = questions();
     const CpuReading b0 = readCpu(bridge.pid()), m0 = readCpu(o.mysqlPid);
@@ -138,7 +184,8 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
     double took = seconds(Clock::now() - t0);
     const CpuReading b1 = readCpu(bridge.pid()), m1 = readCpu(o.mysqlPid);
     const double q1 = questions();
-    return Cost{cpuSecondsBetween(b0, b1) / took * 100, cpuSecondsBetween(m0, m1) / took * 100, (q1 - q0 - 1) / took};
+    return Cost{cpuSecondsBetween(b0, b1) / took * 100, cpuSecondsBetween(m0, m1) / took * 100, (q1 - q0 - 1) / took,
+                cpuByRole(m0, m1, threadRoles(admin, dsn.database, producerId), took)};
   };
   const double restSeconds = std::max(5, o.idleSeconds * 2);
   Cost rest = measure([&] { std::this_thread::sleep_for(std::chrono::duration<double>(restSeconds)); });
@@ -188,6 +235,7 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
               producerCpu > 0 ? (flow.mysqlCpu - producerCpu) / producerCpu : 0.0, bridgeStatements,
               bridgeStatements / 10.0, (bridgeStatements - rest.statements) / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size(),
               static_cast<unsigned long long>(connections));
+  std::printf("(i)        MariaDB's threads at rest: %s | at 10 rows/s: %s\n", rest.byRole.c_str(), flow.byRole.c_str());
   std::fflush(stdout);
   for (const auto& stream : streams) (void)js->deleteStream(stream);
   (void)admin.exec("DROP DATABASE " + dsn.database);
