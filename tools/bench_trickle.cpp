@@ -100,7 +100,8 @@ double producerAlone(const Options& o, Dsn dsn, db::Connection& admin, const std
   const CpuReading m1 = readCpu(o.mysqlPid);
   const double took = seconds(Clock::now() - t0);
   const double cpu = cpuSecondsBetween(m0, m1) / took * 100;
-  std::printf("(i)  the producer alone over %d table%s, MariaDB's threads: %s\n", tableCount, tableCount == 1 ? "" : "s",
+  std::printf("(i)  the producer alone over %d table%s, MariaDB's threads: %s\n", tableCount,
+              tableCount == 1 ? "" : "s",
               cpuByRole(m0, m1, threadRoles(admin, dsn.database, producerId), took).c_str());
   (void)admin.exec("DROP DATABASE " + dsn.database);
   return cpu;
@@ -235,7 +236,8 @@ void trickle(const Options& o, Dsn dsn, db::Connection& admin, nats::Connection&
               producerCpu > 0 ? (flow.mysqlCpu - producerCpu) / producerCpu : 0.0, bridgeStatements,
               bridgeStatements / 10.0, (bridgeStatements - rest.statements) / 10.0, percentile(latencies, 0.5), percentile(latencies, 0.99), latencies.size(),
               static_cast<unsigned long long>(connections));
-  std::printf("(i)        MariaDB's threads at rest: %s | at 10 rows/s: %s\n", rest.byRole.c_str(), flow.byRole.c_str());
+  std::printf("(i)        MariaDB's threads at rest: %s | at 10 rows/s: %s\n", rest.byRole.c_str(),
+              flow.byRole.c_str());
   std::fflush(stdout);
   for (const auto& stream : streams) (void)js->deleteStream(stream);
   (void)admin.exec("DROP DATABASE " + dsn.database);

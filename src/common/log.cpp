@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -169,6 +170,16 @@ std::string logSafe(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string currentExceptionMessage() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
 }
 
 }  // namespace outbox

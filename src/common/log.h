@@ -35,4 +35,8 @@ std::shared_ptr<spdlog::logger> resultLogger(const std::string& source);
 // neither forge a second line nor make the log binary.
 std::string logSafe(std::string_view text);
 
+// Inside a catch block: what the exception being handled says (its what(), or that it is no
+// std::exception), for the line that logs a bug caught on a thread of its own.
+std::string currentExceptionMessage();
+
 }  // namespace outbox

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/log.h"
 #include "lease/lease.h"
 
 namespace outbox {
@@ -54,13 +55,10 @@ Result<bool> JointRenewal::renew(const std::string& source, const std::string& h
   std::string sweep;  // the round's sources, when it is its turn to sweep dead candidacies
   try {
     runRound(batch, sweep);
-  } catch (const std::exception& e) {
+  } catch (...) {
     // A bug (a column the result lacks: db::Rows::index). Nobody is left waiting: the members ask
     // on their own, and the line says why every renewal of the round failed.
-    spdlog::error("lease: a joint renewal round failed (a bug: please report it): {}", e.what());
-    for (Member* m : batch) m->result = false;
-  } catch (...) {
-    spdlog::error("lease: a joint renewal round failed (a bug: please report it)");
+    spdlog::error("lease: a joint renewal round failed (a bug: please report it): {}", currentExceptionMessage());
     for (Member* m : batch) m->result = false;
   }
   lock.lock();

@@ -19,17 +19,10 @@ namespace outbox {
 namespace {
 
 // The index of the first of `names` among the result's columns (MariaDB and MySQL before 8.0.22
-// say Master, MySQL since says Source), ASCII case ignored as db::Rows::index() ignores it.
+// say Master, MySQL since says Source), compared as db::Rows::index() compares them.
 std::optional<size_t> columnOf(const db::Rows& rows, std::initializer_list<std::string_view> names) {
-  auto same = [](std::string_view a, std::string_view b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-      return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-    });
-  };
   for (std::string_view name : names) {
-    for (size_t i = 0; i < rows.columnCount(); ++i) {
-      if (same(rows.columns()[i].name, name)) return i;
-    }
+    if (rows.has(name)) return rows.index(name);
   }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/backoff.h"
+#include "common/log.h"
 #include "db/binlog.h"
 #include "wake/binlog_lag.h"
 
@@ -51,7 +52,23 @@ BinlogDoorbell::BinlogDoorbell(std::vector<WatchedSource> sources, const Dsn& ds
 BinlogDoorbell::~BinlogDoorbell() { join(); }
 
 void BinlogDoorbell::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    // An exception is a bug (a column a result lacks: db::Rows::index): on this thread it would end
+    // the process and every source with it. Logged instead; the sources poll, as when the log
+    // cannot be read, and the doorbell starts again a minute later.
+    for (;;) {
+      try {
+        run();
+        return;
+      } catch (...) {
+        spdlog::error("{}: failed (a bug: please report it): {}; the sources poll meanwhile (retrying in 60 s)", where_,
+                      currentExceptionMessage());
+        setWatching(false);
+        metrics_->watching = false;
+      }
+      if (stop_.waitFor(std::chrono::seconds(60))) return;
+    }
+  });
 }
 
 void BinlogDoorbell::join() {
