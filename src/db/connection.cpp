@@ -316,6 +316,36 @@ Result<uint64_t> Connection::execCount(std::string_view sql) {
   return static_cast<uint64_t>(mysql_affected_rows(mysql_.get()));
 }
 
+Connection::Counts Connection::execCounts(std::string_view sql) {
+  Counts out;
+  if (!multiStatements_) {
+    if (mysql_set_server_option(mysql_.get(), MYSQL_OPTION_MULTI_STATEMENTS_ON) != 0) {
+      out.status = fromMysql(mysql_.get(), "enable multi-statements");
+      return out;
+    }
+    multiStatements_ = true;
+  }
+  if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) {
+    out.status = fromMysql(mysql_.get(), "query");
+    return out;
+  }
+  // Every result is read, whatever it holds, so the connection stays usable; the server stops at
+  // the first statement that fails, and mysql_next_result reports it.
+  for (;;) {
+    if (MYSQL_RES* res = mysql_store_result(mysql_.get())) {
+      mysql_free_result(res);
+      if (out.status.isOk()) out.status = Status::permanent("a statement of execCounts returned rows");
+    }
+    out.matched.push_back(static_cast<uint64_t>(mysql_affected_rows(mysql_.get())));
+    const int next = mysql_next_result(mysql_.get());
+    if (next == -1) return out;
+    if (next > 0) {
+      out.status = fromMysql(mysql_.get(), "query");
+      return out;
+    }
+  }
+}
+
 Result<Rows> Connection::query(std::string_view sql, Fetch fetch) {
   if (mysql_real_query(mysql_.get(), sql.data(), sql.size()) != 0) return fromMysql(mysql_.get(), "query");
   MYSQL_RES* res = fetch == Fetch::kStreamed ? mysql_use_result(mysql_.get()) : mysql_store_result(mysql_.get());

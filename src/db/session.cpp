@@ -69,13 +69,13 @@ void Session::dropIfBroken(const Status& s) {
   if (s.isTransient() && conn_ && conn_->failed()) conn_.reset();
 }
 
-Status Session::transaction(const std::function<Status(Connection&)>& fn) {
+Status Session::transaction(const std::function<Status(Connection&)>& fn, Begin begin) {
   Hold hold(*this);
   for (int attempt = 1;; ++attempt) {
     auto conn = connection();
     if (!conn.isOk()) return conn.status();
     Connection& c = **conn;
-    Status s = c.begin();
+    Status s = begin == Begin::kBySession ? c.begin() : Status::ok();
     if (s.isOk()) {
       try {
         s = fn(c);

@@ -79,8 +79,10 @@ class Session {
 
   // fn(Connection&) -> Status between START TRANSACTION and COMMIT; on failure, rolls back, and a
   // transient failure (also one of fn's own, such as a compare-and-set that lost) drops the
-  // connection.
-  Status transaction(const std::function<Status(Connection&)>& fn);
+  // connection. kByFn: fn sends START TRANSACTION itself, with its first statements in one round
+  // trip (Connection::execCounts).
+  enum class Begin { kBySession, kByFn };
+  Status transaction(const std::function<Status(Connection&)>& fn, Begin begin = Begin::kBySession);
 
  private:
   static const Status& statusOf(const Status& s) { return s; }

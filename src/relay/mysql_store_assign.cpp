@@ -102,42 +102,65 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     insert = fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                          versions_, pairs, quarantined);
   }
-  Status s = session_->transaction([&](db::Connection& conn) -> Status {
-    auto claimed = conn.execCount(guardedStateUpdate(conn,
-        fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
-                    rows.size(), mark.cursor, mark.floor, publishedAssignments(mark.published)),
-        fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0", expectedAssignedThrough)));
-    if (!claimed.isOk()) return claimed.status();
-    if (*claimed != 1) {
-      return Status::transient(
-          "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
-          "moved the source to a new epoch");
-    }
-    auto refuseQuarantined = [&]() -> Status {
-      auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
-      if (!row.isOk()) return row.status();
-      if (!row->has_value()) return Status::ok();
-      return Status::transient(fmt::format("row {} was quarantined while its batch was being assigned; scanning again",
-                                           **row));
-    };
-    if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
-    auto inserted = conn.execCount(insert);
-    if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
-      // Read without the versions (readNew): a row of the batch may have one (scan again), or the
-      // state row and the versions disagree (a version taken twice: the error stands).
-      auto versioned = conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
-      if (versioned.isOk() && versioned->value_or(0) > 0) {
-        return Status::transient(fmt::format("{} row(s) of the batch have a version already; scanning again",
-                                             versioned->value_or(0)));
-      }
-    }
-    if (!inserted.isOk()) return inserted.status();
-    if (*inserted != rows.size()) {
-      OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
-      return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
-    }
-    return recordPins(conn, mark);
-  });
+  const Status lostClaim = Status::transient(
+      "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump moved "
+      "the source to a new epoch");
+  Status s = session_->transaction(
+      [&](db::Connection& conn) -> Status {
+        const std::string claim = guardedStateUpdate(
+            conn,
+            fmt::format("s.assigned_through = s.assigned_through + {}, s.scan_cursor = {}, s.scan_floor = {}{}",
+                        rows.size(), mark.cursor, mark.floor, publishedAssignments(mark.published)),
+            fmt::format("s.assigned_through = {} AND s.halted_reason IS NULL AND s.paused = 0",
+                        expectedAssignedThrough));
+        auto refuseQuarantined = [&]() -> Status {
+          auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
+          if (!row.isOk()) return row.status();
+          if (!row->has_value()) return Status::ok();
+          return Status::transient(
+              fmt::format("row {} was quarantined while its batch was being assigned; scanning again", **row));
+        };
+        Result<uint64_t> inserted = uint64_t{0};
+        if (folded) {
+          // START, the claim and the INSERT in one round trip (a trickle's batch). An INSERT after a
+          // claim that matched nothing is undone by the rollback that follows: the state row's lock
+          // orders it after the writer that moved the row, whose versions it can then only collide with.
+          db::Connection::Counts counts = conn.execCounts(fmt::format("START TRANSACTION; {}; {}", claim, insert));
+          if (counts.matched.size() < 2) {
+            return counts.status.isOk() ? Status::permanent("the assign's statements were not all answered")
+                                        : counts.status;
+          }
+          if (counts.matched[1] != 1) return lostClaim;
+          if (counts.status.isOk()) {
+            inserted = counts.matched.at(2);
+          } else {
+            inserted = counts.status;
+          }
+        } else {
+          auto claimed = conn.execCount(claim);
+          if (!claimed.isOk()) return claimed.status();
+          if (*claimed != 1) return lostClaim;
+          OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
+          inserted = conn.execCount(insert);
+        }
+        if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
+          // Read without the versions (readNew): a row of the batch may have one (scan again), or
+          // the state row and the versions disagree (a version taken twice: the error stands).
+          auto versioned =
+              conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
+          if (versioned.isOk() && versioned->value_or(0) > 0) {
+            return Status::transient(fmt::format("{} row(s) of the batch have a version already; scanning again",
+                                                 versioned->value_or(0)));
+          }
+        }
+        if (!inserted.isOk()) return inserted.status();
+        if (*inserted != rows.size()) {
+          OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
+          return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
+        }
+        return recordPins(conn, mark);
+      },
+      folded ? db::Session::Begin::kByFn : db::Session::Begin::kBySession);
   if (!s.isOk()) {
     // The next read is a whole one (readNew): this store's, and a scan's on another store reads
     // in the next session (a failed batch ends the session; setWriteGuard resets it there).

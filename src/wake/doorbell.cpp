@@ -65,6 +65,8 @@ void BinlogDoorbell::start() {
                       currentExceptionMessage());
         setWatching(false);
         metrics_->watching = false;
+        metrics_->lagMillis = 0;
+        metrics_->lagBytes = 0;
       }
       if (stop_.waitFor(std::chrono::seconds(60))) return;
     }

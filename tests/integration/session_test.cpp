@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -216,4 +217,44 @@ BOOST_AUTO_TEST_CASE(rows_are_read_by_column_name) {
   auto twice = conn.query("SELECT a.id, b.id FROM named a JOIN named b ON b.id = a.id + 1");
   BOOST_REQUIRE(twice.isOk());
   BOOST_CHECK_THROW((void)twice->index("id"), std::logic_error);
+}
+
+// Connection::execCounts: statements sent as one run in order, each one's matched rows counted;
+// the first that fails stops the rest, and the connection goes on (every result was read). In a
+// transaction its function begins (Session::Begin::kByFn, the trickle's assign), a failure rolls
+// back what the statements wrote, and success commits it.
+BOOST_AUTO_TEST_CASE(statements_sent_as_one_count_each_and_stop_at_the_first_failure) {
+  TestDatabase database("exec_counts");
+  db::Connection& conn = database.sql();
+  BOOST_REQUIRE(conn.exec("CREATE TABLE counted (id BIGINT UNSIGNED PRIMARY KEY)").isOk());
+  auto counts = conn.execCounts(
+      "INSERT INTO counted VALUES (1), (2); UPDATE counted SET id = id + 10 WHERE id = 1; DELETE FROM counted WHERE "
+      "id = 99");
+  BOOST_TEST(counts.status.isOk(), counts.status.toString());
+  BOOST_TEST(counts.matched == (std::vector<uint64_t>{2, 1, 0}), boost::test_tools::per_element());
+  counts = conn.execCounts("INSERT INTO counted VALUES (3); INSERT INTO counted VALUES (3); INSERT INTO counted "
+                           "VALUES (4)");
+  BOOST_TEST((counts.status.cause() == Cause::kDuplicateKey), counts.status.toString());
+  BOOST_TEST(counts.matched == (std::vector<uint64_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 4").value().value_or(9) == 0u);
+  BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted").value().value_or(0) == 3u);  // 2, 3 and 11
+
+  db::Session session(stackParams(database.name()));
+  Status s = session.transaction(
+      [](db::Connection& c) {
+        auto wrote = c.execCounts("START TRANSACTION; INSERT INTO counted VALUES (5)");
+        BOOST_TEST(wrote.status.isOk(), wrote.status.toString());
+        return Status::transient("the claim was lost");
+      },
+      db::Session::Begin::kByFn);
+  BOOST_TEST(s.isTransient());
+  BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 5").value().value_or(9) == 0u);
+  s = session.transaction(
+      [](db::Connection& c) {
+        auto wrote = c.execCounts("START TRANSACTION; INSERT INTO counted VALUES (6)");
+        return wrote.status;
+      },
+      db::Session::Begin::kByFn);
+  BOOST_TEST(s.isOk(), s.toString());
+  BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 6").value().value_or(0) == 1u);
 }
