@@ -182,4 +182,20 @@ std::string currentExceptionMessage() {
   }
 }
 
+void runRestartedAfterBugs(StopSignal& stop, const std::string& where, const std::function<void()>& work,
+                           const std::function<void()>& fallBack) {
+  for (;;) {
+    try {
+      work();
+      return;
+    } catch (...) {
+      spdlog::error("{}: failed (a bug: please report it): {}; the sources poll on their own meanwhile (starting "
+                    "again in 60 s)",
+                    where, currentExceptionMessage());
+      fallBack();
+    }
+    if (stop.waitFor(std::chrono::seconds(60))) return;
+  }
+}
+
 }  // namespace outbox

@@ -1,10 +1,13 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include <spdlog/logger.h>
+
+#include "common/stop_token.h"
 
 namespace outbox {
 
@@ -38,5 +41,13 @@ std::string logSafe(std::string_view text);
 // Inside a catch block: what the exception being handled says (its what(), or that it is no
 // std::exception), for the line that logs a bug caught on a thread of its own.
 std::string currentExceptionMessage();
+
+// The body of a helper thread whose work the sources can do without a while (the doorbell, the
+// idle check): runs `work` until it returns. An exception from it is a bug (a column a result
+// lacks: db::Rows::index) that on that thread would end the process and every source with it:
+// it is logged as `where` failing, `fallBack` makes the sources poll on their own, and `work`
+// starts again a minute later unless `stop` was asked for meanwhile.
+void runRestartedAfterBugs(StopSignal& stop, const std::string& where, const std::function<void()>& work,
+                           const std::function<void()>& fallBack);
 
 }  // namespace outbox

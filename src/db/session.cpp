@@ -85,6 +85,10 @@ Status Session::transaction(const std::function<Status(Connection&)>& fn, Begin 
         throw;
       }
     }
+    // A function that was to begin and did not has written row by row: nothing to undo now.
+    if (s.isOk() && begin == Begin::kByFn && !c.inTransaction()) {
+      s = Status::permanent("internal error (a bug: please report it): a transaction's function began none");
+    }
     if (s.isOk()) s = c.commit();
     if (s.isOk()) return s;
     c.rollback();

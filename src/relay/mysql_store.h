@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -153,6 +154,9 @@ class MysqlOutboxStore final : public OutboxStore {
   // the join out travels with its batch (ScanMark::leanRead) to the assign, which may be another
   // store's.
   std::optional<uint64_t> joinedThrough_;
+  // The database (or a proxy before it) refused several statements sent as one: the assign sends
+  // them one at a time (assign). Read and set on the thread that assigns.
+  std::atomic<bool> oneStatementAtATime_{false};
   // When a poll with nothing to assign last asked the state row's epoch (readNew).
   std::chrono::steady_clock::time_point epochAskedAt_{};
   JointMarks* marks_ = nullptr;

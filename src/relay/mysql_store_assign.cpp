@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "relay/mysql_store.h"
 
@@ -121,26 +122,38 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
               fmt::format("row {} was quarantined while its batch was being assigned; scanning again", **row));
         };
         Result<uint64_t> inserted = uint64_t{0};
-        if (folded) {
+        bool sentAsOne = false;
+        if (folded && !oneStatementAtATime_) {
           // START, the claim and the INSERT in one round trip (a trickle's batch). An INSERT after a
           // claim that matched nothing is undone by the rollback that follows: the state row's lock
           // orders it after the writer that moved the row, whose versions it can then only collide with.
           db::Connection::Counts counts = conn.execCounts(fmt::format("START TRANSACTION; {}; {}", claim, insert));
-          if (counts.matched.size() < 2) {
+          if (counts.matched.empty() && counts.status.cause() != Cause::kConnection) {
+            // Nothing ran: the server, or a proxy before it (ProxySQL can be set to), will not take
+            // several statements in one. One at a time from now on, this batch's too.
+            spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
+                         "them one at a time",
+                         source_.name, counts.status.message());
+            oneStatementAtATime_ = true;
+            OUTBOX_RETURN_IF_ERROR(conn.begin());
+          } else if (counts.matched.size() < 2) {
             return counts.status.isOk() ? Status::permanent("the assign's statements were not all answered")
                                         : counts.status;
-          }
-          if (counts.matched[1] != 1) return lostClaim;
-          if (counts.status.isOk()) {
-            inserted = counts.matched.at(2);
           } else {
-            inserted = counts.status;
+            sentAsOne = true;
+            if (counts.matched[1] != 1) return lostClaim;
+            if (counts.status.isOk()) {
+              inserted = counts.matched.at(2);
+            } else {
+              inserted = counts.status;
+            }
           }
-        } else {
+        }
+        if (!sentAsOne) {
           auto claimed = conn.execCount(claim);
           if (!claimed.isOk()) return claimed.status();
           if (*claimed != 1) return lostClaim;
-          OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
+          if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
           inserted = conn.execCount(insert);
         }
         if (!inserted.isOk() && mark.leanRead && inserted.status().cause() == Cause::kDuplicateKey) {
@@ -160,7 +173,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         }
         return recordPins(conn, mark);
       },
-      folded ? db::Session::Begin::kByFn : db::Session::Begin::kBySession);
+      folded && !oneStatementAtATime_ ? db::Session::Begin::kByFn : db::Session::Begin::kBySession);
   if (!s.isOk()) {
     // The next read is a whole one (readNew): this store's, and a scan's on another store reads
     // in the next session (a failed batch ends the session; setWriteGuard resets it there).

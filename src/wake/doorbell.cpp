@@ -53,23 +53,12 @@ BinlogDoorbell::~BinlogDoorbell() { join(); }
 
 void BinlogDoorbell::start() {
   thread_ = std::thread([this] {
-    // An exception is a bug (a column a result lacks: db::Rows::index): on this thread it would end
-    // the process and every source with it. Logged instead; the sources poll, as when the log
-    // cannot be read, and the doorbell starts again a minute later.
-    for (;;) {
-      try {
-        run();
-        return;
-      } catch (...) {
-        spdlog::error("{}: failed (a bug: please report it): {}; the sources poll meanwhile (retrying in 60 s)", where_,
-                      currentExceptionMessage());
-        setWatching(false);
-        metrics_->watching = false;
-        metrics_->lagMillis = 0;
-        metrics_->lagBytes = 0;
-      }
-      if (stop_.waitFor(std::chrono::seconds(60))) return;
-    }
+    runRestartedAfterBugs(stop_, where_, [this] { run(); }, [this] {
+      setWatching(false);
+      metrics_->watching = false;
+      metrics_->lagMillis = 0;
+      metrics_->lagBytes = 0;
+    });
   });
 }
 

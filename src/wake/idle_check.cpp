@@ -30,21 +30,7 @@ IdleCheck::~IdleCheck() { join(); }
 
 void IdleCheck::start() {
   thread_ = std::thread([this] {
-    // An exception is a bug (a column a result lacks): on this thread it would end the process and
-    // every source with it. Logged instead; the sources poll on their own, as when the check's
-    // connection fails, and the check starts again a minute later.
-    for (;;) {
-      try {
-        run();
-        return;
-      } catch (...) {
-        spdlog::error("{}: failed (a bug: please report it): {}; the sources poll on their own meanwhile (retrying "
-                      "in 60 s)",
-                      where_, currentExceptionMessage());
-        setChecked(due(/*all=*/true), false);
-      }
-      if (stop_.waitFor(std::chrono::seconds(60))) return;
-    }
+    runRestartedAfterBugs(stop_, where_, [this] { run(); }, [this] { setChecked(due(/*all=*/true), false); });
   });
 }
 

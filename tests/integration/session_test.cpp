@@ -239,16 +239,25 @@ BOOST_AUTO_TEST_CASE(statements_sent_as_one_count_each_and_stop_at_the_first_fai
   BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 4").value().value_or(9) == 0u);
   BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted").value().value_or(0) == 3u);  // 2, 3 and 11
 
+  // A failure the session keeps its connection after (permanent): the rollback, not a closed
+  // connection, undoes row 5, which the next transaction on that connection would otherwise commit.
   db::Session session(stackParams(database.name()));
   Status s = session.transaction(
       [](db::Connection& c) {
         auto wrote = c.execCounts("START TRANSACTION; INSERT INTO counted VALUES (5)");
         BOOST_TEST(wrote.status.isOk(), wrote.status.toString());
-        return Status::transient("the claim was lost");
+        return Status::permanent("the claim was lost");
       },
       db::Session::Begin::kByFn);
-  BOOST_TEST(s.isTransient());
+  BOOST_TEST(s.isPermanent());
+  s = session.transaction([](db::Connection& c) { return c.exec("INSERT INTO counted VALUES (7)"); });
+  BOOST_TEST(s.isOk(), s.toString());
+  BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 7").value().value_or(0) == 1u);
   BOOST_TEST(conn.queryU64("SELECT COUNT(*) FROM counted WHERE id = 5").value().value_or(9) == 0u);
+  // A function that was to begin and did not: its write stands (autocommit), and the session says so.
+  s = session.transaction([](db::Connection& c) { return c.exec("INSERT INTO counted VALUES (8)"); },
+                          db::Session::Begin::kByFn);
+  BOOST_TEST(s.isPermanent(), s.toString());
   s = session.transaction(
       [](db::Connection& c) {
         auto wrote = c.execCounts("START TRANSACTION; INSERT INTO counted VALUES (6)");
