@@ -90,6 +90,7 @@ void Relay::standBy() {
   // What only the leader knows is the new leader's to say: a standby reporting its last values
   // would keep an alert on a source that another bridge has since resumed (max by source).
   metrics_.leader = false;
+  leaderSaidFor_ = 0;
   metrics_.halted = metrics_.paused = false;
   metrics_.openHoles = 0;
   metrics_.oldestOpenHoleMillis = 0;
@@ -109,7 +110,8 @@ bool Relay::awaitLeadership() {
     }
     if (s.isOk() && lease_->isLeader()) {
       metrics_.leader = true;
-      log_->info("leader (lease epoch {})", lease_->leaseEpoch());
+      if (leaderSaidFor_ != lease_->leaseEpoch()) log_->info("leader (lease epoch {})", lease_->leaseEpoch());
+      leaderSaidFor_ = lease_->leaseEpoch();
       return true;
     }
     standBy();

@@ -145,6 +145,9 @@ class Relay {
   const Clock& clock_;
   Options options_;
   uint64_t sessionLeaseEpoch_ = 0;
+  // The lease epoch "leader" was last logged for (0: none since standing by): a halted or paused
+  // source, or one retrying, starts a session every few seconds and says so once.
+  uint64_t leaderSaidFor_ = 0;
   WriteGuard guard_;  // this session's, on both stores
 
   Scanner scanner_;  // the prefetch or read-ahead thread's, while a batch is being prepared or read

@@ -1,10 +1,17 @@
 // A relay that leads by a lease (docs/design.md, "Several instances: the lease"): it hands the
-// source over to a lighter instance, and stops reporting a halt once it no longer leads.
+// source over to a lighter instance, stops reporting a halt once it no longer leads, and says it
+// leads once a lease, not at every recheck of a halt.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include "common/log.h"
 #include "relay_harness.h"
 
 using namespace outbox;
@@ -88,4 +95,38 @@ BOOST_AUTO_TEST_CASE(a_halted_leader_that_loses_its_lease_stops_reporting_the_ha
   BOOST_TEST(!h.metrics.paused.load());
   BOOST_TEST(h.metrics.openHoles.load() == 0u);
   BOOST_TEST(h.metrics.oldestOpenHoleMillis.load() == 0u);
+}
+
+// A leader halted on a poison row checks again every haltRecheck, each time a new session under
+// the same lease: "leader" is logged once for it (it was logged at every recheck, once a second
+// in a real bridge, burying the halt's own line).
+BOOST_AUTO_TEST_CASE(a_halted_leader_says_it_leads_once_not_at_every_recheck) {
+  std::ostringstream logged;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(logged);
+  auto logger = outbox::sourceLogger("s");
+  logger->sinks().push_back(sink);
+  struct Unsink {
+    std::shared_ptr<spdlog::logger> logger;
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    ~Unsink() {
+      auto& sinks = logger->sinks();
+      sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+    }
+  } unsink{logger, sink};
+  Harness h;
+  h.leadByLease();
+  h.store.add(1, "bad.type");
+  h.start();
+  BOOST_REQUIRE(h.waitFor([&] { return h.metrics.halted.load(); }));
+  const int loadsAtHalt = h.store.loads.load();
+  BOOST_REQUIRE(h.waitFor([&] { return h.store.loads.load() >= loadsAtHalt + 5; }));  // five rechecks at least
+  h.stop.request();
+  h.thread.join();
+  const std::string text = logged.str();
+  size_t said = 0;
+  for (auto at = text.find("leader (lease epoch"); at != std::string::npos; at = text.find("leader (lease", at + 1)) {
+    ++said;
+  }
+  BOOST_TEST(said == 1u, text);
+  BOOST_TEST(text.find("halted:") != std::string::npos, text);
 }
