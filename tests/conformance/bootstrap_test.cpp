@@ -170,6 +170,7 @@ BOOST_DATA_TEST_CASE(twenty_sigkills_with_the_mysql_inbox, data::make(consumerNa
   BootstrapWatch watch(inbox, src.spec.name);
   int duringBootstrap = 0;
   const std::chrono::milliseconds delays[] = {150ms, 400ms, 800ms, 1500ms};
+  auto following = [&] { return run.says("resumed from the inbox") || run.says("bootstrapped: epoch"); };
   for (int kill = 0; kill < 20 && !failed; ++kill) {
     if (kill == 6) bump();  // behind the stopped consumer: its restart re-bootstraps in epoch 2
     if (kill == 12) {  // the same, in epoch 2, once changes it has not applied are in the stream
@@ -182,12 +183,15 @@ BOOST_DATA_TEST_CASE(twenty_sigkills_with_the_mysql_inbox, data::make(consumerNa
                             "no bootstrap being written:\n" << run.allText());
       ++duringBootstrap;
     } else if (kill == 16) {
-      auto following = [&] { return run.says("resumed from the inbox") || run.says("bootstrapped: epoch"); };
       BOOST_REQUIRE_MESSAGE(waitUntil(following, 30s), run.allText());
       bump();  // seen at the next change (its epoch) or summary, while it runs
       BOOST_REQUIRE_MESSAGE(run.saysWithin("epoch changed from 2 to 3", 30s), run.allText());
       if (waitUntil([&] { return watch.writing(); }, 5s)) ++duringBootstrap;
     } else {
+      // The longer two delays count from when the consumer follows the stream (resumed or
+      // bootstrapped): one that starts slowly (Node.js on a busy machine) was otherwise killed
+      // before it got there at most starts, and resumed too rarely for the check below.
+      if (kill % 4 >= 2) BOOST_REQUIRE_MESSAGE(waitUntil(following, 30s), run.allText());
       std::this_thread::sleep_for(delays[kill % 4]);
     }
     run.kill();
