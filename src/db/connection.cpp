@@ -1,10 +1,8 @@
+// db::Connection: one connection's setup (TLS, the session's settings) and its calls. The error
+// numbers' meaning is in mysql_errors.cpp, result sets (db::Rows) in rows.cpp.
 #include "db/connection.h"
 
-#include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstdlib>
-#include <stdexcept>
 
 #include <fmt/format.h>
 #include <mysql.h>
@@ -20,72 +18,6 @@ namespace outbox::db {
 void initLibrary() {
   mysql_library_init(0, nullptr, nullptr);
   registerAuthGuards();
-}
-
-namespace {
-
-// MySQL's numbers for errors MariaDB's headers name otherwise (or not at all).
-constexpr unsigned kMysqlLockNowait = 3572;                 // ER_LOCK_NOWAIT: a NOWAIT read met a lock
-constexpr unsigned kMysqlClientInteractionTimeout = 4031;   // the server closed an idle session
-
-// What a failed call's error number was, and whether asking again may work.
-struct Classified {
-  Cause cause;
-  bool transient;
-};
-
-Classified classify(unsigned code) {
-  switch (code) {
-    case 0:
-    case CR_SERVER_GONE_ERROR:
-    case CR_SERVER_LOST:
-    case CR_CONNECTION_ERROR:
-    case CR_CONN_HOST_ERROR:
-    case CR_SERVER_LOST_EXTENDED:
-    // Over TLS a server that goes away (a restart) reads as a TLS error ("unexpected eof").
-    case CR_SSL_CONNECTION_ERROR:
-    case ER_SERVER_SHUTDOWN:
-    case ER_CONNECTION_KILLED:
-    case ER_CON_COUNT_ERROR:
-    case ER_TOO_MANY_USER_CONNECTIONS:
-    case kMysqlClientInteractionTimeout:
-      return {Cause::kConnection, true};
-    case ER_LOCK_WAIT_TIMEOUT:
-    case kMysqlLockNowait:
-      return {Cause::kLockWait, true};
-    case ER_LOCK_DEADLOCK:
-    // MariaDB 11.6+ (innodb_snapshot_isolation = ON): a locking statement that waited for a row
-    // another transaction then changed. The transaction is rolled back; the next try reads anew.
-    case ER_CHECKREAD:
-      return {Cause::kRolledBack, true};
-    case ER_QUERY_INTERRUPTED:
-      return {Cause::kServer, true};
-    case ER_DUP_ENTRY:
-      return {Cause::kDuplicateKey, false};
-    case ER_NO_SUCH_TABLE:
-    case ER_BAD_FIELD_ERROR:  // a column a newer schema file adds
-      return {Cause::kMissingTable, false};
-    case ER_ACCESS_DENIED_ERROR:
-    case ER_DBACCESS_DENIED_ERROR:
-    case ER_TABLEACCESS_DENIED_ERROR:
-    case ER_COLUMNACCESS_DENIED_ERROR:
-    case ER_SPECIFIC_ACCESS_DENIED_ERROR:
-      return {Cause::kAccessDenied, false};
-    default:
-      return {Cause::kServer, false};
-  }
-}
-
-}  // namespace
-
-Status fromMysql(unsigned code, std::string_view error, std::string_view what) {
-  std::string message = fmt::format("{}: mysql error {}: {}", what, code, error);
-  const Classified c = classify(code);
-  return (c.transient ? Status::transient(std::move(message)) : Status::permanent(std::move(message))).because(c.cause);
-}
-
-Status fromMysql(MYSQL* mysql, std::string_view what) {
-  return fromMysql(mysql_errno(mysql), mysql_error(mysql), what);
 }
 
 ConnectParams paramsFrom(const Dsn& dsn) {
@@ -106,96 +38,6 @@ ConnectParams paramsFrom(const Dsn& dsn) {
 void MysqlDeleter::operator()(MYSQL* mysql) const { mysql_close(mysql); }
 
 void MysqlDeleter::operator()(MYSQL_RES* res) const { mysql_free_result(res); }
-
-Rows::Rows(MYSQL_RES* res) : res_(res) {
-  unsigned n = mysql_num_fields(res);
-  MYSQL_FIELD* fields = mysql_fetch_fields(res);
-  columns_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) {
-    ColumnKind kind = ColumnKind::kText;
-    switch (fields[i].type) {
-      case MYSQL_TYPE_TINY:
-      case MYSQL_TYPE_SHORT:
-      case MYSQL_TYPE_LONG:
-      case MYSQL_TYPE_INT24:
-      case MYSQL_TYPE_LONGLONG:
-      case MYSQL_TYPE_DECIMAL:
-      case MYSQL_TYPE_NEWDECIMAL:
-      case MYSQL_TYPE_FLOAT:
-      case MYSQL_TYPE_DOUBLE:
-        kind = ColumnKind::kNumber;
-        break;
-      default:
-        break;
-    }
-    // A ZEROFILL column's text keeps its zeros ("000042"), which JSON has no number for: the
-    // snapshot writes it as a string, the same text (docs/consumers.md, "The snapshot").
-    if ((fields[i].flags & ZEROFILL_FLAG) != 0) kind = ColumnKind::kText;
-    columns_.push_back({std::string(fields[i].name, fields[i].name_length), kind});
-  }
-}
-
-namespace {
-
-// Whether `column` is named `name`, ASCII case ignored (as SQL compares column names).
-bool named(const Column& column, std::string_view name) {
-  return std::equal(column.name.begin(), column.name.end(), name.begin(), name.end(), [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-  });
-}
-
-}  // namespace
-
-size_t Rows::index(std::string_view name) const {
-  auto same = [name](const Column& c) { return named(c, name); };
-  auto found = std::find_if(columns_.begin(), columns_.end(), same);
-  if (found == columns_.end()) throw std::logic_error(fmt::format("the result has no column '{}'", name));
-  if (std::find_if(found + 1, columns_.end(), same) != columns_.end()) {
-    throw std::logic_error(fmt::format("the result has two columns '{}': give one an alias", name));
-  }
-  return static_cast<size_t>(found - columns_.begin());
-}
-
-bool Rows::has(std::string_view name) const {
-  return std::any_of(columns_.begin(), columns_.end(), [name](const Column& c) { return named(c, name); });
-}
-
-bool Rows::next() {
-  if (!res_) return false;
-  row_ = mysql_fetch_row(res_.get());
-  if (row_ == nullptr) return false;
-  lengths_ = mysql_fetch_lengths(res_.get());
-  return true;
-}
-
-std::string_view Rows::text(size_t i) const {
-  if (row_[i] == nullptr) return {};
-  return {row_[i], lengths_[i]};
-}
-
-std::optional<std::string_view> Rows::optText(size_t i) const {
-  if (row_[i] == nullptr) return std::nullopt;
-  return std::string_view(row_[i], lengths_[i]);
-}
-
-uint64_t Rows::u64(size_t i) const {
-  uint64_t v = 0;
-  if (row_[i] != nullptr) std::from_chars(row_[i], row_[i] + lengths_[i], v);
-  return v;
-}
-
-std::optional<uint64_t> Rows::optU64(size_t i) const {
-  if (row_[i] == nullptr) return std::nullopt;
-  return u64(i);
-}
-
-int64_t Rows::i64(size_t i) const {
-  int64_t v = 0;
-  if (row_[i] != nullptr) std::from_chars(row_[i], row_[i] + lengths_[i], v);
-  return v;
-}
-
-uint64_t Rows::rowCount() const { return res_ ? mysql_num_rows(res_.get()) : 0; }
 
 namespace {
 

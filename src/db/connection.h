@@ -16,8 +16,8 @@ typedef struct st_mysql_res MYSQL_RES;
 
 namespace outbox::db {
 
-// Owns the MySQL C API's handles (CHandle's pattern; the calls are in connection.cpp, the only
-// file that includes mysql.h): closes a connection, frees a result.
+// Owns the MySQL C API's handles (CHandle's pattern; the calls are in src/db's .cpp files, the
+// only ones that include mysql.h): closes a connection, frees a result.
 struct MysqlDeleter {
   void operator()(MYSQL* mysql) const;
   void operator()(MYSQL_RES* res) const;
