@@ -123,6 +123,13 @@ struct CpuReading {
   double tickSeconds = 0;
 };
 CpuReading readCpu(pid_t pid);
+// What each thread of reading `b` spent since reading `a` of one process (a thread started since:
+// all of its account), and whether a thread of `a` ended meanwhile (its account went with it).
+struct ThreadsSpent {
+  std::map<int, uint64_t> nanos;
+  bool someEnded = false;
+};
+ThreadsSpent threadsSpentBetween(const CpuReading& a, const CpuReading& b);
 // The CPU seconds spent between readings `a` and `b` of one process.
 double cpuSecondsBetween(const CpuReading& a, const CpuReading& b);
 double cpuOf(const std::vector<pid_t>& pids);

@@ -185,17 +185,26 @@ CpuReading readCpu(pid_t pid) {
   return r;
 }
 
-double cpuSecondsBetween(const CpuReading& a, const CpuReading& b) {
-  uint64_t nanos = 0;
+ThreadsSpent threadsSpentBetween(const CpuReading& a, const CpuReading& b) {
+  ThreadsSpent out;
   for (const auto& [tid, before] : a.taskNanos) {
     auto after = b.taskNanos.find(tid);
-    if (after == b.taskNanos.end() || after->second < before) return b.tickSeconds - a.tickSeconds;  // it ended
-    nanos += after->second - before;
+    if (after == b.taskNanos.end() || after->second < before) out.someEnded = true;
   }
   for (const auto& [tid, after] : b.taskNanos) {
-    if (!a.taskNanos.count(tid)) nanos += after;  // started since
+    auto before = a.taskNanos.find(tid);
+    // Started since (or its id taken again by a new thread): all of its account is new.
+    out.nanos[tid] = before == a.taskNanos.end() || after < before->second ? after : after - before->second;
   }
-  return a.taskNanos.empty() ? b.tickSeconds - a.tickSeconds : static_cast<double>(nanos) / 1e9;
+  return out;
+}
+
+double cpuSecondsBetween(const CpuReading& a, const CpuReading& b) {
+  const ThreadsSpent spent = threadsSpentBetween(a, b);
+  if (a.taskNanos.empty() || spent.someEnded) return b.tickSeconds - a.tickSeconds;
+  uint64_t nanos = 0;
+  for (const auto& [tid, n] : spent.nanos) nanos += n;
+  return static_cast<double>(nanos) / 1e9;
 }
 
 double cpuOf(const std::vector<pid_t>& pids) {

@@ -68,9 +68,7 @@ ThreadRoles threadRoles(db::Connection& admin, const std::string& database, uint
 // name is "server"), as "role x.xx%" over `took` seconds.
 std::string cpuByRole(const CpuReading& a, const CpuReading& b, const ThreadRoles& roles, double took) {
   std::map<std::string, double> byRole{{"producer", 0}, {"bridge", 0}, {"dump", 0}, {"server", 0}};
-  for (const auto& [tid, after] : b.taskNanos) {
-    auto before = a.taskNanos.find(tid);
-    const uint64_t spent = before == a.taskNanos.end() ? after : after - std::min(after, before->second);
+  for (const auto& [tid, spent] : threadsSpentBetween(a, b).nanos) {
     auto role = roles.find(tid);
     byRole[role == roles.end() ? "server" : role->second] += static_cast<double>(spent) / 1e9;
   }

@@ -183,18 +183,18 @@ std::string currentExceptionMessage() {
 }
 
 void runRestartedAfterBugs(StopSignal& stop, const std::string& where, const std::function<void()>& work,
-                           const std::function<void()>& fallBack) {
+                           const std::function<void()>& fallBack, std::chrono::milliseconds after) {
   for (;;) {
     try {
       work();
       return;
     } catch (...) {
       spdlog::error("{}: failed (a bug: please report it): {}; the sources poll on their own meanwhile (starting "
-                    "again in 60 s)",
-                    where, currentExceptionMessage());
+                    "again in {:g} s)",
+                    where, currentExceptionMessage(), static_cast<double>(after.count()) / 1000);
       fallBack();
     }
-    if (stop.waitFor(std::chrono::seconds(60))) return;
+    if (stop.waitFor(after)) return;
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -46,8 +47,9 @@ std::string currentExceptionMessage();
 // idle check): runs `work` until it returns. An exception from it is a bug (a column a result
 // lacks: db::Rows::index) that on that thread would end the process and every source with it:
 // it is logged as `where` failing, `fallBack` makes the sources poll on their own, and `work`
-// starts again a minute later unless `stop` was asked for meanwhile.
+// starts again `after` that (a minute) unless `stop` was asked for meanwhile.
 void runRestartedAfterBugs(StopSignal& stop, const std::string& where, const std::function<void()>& work,
-                           const std::function<void()>& fallBack);
+                           const std::function<void()>& fallBack,
+                           std::chrono::milliseconds after = std::chrono::seconds(60));
 
 }  // namespace outbox

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -155,8 +154,8 @@ class MysqlOutboxStore final : public OutboxStore {
   // store's.
   std::optional<uint64_t> joinedThrough_;
   // The database (or a proxy before it) refused several statements sent as one: the assign sends
-  // them one at a time (assign). Read and set on the thread that assigns.
-  std::atomic<bool> oneStatementAtATime_{false};
+  // them one at a time (assign). The thread's that assigns.
+  bool oneStatementAtATime_ = false;
   // When a poll with nothing to assign last asked the state row's epoch (readNew).
   std::chrono::steady_clock::time_point epochAskedAt_{};
   JointMarks* marks_ = nullptr;

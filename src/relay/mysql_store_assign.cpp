@@ -103,9 +103,9 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     insert = fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                          versions_, pairs, quarantined);
   }
-  const Status lostClaim = Status::transient(
+  constexpr const char* kLostClaim =
       "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump moved "
-      "the source to a new epoch");
+      "the source to a new epoch";
   Status s = session_->transaction(
       [&](db::Connection& conn) -> Status {
         const std::string claim = guardedStateUpdate(
@@ -141,7 +141,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
                                         : counts.status;
           } else {
             sentAsOne = true;
-            if (counts.matched[1] != 1) return lostClaim;
+            if (counts.matched[1] != 1) return Status::transient(kLostClaim);
             if (counts.status.isOk()) {
               inserted = counts.matched.at(2);
             } else {
@@ -152,7 +152,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         if (!sentAsOne) {
           auto claimed = conn.execCount(claim);
           if (!claimed.isOk()) return claimed.status();
-          if (*claimed != 1) return lostClaim;
+          if (*claimed != 1) return Status::transient(kLostClaim);
           if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
           inserted = conn.execCount(insert);
         }

@@ -53,12 +53,7 @@ BinlogDoorbell::~BinlogDoorbell() { join(); }
 
 void BinlogDoorbell::start() {
   thread_ = std::thread([this] {
-    runRestartedAfterBugs(stop_, where_, [this] { run(); }, [this] {
-      setWatching(false);
-      metrics_->watching = false;
-      metrics_->lagMillis = 0;
-      metrics_->lagBytes = 0;
-    });
+    runRestartedAfterBugs(stop_, where_, [this] { run(); }, [this] { setWatching(false); });
   });
 }
 
@@ -80,6 +75,11 @@ void BinlogDoorbell::setWatching(bool on, const db::BinlogReader* reader) {
                  where_, unlogged);
   }
   if (on) unloggedReported_ = unlogged;
+  metrics_->watching = on;
+  if (!on) {
+    metrics_->lagMillis = 0;
+    metrics_->lagBytes = 0;
+  }
 }
 
 void BinlogDoorbell::ringTable(const std::string& table) {
@@ -178,9 +178,6 @@ void BinlogDoorbell::run() {
   auto stopWatching = [&] {
     if (watching) setWatching(false);
     watching = false;
-    metrics_->watching = false;
-    metrics_->lagMillis = 0;
-    metrics_->lagBytes = 0;
   };
   bool jump = false;  // the last dump was given up to start again at the end (same server)
   while (!stop_.stopped()) {
@@ -201,7 +198,6 @@ void BinlogDoorbell::run() {
     reported.clear();
     setWatching(true, reader->get());  // and look for what committed while nothing watched
     watching = true;
-    metrics_->watching = true;
     auto since = std::chrono::steady_clock::now();
     Status ended = read(**reader, jump);
     if (stop_.stopped()) break;

@@ -51,7 +51,7 @@ class BinlogDoorbell {
   // doorbell has a DSN of its own); else what differs.
   std::string otherServer(const db::BinlogReader& reader);
   // Sets every source's Wakeup::doorbell to `on` (only those whose database `reader`'s log
-  // carries) and rings them all.
+  // carries) and rings them all; /metrics shows whether the doorbell watches (no lag while not).
   void setWatching(bool on, const db::BinlogReader* reader = nullptr);
   // Rings the sources whose outbox table is `table` ("db.table"), and every source of a database
   // whose outbox_epoch_history it is (an `epoch bump` writes a row there, and the leader must
