@@ -12,12 +12,31 @@ ScannedBatch readBatch(Scanner& scanner, Publisher& publisher, int limit) {
     out.status = scan.status();
     return out;
   }
-  for (auto& row : scan->rows) {
-    if (auto reason = publisher.poisonReason(row)) {
-      out.poison.emplace(row.id, *reason);
-      scanner.cutAt(*scan, row.id);
-      break;
+  auto& rows = scan->rows;
+  for (auto row = rows.begin(); row != rows.end();) {
+    auto reason = publisher.poisonReason(*row);
+    if (!reason) {
+      ++row;
+      continue;
     }
+    if (scan->quarantineUnread) {
+      // Read without the quarantine: an operator may have set it aside already (the source halted
+      // on it), or this relay did (on_poison = "quarantine"). Then it is passed over, as the
+      // read would have.
+      auto quarantined = scanner.quarantined(row->id);
+      if (!quarantined.isOk()) {
+        scanner.invalidate();
+        out.status = quarantined.status();
+        return out;
+      }
+      if (*quarantined) {
+        row = rows.erase(row);
+        continue;
+      }
+    }
+    out.poison.emplace(row->id, *reason);
+    scanner.cutAt(*scan, row->id);
+    break;
   }
   out.saveScan = scan->rows.empty() && scan->mark.differsFrom(scanner.recorded());
   scanner.committed(*scan);

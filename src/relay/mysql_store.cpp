@@ -226,7 +226,7 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
 
 void MysqlOutboxStore::setWriteGuard(WriteGuard guard) {
   guard_ = std::move(guard);
-  joinedThrough_.reset();  // a new session: an epoch bump may have moved the scan below versioned rows
+  leanThrough_.reset();  // a new session: an epoch bump may have moved the scan below versioned rows
   if (marks_ != nullptr) marks_->forget(source_.name);  // an earlier session's offer
 }
 

@@ -146,13 +146,18 @@ class MysqlOutboxStore final : public OutboxStore {
   bool clockWarned_ = false;  // the scan's clock lock could not be taken: said once
   std::string tableLiteral_;  // the outbox table's name as an SQL string
   WriteGuard guard_;
-  // readNew leaves out its join of the versions while the cursor is at or above this (the highest
-  // outbox id with a version, read once a session and after a failed assign). The thread's that
-  // reads the scan, as readNew is; setWriteGuard's reset comes from the relay thread while no
-  // batch is being prepared or read (a session begins after both drained). Whether a read left
-  // the join out travels with its batch (ScanMark::leanRead) to the assign, which may be another
-  // store's.
-  std::optional<uint64_t> joinedThrough_;
+  // readNew leaves out its join of the versions while the cursor is at or above `versioned` (the
+  // highest outbox id with a version), and that of the quarantine too while it is at or above
+  // `quarantined` (the source's highest quarantined id); both read once a session and after a
+  // failed assign. The thread's that reads the scan, as readNew is; setWriteGuard's reset comes
+  // from the relay thread while no batch is being prepared or read (a session begins after both
+  // drained). Whether a read left the versions' join out travels with its batch
+  // (ScanMark::leanRead) to the assign, which may be another store's.
+  struct LeanThrough {
+    uint64_t versioned = 0;
+    uint64_t quarantined = 0;
+  };
+  std::optional<LeanThrough> leanThrough_;
   // The database (or a proxy before it) refused several statements sent as one: the assign sends
   // them one at a time (assign). The thread's that assigns.
   bool oneStatementAtATime_ = false;

@@ -177,7 +177,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
   if (!s.isOk()) {
     // The next read is a whole one (readNew): this store's, and a scan's on another store reads
     // in the next session (a failed batch ends the session; setWriteGuard resets it there).
-    joinedThrough_.reset();
+    leanThrough_.reset();
     return s;
   }
   if (marks_ != nullptr && mark.published.version != 0) marks_->carried(source_.name, mark.published.version);

@@ -87,6 +87,11 @@ struct NewRows {
   // Read without the versions' join (MysqlOutboxStore::readNew): a row above the cursor that has
   // a version after all is found by the assign's duplicate key, and that is "scan again".
   bool lean = false;
+  // Read without the quarantine's join too: every row shows as not quarantined. One an operator
+  // quarantined ahead of the scan is refused by the assign, which reads the quarantine under the
+  // state row's lock, and the next session reads it; a poison row is looked up alone before it
+  // halts or is quarantined (readBatch).
+  bool quarantineUnread = false;
 };
 
 // Outbox ids first..last, both included. Holes come in runs (a rolled-back multi-row INSERT, an

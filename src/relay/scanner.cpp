@@ -86,6 +86,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   markFor(batch, now);
   batch.mark.leanRead = read->lean;
+  batch.quarantineUnread = read->quarantineUnread;
   if (readThrough) cutAt(batch, *readThrough + 1);  // rows above it wait for the late rows below them
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.
@@ -94,6 +95,12 @@ Result<Scanner::Batch> Scanner::next(int limit) {
     batch.newRead = static_cast<size_t>(limit);  // a full batch: poll again at once
   }
   return batch;
+}
+
+Result<bool> Scanner::quarantined(uint64_t id) {
+  auto rows = store_.readRanges({IdRange{id, id}}, 1);
+  if (!rows.isOk()) return rows.status();
+  return !rows->empty() && rows->front().quarantined;
 }
 
 Scanner::Batch Scanner::takeNewRows(std::vector<ScannedRow>& rows, Clock::TimePoint now) {

@@ -11,8 +11,10 @@
 
 // The cost per row's measures that a test can see (docs/design.md, "Cost per row"): the read of
 // new rows leaves out its join of the versions above the highest outbox id with a version, and a
-// row that has a version all the same is scanned again, not published twice and not halted on; a
-// trickle's assign goes as one multi-statement, or one at a time where the database refuses that.
+// row that has a version all the same is scanned again, not published twice and not halted on;
+// it leaves out the quarantine's join above the highest quarantined id, and a row quarantined
+// ahead of the scan all the same is passed over, poison or not; a trickle's assign goes as one
+// multi-statement, or one at a time where the database refuses that.
 
 using namespace outbox;
 using namespace outbox::test;
@@ -57,8 +59,8 @@ void insertRow(TestDatabase& database, const SourceSpec& source, int key) {
 
 }  // namespace
 
-// A trickle of one-row commits: every read of new rows is the lean one (no versions join), the
-// rows are published once in order all the same.
+// A trickle of one-row commits: every read of new rows is the lean one (no versions join, no
+// quarantine join), the rows are published once in order all the same.
 BOOST_AUTO_TEST_CASE(a_trickle_is_read_without_the_versions_join) {
   TestDatabase database("lean");
   SourceSpec source{uniqueName("lean", database), &database, {}};
@@ -82,6 +84,8 @@ BOOST_AUTO_TEST_CASE(a_trickle_is_read_without_the_versions_join) {
   auto whole = log.statements({table, "o.id > ", " LIMIT ", source.outboxTable() + "_versions"});
   BOOST_TEST(reads.size() >= size_t(kRows), reads.size() << " reads of new rows for " << kRows << " rows");
   BOOST_TEST(whole.empty(), (whole.empty() ? "" : whole.front()));
+  auto quarantineJoined = log.statements({table, "o.id > ", " LIMIT ", "outbox_quarantine"});
+  BOOST_TEST(quarantineJoined.empty(), (quarantineJoined.empty() ? "" : quarantineJoined.front()));
   // Each row's assign: START TRANSACTION, the claim and the versions' INSERT in one round trip.
   auto assigns = log.statements({"START TRANSACTION; UPDATE outbox_source_state", "; INSERT INTO"});
   BOOST_TEST(assigns.size() >= size_t(kRows), assigns.size() << " assigns sent as one for " << kRows << " rows");
@@ -137,6 +141,69 @@ BOOST_AUTO_TEST_CASE(a_versioned_row_above_the_cursor_is_scanned_again_not_halte
   BOOST_TEST(messages[3].headers.at("Outbox-Entity-Key") == "4");
   BOOST_TEST(messages[4].headers.at("Outbox-Entity-Key") == "6");
   BOOST_TEST(messages[4].headers.at("Outbox-Version") == "5");
+  BOOST_TEST(bridge.stop() == 0);
+}
+
+// Rows an operator quarantined ahead of the scan (their quarantine written by hand here, before
+// the rows commit, so that the bridge's read, above every quarantined id it knew of, leaves the
+// quarantine out): a good row is refused by the assign and the batch scanned again; a poison row
+// is looked up before it would halt the source. Both are passed over, the others get the next
+// versions in order, no halt.
+BOOST_AUTO_TEST_CASE(rows_quarantined_ahead_of_the_scan_are_passed_over_poison_or_not) {
+  TestDatabase database("leanq");
+  SourceSpec source{uniqueName("leanq", database), &database, {}};
+  std::string config = writeConfig({source});
+  migrate(config);
+  for (int i = 1; i <= 3; ++i) insertRow(database, source, i);
+  BridgeProcess bridge(config);
+  bridge.start();
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 3; }, 20s),
+                        bridge.log());
+  // Three rows in one commit, the middle one quarantined ahead of them; then, once they are
+  // published, three more with a poison row in the middle, quarantined ahead of them too.
+  uint64_t first = 0;
+  auto commitThree = [&](const char* middleType) {
+    const uint64_t next = database.scalar(fmt::format("SELECT MAX(id) + 1 FROM {}", source.outboxTable()));
+    BOOST_REQUIRE(database.sql()
+                      .exec(fmt::format("INSERT INTO outbox_quarantine (source, outbox_id, reason) VALUES ('{}', {}, "
+                                        "'by hand')",
+                                        source.name, next + 1))
+                      .isOk());
+    BOOST_REQUIRE(database.sql()
+                      .exec(fmt::format("INSERT INTO {0} (id, entity_type, entity_key, op, payload) VALUES ({1}, "
+                                        "'account', '{1}', 'upsert', '{{}}'), ({2}, '{4}', '{2}', 'upsert', '{{}}'), "
+                                        "({3}, 'account', '{3}', 'upsert', '{{}}')",
+                                        source.outboxTable(), next, next + 1, next + 2, middleType))
+                      .isOk());
+    if (first == 0) first = next;
+    return next + 1;
+  };
+  const uint64_t good = commitThree("account");
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 5; }, 20s),
+                        bridge.log());
+  BOOST_TEST(bridge.log().find(fmt::format("row {} was quarantined", good)) != std::string::npos, bridge.log());
+  const uint64_t poison = commitThree("bad.type");
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.state(source.name).publishedThrough == 7; }, 20s),
+                        bridge.log());
+  auto state = database.state(source.name);
+  BOOST_TEST(state.assignedThrough == 7u);
+  BOOST_TEST(state.haltedReason.empty(), state.haltedReason);
+  // Never halted on the poison row, not even for the moment until a recheck found it quarantined.
+  BOOST_TEST(bridge.log().find("poison row") == std::string::npos, bridge.log());
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM {}_versions WHERE outbox_id IN ({}, {})",
+                                         source.outboxTable(), good, poison)) == 0u);
+  // Still the operator's reasons: the relay did not quarantine them again.
+  BOOST_TEST(database.scalar(fmt::format("SELECT COUNT(*) FROM outbox_quarantine WHERE source = '{}' AND reason = "
+                                         "'by hand'",
+                                         source.name)) == 2u);
+  StreamReader reader;
+  auto messages = reader.readAll(source.stream(), "control." + source.name);
+  BOOST_REQUIRE_EQUAL(messages.size(), 7u);
+  const uint64_t keys[] = {first, good + 1, poison - 1, poison + 1};
+  for (size_t i = 0; i < 4; ++i) {
+    BOOST_TEST(messages[3 + i].headers.at("Outbox-Entity-Key") == std::to_string(keys[i]));
+    BOOST_TEST(messages[3 + i].headers.at("Outbox-Version") == std::to_string(4 + i));
+  }
   BOOST_TEST(bridge.stop() == 0);
 }
 

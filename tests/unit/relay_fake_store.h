@@ -75,13 +75,18 @@ class FakeStore final : public OutboxStore {
 
   // Every row is committed and no transaction is open: the scan's holes are only ids never used.
   ScannedRow scanned(const OutboxRow& r) { return ScannedRow{r, r.version != 0, quarantined.count(r.id) > 0}; }
+  // Whether readNew leaves the quarantine out, as MysqlOutboxStore's does above the source's
+  // highest quarantined id: every new row shows as not quarantined (NewRows::quarantineUnread).
+  bool newRowsLeaveQuarantineOut = false;
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override {
     ++polls;
     if (throwingReads > 0 && throwingReads-- > 0) throw std::logic_error("no column 'created_micros' in the result");
     std::lock_guard lock(mu);
     NewRows out;
+    out.quarantineUnread = newRowsLeaveQuarantineOut;
     for (const auto& r : rows) {
       if (r.id > cursor && static_cast<int>(out.rows.size()) < limit) out.rows.push_back(scanned(r));
+      if (out.quarantineUnread && !out.rows.empty()) out.rows.back().quarantined = false;
     }
     if (withConnections) out.busy = ConnectionReading{};
     out.epoch = state.epoch;
@@ -283,9 +288,11 @@ class FakeStore final : public OutboxStore {
     ++bumpsCompleted;
     return Status::ok();
   }
+  std::vector<std::string> halts;  // every halt's reason, in turn
   Status halt(const std::string& reason, std::optional<HaltedRow> row) override {
     std::lock_guard lock(mu);
     if (refused()) return Status::transient("refused");
+    halts.push_back(reason);
     state.haltedReason = reason;
     state.haltedRow = row;
     return Status::ok();
@@ -297,8 +304,10 @@ class FakeStore final : public OutboxStore {
     state.haltedRow.reset();
     return Status::ok();
   }
+  std::vector<uint64_t> quarantinesAsked;  // the ids quarantine() was asked for, in turn
   Status quarantine(uint64_t id, const std::string&) override {
     std::lock_guard lock(mu);
+    quarantinesAsked.push_back(id);
     quarantined.insert(id);
     return Status::ok();
   }
