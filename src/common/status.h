@@ -26,7 +26,19 @@ enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 //   kAccessDenied  — a privilege or a login refused;
 //   kDuplicateKey  — a row with that unique key exists already;
 //   kServer        — any other error the server reported.
-enum class Cause { kNone, kLockWait, kRolledBack, kConnection, kMissingTable, kAccessDenied, kDuplicateKey, kServer };
+//   kScanAgain     — not an error: what a batch's read took for granted no longer holds (a row of
+//                    it has a version, or is quarantined): the session starts over and scans again.
+enum class Cause {
+  kNone,
+  kLockWait,
+  kRolledBack,
+  kConnection,
+  kMissingTable,
+  kAccessDenied,
+  kDuplicateKey,
+  kServer,
+  kScanAgain
+};
 
 class [[nodiscard]] Status {
  public:

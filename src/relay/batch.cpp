@@ -19,10 +19,11 @@ ScannedBatch readBatch(Scanner& scanner, Publisher& publisher, int limit) {
       ++row;
       continue;
     }
-    if (scan->quarantineUnread) {
-      // Read without the quarantine: an operator may have set it aside already (the source halted
-      // on it), or this relay did (on_poison = "quarantine"). Then it is passed over, as the
-      // read would have.
+    if (scan->quarantineUnreadAbove && row->id > *scan->quarantineUnreadAbove) {
+      // Read without the quarantine (above every id quarantined when the session began): an
+      // operator may have quarantined it ahead of the scan since. Then it is passed over, as a
+      // read with the quarantine would have, rather than halt the source or be quarantined again
+      // (its operator's reason overwritten).
       auto quarantined = scanner.quarantined(row->id);
       if (!quarantined.isOk()) {
         scanner.invalidate();

@@ -148,11 +148,12 @@ class MysqlOutboxStore final : public OutboxStore {
   WriteGuard guard_;
   // readNew leaves out its join of the versions while the cursor is at or above `versioned` (the
   // highest outbox id with a version), and that of the quarantine too while it is at or above
-  // `quarantined` (the source's highest quarantined id); both read once a session and after a
-  // failed assign. The thread's that reads the scan, as readNew is; setWriteGuard's reset comes
-  // from the relay thread while no batch is being prepared or read (a session begins after both
-  // drained). Whether a read left the versions' join out travels with its batch
-  // (ScanMark::leanRead) to the assign, which may be another store's.
+  // `quarantined` (the source's highest quarantined id); both read at a session's first read, by
+  // each store that reads (a failed assign resets the assigning store's too, which reads new
+  // rows only without a read store). The thread's that reads the scan, as readNew is;
+  // setWriteGuard's reset comes from the relay thread while no batch is being prepared or read (a
+  // session begins after both drained). Whether a read left the versions' join out travels with
+  // its batch (ScanMark::leanRead) to the assign, which may be another store's.
   struct LeanThrough {
     uint64_t versioned = 0;
     uint64_t quarantined = 0;

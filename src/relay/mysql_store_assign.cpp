@@ -118,8 +118,11 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           auto row = conn.queryU64(fmt::format("SELECT MIN(outbox_id) FROM {} LOCK IN SHARE MODE", quarantined));
           if (!row.isOk()) return row.status();
           if (!row->has_value()) return Status::ok();
+          // Quarantined after the read, or ahead of it by an operator in this session (a read above
+          // the highest quarantined id leaves the quarantine out, readNew).
           return Status::transient(
-              fmt::format("row {} was quarantined while its batch was being assigned; scanning again", **row));
+                     fmt::format("row {} was quarantined, ahead of the scan or since its read: scanning again", **row))
+              .because(Cause::kScanAgain);
         };
         Result<uint64_t> inserted = uint64_t{0};
         bool sentAsOne = false;
@@ -163,7 +166,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
               conn.queryU64(fmt::format("SELECT COUNT(*) FROM {} WHERE outbox_id IN ({})", versions_, ids));
           if (versioned.isOk() && versioned->value_or(0) > 0) {
             return Status::transient(fmt::format("{} row(s) of the batch have a version already; scanning again",
-                                                 versioned->value_or(0)));
+                                                 versioned->value_or(0)))
+                .because(Cause::kScanAgain);
           }
         }
         if (!inserted.isOk()) return inserted.status();

@@ -3,6 +3,7 @@
 // probes are in mysql_store_holes.cpp; a batch's writes in mysql_store_assign.cpp; halts,
 // quarantine and the epoch bump in mysql_store_epoch.cpp; the state row in mysql_store.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 
 #include <fmt/format.h>
@@ -95,16 +96,17 @@ Result<NewRows> MysqlOutboxStore::readNew(uint64_t cursor, int limit, bool withC
   // refuses its assign, and the next read is a whole one. Above the highest quarantined one too,
   // it leaves out the quarantine's join (another 110 us a read): a row an operator quarantines
   // ahead of the scan meanwhile is refused by the assign, which reads the quarantine under the
-  // state row's lock, and the next session reads it again; a poison row is looked up alone
-  // before it halts the source or is quarantined (readBatch, NewRows::quarantineUnread).
+  // state row's lock, and the next session reads both bounds again; a poison row is looked up
+  // alone before it halts the source or is quarantined (readBatch, NewRows::quarantineUnread).
   if (!leanThrough_) {
     auto through = queryRows(fmt::format(
         "SELECT (SELECT COALESCE(MAX(outbox_id), 0) FROM {}) AS versioned_id, (SELECT COALESCE(MAX(outbox_id), 0) "
         "FROM outbox_quarantine WHERE source = {}) AS quarantined_id",
         versions_, sourceLiteral_));
     if (!through.isOk()) return through.status();
-    if (!through->next()) return Status::permanent("reading the highest versioned and quarantined ids returned no row");
-    leanThrough_ = LeanThrough{through->u64("versioned_id"), through->u64("quarantined_id")};
+    // (Always one row; without one, every read of the session joins both.)
+    leanThrough_ = through->next() ? LeanThrough{through->u64("versioned_id"), through->u64("quarantined_id")}
+                                   : LeanThrough{UINT64_MAX, UINT64_MAX};
   }
   out.lean = cursor >= leanThrough_->versioned;
   out.quarantineUnread = out.lean && cursor >= leanThrough_->quarantined;

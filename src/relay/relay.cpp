@@ -74,7 +74,9 @@ void Relay::run() {
     }
     auto delay = backoff.next();
     if (s.message() != lastProblem || backoff.attempts() <= 1) {
-      log_->warn("{}; retrying in {} ms", s.message(), delay.count());
+      // A batch's read that no longer held (an operator's quarantine ahead of the scan) is no fault.
+      log_->log(s.cause() == Cause::kScanAgain ? spdlog::level::info : spdlog::level::warn, "{}; retrying in {} ms",
+                s.message(), delay.count());
     }
     lastProblem = s.message();
     clock_.waitFor(stop_, delay);

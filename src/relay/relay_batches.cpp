@@ -93,7 +93,7 @@ Status Relay::publishTail() {
 
 Status Relay::onBatch(Batch& batch) {
   if (!batch.status.isOk()) {
-    metrics_.errorsDatabase++;
+    if (batch.status.cause() != Cause::kScanAgain) metrics_.errorsDatabase++;
     return batch.status;
   }
   metrics_.scans++;

@@ -88,9 +88,9 @@ struct NewRows {
   // a version after all is found by the assign's duplicate key, and that is "scan again".
   bool lean = false;
   // Read without the quarantine's join too: every row shows as not quarantined. One an operator
-  // quarantined ahead of the scan is refused by the assign, which reads the quarantine under the
-  // state row's lock, and the next session reads it; a poison row is looked up alone before it
-  // halts or is quarantined (readBatch).
+  // quarantined ahead of the scan since the session began is refused by the assign, which reads
+  // the quarantine under the state row's lock, and the next session's reads join it; a poison row
+  // is looked up alone before it halts the source or is quarantined (readBatch).
   bool quarantineUnread = false;
 };
 

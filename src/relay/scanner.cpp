@@ -61,6 +61,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   // A quiet span is left out of (3) only on the word of this poll's reading: one every poll then.
   const bool readBusy = !holes_.empty() && (now - lastBusyRead_ >= kBusyReadSpacing || quietRanges() > 0);
   // (1) new rows, then (2) the connections inside a statement.
+  const uint64_t readAbove = cursor_;
   auto read = store_.readNew(cursor_, limit, readBusy);
   if (!read.isOk()) return read.status();
   if (read->epoch && *read->epoch != epoch_) {
@@ -86,7 +87,7 @@ Result<Scanner::Batch> Scanner::next(int limit) {
   std::sort(batch.rows.begin(), batch.rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
   markFor(batch, now);
   batch.mark.leanRead = read->lean;
-  batch.quarantineUnread = read->quarantineUnread;
+  if (read->quarantineUnread) batch.quarantineUnreadAbove = readAbove;
   if (readThrough) cutAt(batch, *readThrough + 1);  // rows above it wait for the late rows below them
   // Late rows come on top of up to `limit` new ones: keep a batch to `limit` rows (memory, the
   // statement's size); the rest stay visible holes, taken in id order by the next polls.

@@ -98,9 +98,10 @@ class Scanner {
     std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
     size_t newRead = 0;           // rows the new-row read returned (as many as asked: more may wait)
     ScanMark mark;                // the cursor and floor once `rows` are versioned
-    // The new rows were read without the quarantine's join (NewRows::quarantineUnread): a row
-    // among them may be quarantined after all.
-    bool quarantineUnread = false;
+    // The new rows, those above this id, were read without the quarantine's join
+    // (NewRows::quarantineUnread): one of them may be quarantined after all. (Late rows never are:
+    // holes are read with it.)
+    std::optional<uint64_t> quarantineUnreadAbove;
   };
 
   // Lines about the scan go to `log` (the source's logger; the default one when null).
@@ -118,8 +119,8 @@ class Scanner {
   // The batch stops before the row with id `stopAt` (a poison row): it and every row after it
   // stay open holes, visible ones, found again by the next poll's probe.
   void cutAt(Batch& batch, uint64_t stopAt);
-  // Whether the row with id `id` is quarantined, read alone (one statement): a poison row of a
-  // batch whose read left the quarantine out (Batch::quarantineUnread) is looked up before it
+  // Whether the row with id `id` is quarantined, read alone (one statement): a poison row that a
+  // read without the quarantine returned (Batch::quarantineUnreadAbove) is looked up before it
   // halts its source or is quarantined again.
   Result<bool> quarantined(uint64_t id);
   // The batch's rows are versioned and its mark recorded.

@@ -62,6 +62,7 @@ class FakeStore final : public OutboxStore {
   void setWriteGuard(WriteGuard guard) override {
     std::lock_guard lock(mu);
     guardEpoch = guard.epoch;
+    quarantinedAtSessionStart.reset();  // a session begins: its first read looks again
   }
   Status connect() override { return Status::ok(); }
   std::atomic<int> loads{0};  // state reads: one per session (a halted relay's recheck)
@@ -76,17 +77,23 @@ class FakeStore final : public OutboxStore {
   // Every row is committed and no transaction is open: the scan's holes are only ids never used.
   ScannedRow scanned(const OutboxRow& r) { return ScannedRow{r, r.version != 0, quarantined.count(r.id) > 0}; }
   // Whether readNew leaves the quarantine out, as MysqlOutboxStore's does above the source's
-  // highest quarantined id: every new row shows as not quarantined (NewRows::quarantineUnread).
+  // highest quarantined id when the session's first read looked: every new row shows as not
+  // quarantined then (NewRows::quarantineUnread).
   bool newRowsLeaveQuarantineOut = false;
+  std::optional<uint64_t> quarantinedAtSessionStart;
   Result<NewRows> readNew(uint64_t cursor, int limit, bool withConnections) override {
     ++polls;
     if (throwingReads > 0 && throwingReads-- > 0) throw std::logic_error("no column 'created_micros' in the result");
     std::lock_guard lock(mu);
     NewRows out;
-    out.quarantineUnread = newRowsLeaveQuarantineOut;
+    if (newRowsLeaveQuarantineOut) {
+      if (!quarantinedAtSessionStart) quarantinedAtSessionStart = quarantined.empty() ? 0 : *quarantined.rbegin();
+      out.quarantineUnread = cursor >= *quarantinedAtSessionStart;
+    }
     for (const auto& r : rows) {
-      if (r.id > cursor && static_cast<int>(out.rows.size()) < limit) out.rows.push_back(scanned(r));
-      if (out.quarantineUnread && !out.rows.empty()) out.rows.back().quarantined = false;
+      if (r.id <= cursor || static_cast<int>(out.rows.size()) >= limit) continue;
+      out.rows.push_back(scanned(r));
+      if (out.quarantineUnread) out.rows.back().quarantined = false;
     }
     if (withConnections) out.busy = ConnectionReading{};
     out.epoch = state.epoch;
