@@ -226,7 +226,9 @@ Status MysqlOutboxStore::lockState(db::Connection& conn, const char* what) {
 
 void MysqlOutboxStore::setWriteGuard(WriteGuard guard) {
   guard_ = std::move(guard);
-  leanThrough_.reset();  // a new session: an epoch bump may have moved the scan below versioned rows
+  // A new session: an epoch bump may have moved the scan below versioned rows, an operator may have
+  // quarantined rows ahead of it.
+  leanThrough_.reset();
   if (marks_ != nullptr) marks_->forget(source_.name);  // an earlier session's offer
 }
 

@@ -95,7 +95,9 @@ class Scanner {
   static constexpr std::chrono::milliseconds kSealAfter{500};
 
   struct Batch {
-    std::vector<OutboxRow> rows;  // late and new rows, in id order, without version or quarantine
+    // Late and new rows, in id order, without version or quarantine (as far as the read showed:
+    // quarantineUnreadAbove).
+    std::vector<OutboxRow> rows;
     size_t newRead = 0;           // rows the new-row read returned (as many as asked: more may wait)
     ScanMark mark;                // the cursor and floor once `rows` are versioned
     // The new rows, those above this id, were read without the quarantine's join
