@@ -61,13 +61,16 @@ async function summaries(source: AccountsSource, from: string): Promise<number> 
 }
 
 test("four replicas verify while changes flow, against summaries older than their version, one read per interval", async () => {
-  const source = await AccountsSource.create(undefined, 'summary_interval = "3s"\n');
+  const source = await AccountsSource.create(undefined, 'summary_interval = "2s"\n');
   const replicas: Running[] = [];
   try {
     await source.seed(2000);
     await source.startBridge();
     await source.drained();
-    for (let i = 0; i < 4; ++i) replicas.push(new Running(source, 200));
+    // At different intervals: replicas asking while a read runs share it, and it is at their own
+    // version (on a slow machine four at 200 ms, all asking within each read's time, kept
+    // meeting its watermark); one asking later is served it from the cache, past its watermark.
+    for (const interval of [200, 700, 1200, 1700]) replicas.push(new Running(source, interval));
     const began = Date.now();
     // Changes for 10 s, about 20 a second: the replicas never wait at the summary's watermark.
     let k = 0;
@@ -84,13 +87,16 @@ test("four replicas verify while changes flow, against summaries older than thei
     const seconds = (Date.now() - began) / 1000;
     const reads = await summaries(source, "read");
     const served = reads + (await summaries(source, "cache")) + (await summaries(source, "shared"));
-    console.log(`${replicas.length} replicas, ${seconds.toFixed(1)} s: ${reads} reads of the table, ${served} summaries served`);
-    assert.ok(reads <= Math.ceil(seconds / 3) + 1, `${reads} reads in ${seconds} s with summary_interval 3s`);
-    assert.ok(served >= 4 * reads, `${served} summaries for ${reads} reads`);
     // Compared at the summary's watermark while the replica was past it: the watermarks never had
     // to meet (the client before issue 34 waited for them to, and verified nothing while changes flowed).
     const behind = replicas.flatMap((r) => r.verified.filter((v) => v.at < v.applied && v.applied < final));
-    assert.ok(behind.length >= 4, replicas.map((r) => r.log()).join("\n---\n"));
+    console.log(
+      `${replicas.length} replicas, ${seconds.toFixed(1)} s: ${reads} reads of the table, ${served} summaries served, ` +
+        `${behind.length} verified past the summary's watermark`,
+    );
+    assert.ok(reads <= Math.ceil(seconds / 2) + 1, `${reads} reads in ${seconds} s with summary_interval 2s`);
+    assert.ok(served >= 4 * reads, `${served} summaries for ${reads} reads`);
+    assert.ok(behind.length >= 4, `${behind.length} verified past the summary:\n${replicas.map((r) => r.log()).join("\n---\n")}`);
   } finally {
     for (const r of replicas) await r.close();
     await source.close();
