@@ -93,6 +93,9 @@ Status Session::transaction(const std::function<Status(Connection&)>& fn, Begin 
     if (s.isOk()) return s;
     c.rollback();
     if (s.cause() == Cause::kRolledBack && attempt < kRolledBackTries) continue;
+    // A refusal asking for a new scan says nothing of the connection: rolled back, it is kept (a
+    // new one costs a TLS handshake, a login and the prepare's statements).
+    if (s.cause() == Cause::kScanAgain && !c.failed() && !c.inTransaction()) return s;
     if (pool_ != nullptr || s.isTransient()) drop();
     return s;
   }

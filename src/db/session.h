@@ -79,7 +79,8 @@ class Session {
 
   // fn(Connection&) -> Status between START TRANSACTION and COMMIT; on failure, rolls back, and a
   // transient failure (also one of fn's own, such as a compare-and-set that lost) drops the
-  // connection. kByFn: fn sends START TRANSACTION itself, with its first statements in one round
+  // connection, but for a refusal that asks for a new scan (Cause::kScanAgain) whose rollback
+  // went through. kByFn: fn sends START TRANSACTION itself, with its first statements in one round
   // trip (Connection::execCounts).
   enum class Begin { kBySession, kByFn };
   Status transaction(const std::function<Status(Connection&)>& fn, Begin begin = Begin::kBySession);
