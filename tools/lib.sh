@@ -50,14 +50,14 @@ ensure_packages() {
   fi
 }
 
-# build DIR [MESON SETUP OPTIONS...]: set up (or, when the options differ from its last ones,
-# configure again) and build. The default, tools/demo's and tools/test's build: -O1 with line
-# tables (-g1), which builds in 370 s on two cores where -O2 -g took 570 (the whole of a fresh
-# CI run's build, measured 2026-12-04); the benchmark and the package build their own at -O2.
+# configure_build DIR [MESON SETUP OPTIONS...]: set it up, or, when the options differ from its last
+# ones, configure it again. The default, tools/demo's and tools/test's build: -O1 with line tables
+# (-g1), which builds in 370 s on two cores where -O2 -g took 570 (the whole of a fresh CI run's
+# build, measured 2026-12-04); the benchmark and a real package (dpkg-buildpackage) build at -O2.
 dev_build=(--buildtype=custom -Doptimization=1 -Ddebug=false -Dcpp_args=-g1)
-build() {
-  local dir=${1:-$repo/build}
-  shift || true
+configure_build() {
+  local dir=$1
+  shift
   [ $# -gt 0 ] || set -- "${dev_build[@]}"
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$repo" "$@" >&2
@@ -65,5 +65,12 @@ build() {
     meson configure "$dir" "$@" >&2
   fi
   echo "$*" > "$dir/outbox-setup-options"
+}
+
+# build DIR [MESON SETUP OPTIONS...]: configure, then build everything.
+build() {
+  local dir=${1:-$repo/build}
+  shift || true
+  configure_build "$dir" "$@"
   ninja -C "$dir" -j2 >&2
 }
