@@ -27,7 +27,8 @@ enum class StatusCode { kOk, kTransient, kPermanent, kFatal, kRejected };
 //   kDuplicateKey  — a row with that unique key exists already;
 //   kServer        — any other error the server reported.
 //   kScanAgain     — not an error: what a batch's read took for granted no longer holds (a row of
-//                    it has a version, or is quarantined): the session starts over and scans again.
+//                    it has a version, or is quarantined): the relay's session starts over and
+//                    scans again; the db::Session keeps its connection (rolled back).
 enum class Cause {
   kNone,
   kLockWait,

@@ -22,7 +22,8 @@ namespace outbox::db {
 // not grow with its sources. A caller borrows a connection for one call (or a few that must share
 // it) and gives it back; while all are lent, the next borrower waits for one. Connections are
 // opened when needed, up to the capacity, and each runs the pool's setup once. A connection given
-// back inside a transaction, or after a failed call, is closed rather than lent again.
+// back inside a transaction, or whose last statement failed, is rolled back, and closed rather
+// than lent again if that does not clear it.
 // Thread-safe.
 class ConnectionPool {
  public:

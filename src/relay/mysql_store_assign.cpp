@@ -145,10 +145,10 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           } else {
             sentAsOne = true;
             if (counts.matched[1] != 1) return Status::transient(kLostClaim);
-            if (counts.status.isOk()) {
-              inserted = counts.matched.at(2);
+            if (counts.matched.size() > 2) {
+              inserted = counts.matched[2];
             } else {
-              inserted = counts.status;
+              inserted = counts.status.isOk() ? Status::permanent("the assign's INSERT was not answered") : counts.status;
             }
           }
         }
@@ -173,7 +173,8 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         if (!inserted.isOk()) return inserted.status();
         if (*inserted != rows.size()) {
           OUTBOX_RETURN_IF_ERROR(refuseQuarantined());  // names the row
-          return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()));
+          return Status::transient(fmt::format("{} of {} versions inserted; scanning again", *inserted, rows.size()))
+              .because(Cause::kScanAgain);
         }
         return recordPins(conn, mark);
       },

@@ -178,6 +178,47 @@ BOOST_AUTO_TEST_CASE(sessions_over_a_pool_share_its_connections_and_never_inheri
   BOOST_TEST(pool.openConnections() <= 2u);
 }
 
+// A batch refused for a new scan (Cause::kScanAgain, the relay's assign) is rolled back and keeps
+// its connection, on a pool's session as on one of its own: the next call runs on the same one,
+// prepared once, outside any transaction, the refused write undone. Another transient failure of
+// a transaction still drops the connection.
+BOOST_AUTO_TEST_CASE(a_batch_refused_for_a_new_scan_keeps_its_connection_rolled_back) {
+  TestDatabase database("scan_again");
+  BOOST_REQUIRE(database.sql().exec("CREATE TABLE refused (id INT PRIMARY KEY)").isOk());
+  db::ConnectionPool pool(stackParams(database.name()), 2);
+  int prepares = 0;
+  db::Session pooled(pool, database.name(), [&](db::Connection&) {
+    ++prepares;
+    return Status::ok();
+  });
+  db::Session own(stackParams(database.name()));
+  for (db::Session* session : {&pooled, &own}) {
+    auto connectionId = [&] {
+      return session->run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); }).value().value_or(0);
+    };
+    const uint64_t before = connectionId();
+    auto refuse = [&](int id, Cause cause) {
+      return session->transaction(
+          [&](db::Connection& c) {
+            auto wrote = c.execCounts(fmt::format("START TRANSACTION; INSERT INTO refused VALUES ({})", id));
+            BOOST_TEST(wrote.status.isOk(), wrote.status.toString());
+            return Status::transient("refused by the test").because(cause);
+          },
+          db::Session::Begin::kByFn);
+    };
+    BOOST_TEST((refuse(1, Cause::kScanAgain).cause() == Cause::kScanAgain));
+    BOOST_TEST(connectionId() == before);
+    BOOST_TEST(session->run([](db::Connection& c) -> Status {
+                        return c.inTransaction() ? Status::permanent("in a transaction") : Status::ok();
+                      }).isOk());
+    BOOST_TEST(database.scalar("SELECT COUNT(*) FROM refused") == 0u);
+    BOOST_TEST(!refuse(2, Cause::kNone).isOk());
+    BOOST_TEST(connectionId() != before);
+    BOOST_TEST(database.scalar("SELECT COUNT(*) FROM refused") == 0u);
+  }
+  BOOST_TEST(prepares == 2);  // the first call, and the call after the other failure dropped it
+}
+
 // db::Rows read by column name: a SELECT's alias or a column's own name (without its table's
 // alias), ASCII case ignored as SQL ignores it; NULL reads as nullopt; a name the result lacks,
 // or holds twice, is a caller's bug and throws rather than read another column; has() asks first,
