@@ -250,7 +250,11 @@ class TheListIsTheOneList(unittest.TestCase):
         self.assertRegex(build_runs, r"\. tools/lib\.sh", "the build stage must build with tools/lib.sh")
         self.assertRegex(build_runs, r"\bbuild /build\b", "the build stage must call lib.sh's build function")
         test_script = open(os.path.join(REPO, "tools", "test"), encoding="utf-8").read()
-        self.assertRegex(test_script, r'\nbuild "\$repo/build"', "tools/test builds with lib.sh's build function")
+        self.assertRegex(test_script, r'\nconfigure_build "\$repo/build"',
+                         "tools/test sets up its build with lib.sh's configure_build, as its build function does")
+        lib = open(os.path.join(REPO, "tools", "lib.sh"), encoding="utf-8").read()
+        self.assertRegex(lib, r'\nbuild\(\) \{\n(?:  .*\n)*  configure_build "\$dir" "\$@"\n',
+                         "lib.sh's build function sets up with configure_build")
 
     def test_the_scripts_install_the_roles_they_use(self):
         for script, roles in (("test", {"build", "stack", "test"}), ("demo", {"build", "stack"}),
