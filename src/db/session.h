@@ -16,11 +16,12 @@ namespace outbox::db {
 // A call given to run() that fails transiently (the server went away, a lock wait timed out)
 // drops it, so the next call reconnects; a permanent error keeps it (on a pool's session, any
 // failure drops it). transaction() drops it on any transient failure, also one of the caller's
-// own making (a guarded write that matched no row), but for a batch refused for a new scan. A call the server rolled back to settle a conflict
-// (Cause::kRolledBack: a deadlock, a snapshot-isolation conflict) runs again at once on the same
-// connection, up to kRolledBackTries times in all, so two writers of one row (the relay's assign
-// and mark) do not end a session over it: the calls given to run() and transaction() must be
-// safe to run again. Not thread-safe, like Connection.
+// own making (a guarded write that matched no row), but for a batch refused for a new scan. A
+// call the server rolled back to settle a conflict (Cause::kRolledBack: a deadlock, a
+// snapshot-isolation conflict) runs again at once on the same connection, up to kRolledBackTries
+// times in all, so two writers of one row (the relay's assign and mark) do not end a session over
+// it: the calls given to run() and transaction() must be safe to run again. Not thread-safe, like
+// Connection.
 class Session {
  public:
   // Runs on every new connection before it is used (session variables, checks); its failure
