@@ -4,10 +4,18 @@
 Reads Boost.Test's short report and Python unittest's summary ("Ran N tests" then "OK" or
 "FAILED (failures=F, errors=E, skipped=S)"). A test executable that ended without a report (a
 crash, a timeout) counts as one failure.
+
+With a second argument, appends to that file what each failed test printed about its failure
+(Boost.Test's "error: in" lines, TAP's "not ok", Go's "--- FAIL", at most 20 lines a test), so
+the run's end can name the failed checks: meson's error log keeps only the last 100 lines of a test
+that may print thousands.
 """
 import json
 import re
 import sys
+
+FAILURE = re.compile(r'(fatal )?error: in "|^\s*not ok |--- FAIL|AssertionError|^\s*✖ ')
+failures = []
 
 passed = failed = skipped = 0
 for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
@@ -22,6 +30,9 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
         bad = sum(int(n) for n in re.findall(r"(?:failures|errors|unexpected successes)=(\d+)", out))
         s = sum(int(n) for n in re.findall(r"skipped=(\d+)", out))
         p, f = int(ran.group(1)) - bad - s, bad
+    if result not in ("OK", "EXPECTEDFAIL", "SKIP"):
+        lines = [l.strip() for l in out.splitlines() if FAILURE.search(l)][:20]
+        failures.append(f"{entry.get('name', '?')}: {result}" + "".join(f"\n  {l}" for l in lines))
     if result == "SKIP":
         skipped += 1
         continue
@@ -37,3 +48,6 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
     if result not in ("OK", "EXPECTEDFAIL") and f == 0:
         failed += 1  # the executable failed after its cases passed (crash at exit, timeout)
 print(passed, failed, skipped)
+if len(sys.argv) > 2 and failures:
+    with open(sys.argv[2], "a", encoding="utf-8") as f:
+        f.write("\n".join(failures) + "\n")
