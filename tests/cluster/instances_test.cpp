@@ -22,7 +22,11 @@ const char* kAdmin = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"spread-a
 std::vector<int> leadsPerBridge(TestDatabase& database, const std::vector<std::unique_ptr<BridgeProcess>>& bridges) {
   std::vector<int> leads(bridges.size(), 0);
   auto rows = database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
-  if (!rows.isOk()) return leads;
+  for (int retry = 0; !rows.isOk() && retry < 3; ++retry) {  // the test's own connection, not a bridge's
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    rows = database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
+  }
+  BOOST_REQUIRE_MESSAGE(rows.isOk(), "the lease table could not be read: " << rows.status().message());
   while (rows->next()) {
     std::string holder(rows->text(0));
     for (size_t i = 0; i < bridges.size(); ++i) {
@@ -143,11 +147,18 @@ BOOST_AUTO_TEST_CASE(an_instance_that_loses_nats_hands_its_sources_to_one_that_c
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{2, 0}; }, 20s),
                         bridges[1]->log());
   // And stay there, though the second instance leads fewer: five heartbeats in which a hand-over
-  // back to an instance that cannot publish would show.
+  // back to an instance that cannot publish would show. (Once in a fresh clone's run, beside a
+  // build, the first instance was seen leading one: which of its leases had lapsed, the log below
+  // says if it happens again; the second instance took none.)
   for (int i = 0; i < 25; ++i) {
     std::this_thread::sleep_for(200ms);
-    BOOST_REQUIRE_MESSAGE(leadsPerBridge(database, bridges) == (std::vector<int>{2, 0}), bridges[1]->log());
+    const auto leads = leadsPerBridge(database, bridges);
+    BOOST_REQUIRE_MESSAGE(leads[1] == 0, "the instance that cannot publish leads " << leads[1] << "\n"
+                                                                                   << bridges[1]->log());
+    if (leads[0] != 2) BOOST_TEST_MESSAGE("the first instance leads " << leads[0] << "\n" << bridges[0]->log());
   }
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{2, 0}; }, 10s),
+                        bridges[0]->log());
   // Both streams advance meanwhile, through the first instance.
   std::map<std::string, uint64_t> before;
   for (const auto& s : sources) before[s.name] = database.state(s.name).publishedThrough;
