@@ -6,7 +6,8 @@ Reads Boost.Test's short report and Python unittest's summary ("Ran N tests" the
 crash, a timeout) counts as one failure.
 
 With a second argument, appends to that file what each failed test printed about its failure
-(Boost.Test's "error: in" lines, TAP's "not ok", Go's "--- FAIL", at most 20 lines a test), so
+(Boost.Test's "error: in" lines, TAP's "not ok", Go's "--- FAIL", Python unittest's "ERROR:" and
+"FAIL:" and the exceptions they end with, at most 20 lines a test), so
 the run's end can name the failed checks: meson's error log keeps only the last 100 lines of a test
 that may print thousands.
 """
@@ -14,7 +15,7 @@ import json
 import re
 import sys
 
-FAILURE = re.compile(r'(fatal )?error: in "|^\s*not ok |--- FAIL|AssertionError|^\s*✖ ')
+FAILURE = re.compile(r'(fatal )?error: in "|^\s*not ok |--- FAIL|AssertionError|^\s*✖ |^(ERROR|FAIL): |^\w*Error: ')
 failures = []
 
 passed = failed = skipped = 0

@@ -67,6 +67,20 @@ class Counts(unittest.TestCase):
         self.assertIn("typescript_client: FAIL\n  not ok 2 - verifies past the watermark", text)
         self.assertNotIn("ok 1 - bootstraps", text)
 
+    def test_python_unittest_errors_are_named(self):
+        out = ("test_man_page (__main__.Commands.test_man_page) ... ERROR\n"
+               "ERROR: test_man_page (__main__.Commands.test_man_page)\nTraceback (most recent call last):\n"
+               "FileNotFoundError: [Errno 2] No such file or directory: 'build/outbox-bridge.1'\n"
+               "Ran 3 tests in 0.1s\n\nFAILED (errors=1)\n")
+        with tempfile.TemporaryDirectory() as d:
+            failures = os.path.join(d, "failures")
+            self.assertEqual(count([{"name": "commands", "result": "FAIL", "stdout": out}], failures), (2, 1, 0))
+            with open(failures, encoding="utf-8") as f:
+                text = f.read()
+        self.assertIn("commands: FAIL\n  ERROR: test_man_page (__main__.Commands.test_man_page)\n"
+                      "  FileNotFoundError: [Errno 2] No such file or directory: 'build/outbox-bridge.1'", text)
+        self.assertNotIn("... ERROR", text)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
