@@ -99,11 +99,16 @@ BOOST_AUTO_TEST_CASE(two_hundred_sources_and_two_bridges_stay_within_thirty_two_
   insertRound(*producer, sources, 1);
   allPublished(4, 120s);
   BOOST_TEST_MESSAGE("two bridges, " << kSources << " sources: at most " << most.load() << " connections");
-  // /metrics shows each pool's connections and its limit.
+  // /metrics shows each pool's connections and its limit. Which bridge leads sources (and so holds
+  // relay connections) at this moment is the leases' choice: the second once showed none open here
+  // (a full run's load beside it); the two together hold at least one.
   const std::string page = httpRequest(second.httpPort(), "GET", "/metrics").body;
+  const std::string firstPage = httpRequest(first.httpPort(), "GET", "/metrics").body;
   BOOST_TEST(metricSample(page, "outbox_db_connections_limit{purpose=\"relay\"}") == 8);
-  BOOST_TEST(metricSample(page, "outbox_db_connections{purpose=\"relay\"}") >= 1);
+  BOOST_TEST(metricSample(page, "outbox_db_connections{purpose=\"relay\"}") +
+                 metricSample(firstPage, "outbox_db_connections{purpose=\"relay\"}") >= 1);
   BOOST_TEST(metricSample(page, "outbox_db_connections{purpose=\"relay\"}") <= 8);
+  BOOST_TEST(metricSample(firstPage, "outbox_db_connections{purpose=\"relay\"}") <= 8);
   BOOST_TEST(metricSample(page, "outbox_db_connections{purpose=\"lease\"}") <= 3);
   BOOST_TEST(most.load() <= kTwoBridgesBound);
 
