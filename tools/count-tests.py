@@ -7,9 +7,8 @@ crash, a timeout) counts as one failure.
 
 With a second argument, appends to that file what each failed test printed about its failure
 (Boost.Test's "error: in" lines, TAP's "not ok", Go's "--- FAIL", Python unittest's "ERROR:" and
-"FAIL:" and the exceptions they end with, at most 20 lines a test), so
-the run's end can name the failed checks: meson's error log keeps only the last 100 lines of a test
-that may print thousands.
+"FAIL:" and the exceptions they end with, at most 20 lines a test), so the run's end can name the
+failed checks: meson's error log keeps only the last 100 lines of a test that may print thousands.
 """
 import json
 import re

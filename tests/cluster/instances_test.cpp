@@ -21,10 +21,13 @@ const char* kAdmin = "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"spread-a
 // pid), in the bridges' order.
 std::vector<int> leadsPerBridge(TestDatabase& database, const std::vector<std::unique_ptr<BridgeProcess>>& bridges) {
   std::vector<int> leads(bridges.size(), 0);
-  auto rows = database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
+  auto read = [&] {
+    return database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
+  };
+  auto rows = read();
   for (int retry = 0; !rows.isOk() && retry < 3; ++retry) {  // the test's own connection, not a bridge's
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    rows = database.sql().query("SELECT holder_id FROM outbox_bridge_lease WHERE expires_at > NOW(6)");
+    rows = read();
   }
   BOOST_REQUIRE_MESSAGE(rows.isOk(), "the lease table could not be read: " << rows.status().message());
   while (rows->next()) {

@@ -105,11 +105,11 @@ BOOST_AUTO_TEST_CASE(a_statement_sending_to_a_client_that_does_not_read_is_not_e
   // The server writes until the socket's buffers are full, and shows 'Writing to net' meanwhile
   // for moments too: a reading counts only when the connection showed that state before it and
   // still shows it after (on a busy machine, once, the reading caught it between two writes).
+  auto watcher = s.database.connect();
   auto writingToNet = [&]() -> std::optional<uint64_t> {
-    auto conn = s.database.connect();
-    auto rows = conn->query(fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = 'Writing to net' "
-                                        "AND INFO LIKE '%{}%'",
-                                        marker));
+    auto rows = watcher->query(fmt::format("SELECT ID FROM information_schema.PROCESSLIST WHERE STATE = "
+                                           "'Writing to net' AND INFO LIKE '%{}%'",
+                                           marker));
     if (!rows.isOk() || !rows->next()) return std::nullopt;
     return rows->u64(0);
   };
