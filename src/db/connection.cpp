@@ -125,6 +125,15 @@ Result<std::unique_ptr<Connection>> Connection::open(const ConnectParams& p) {
   return conn;
 }
 
+Status Connection::setAutocommit(bool on) {
+  if (on == autocommit_) return Status::ok();
+  // Turned on, it would commit a transaction left open: only a caller's bug gets here so.
+  if (on && inTransaction()) return Status::permanent("internal error: autocommit turned on inside a transaction");
+  OUTBOX_RETURN_IF_ERROR(exec(on ? "SET SESSION autocommit = 1" : "SET SESSION autocommit = 0"));
+  autocommit_ = on;
+  return Status::ok();
+}
+
 Status Connection::useDatabase(const std::string& database) {
   if (database == database_) return Status::ok();
   if (mysql_select_db(mysql_.get(), database.c_str()) != 0) return fromMysql(mysql_.get(), "use database " + database);

@@ -137,6 +137,12 @@ class Connection {
 
   Status begin() { return exec("START TRANSACTION"); }
   Status commit() { return exec("COMMIT"); }
+  // autocommit, on from open(). Off, the first statement after a COMMIT or ROLLBACK begins a
+  // transaction by itself: a pool lends such connections for transactions only, which then need
+  // no START TRANSACTION of their own (docs/design.md, "Connections"). One statement when it
+  // changes, none when it is already so.
+  Status setAutocommit(bool on);
+  bool autocommit() const { return autocommit_; }
   // Rolls back, ignoring failure (the connection may already be gone).
   void rollback();
 
@@ -164,6 +170,7 @@ class Connection {
   MysqlHandle<MYSQL> mysql_;
   std::string database_;
   bool multiStatements_ = false;  // MYSQL_OPTION_MULTI_STATEMENTS_ON was set (execCounts)
+  bool autocommit_ = true;        // as set by open() and setAutocommit()
 };
 
 ConnectParams paramsFrom(const Dsn& dsn);

@@ -66,7 +66,8 @@ void ConnectionPool::closed(const Status& failure) {
   cv_.notify_all();
 }
 
-Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred) {
+Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred, Use use) {
+  const bool autocommit = use == Use::kStatements;
   std::unique_lock lock(mu_);
   bool counted = false;
   while (idle_.empty() && open_ >= capacity_) {
@@ -74,19 +75,37 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     counted = true;
     cv_.wait(lock);
   }
-  if (!idle_.empty()) {
-    // The one this borrower had last, else one already on its database, else the one given back
-    // last (the others may rest long enough for the server to close them: MySQL's wait_timeout).
-    auto pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.serial == preferred; });
+  // The one this borrower had last, else one already on its database, else the one given back
+  // last (the others may rest long enough for the server to close them: MySQL's wait_timeout).
+  auto choose = [&](bool set) {
+    auto pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) {
+      return i.conn->autocommit() == set && i.serial == preferred;
+    });
     if (pick == idle_.end()) {
-      pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) { return i.conn->database() == database; });
+      pick = std::find_if(idle_.begin(), idle_.end(), [&](const Idle& i) {
+        return i.conn->autocommit() == set && i.conn->database() == database;
+      });
     }
-    if (pick == idle_.end()) pick = idle_.end() - 1;
+    if (pick != idle_.end()) return pick;
+    for (auto last = idle_.end(); last != idle_.begin();) {
+      if ((--last)->conn->autocommit() == set) return last;
+    }
+    return idle_.end();
+  };
+  const bool openFailureHeld =
+      openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld;
+  auto pick = choose(autocommit);
+  // One set the other way only when no new one may be opened: a source's reads and its assigns
+  // would otherwise set one connection back and forth, two statements a batch.
+  if (pick == idle_.end() && (open_ >= capacity_ || openFailureHeld)) pick = choose(!autocommit);
+  if (pick != idle_.end()) {
     Idle taken = std::move(*pick);
     idle_.erase(pick);
     lock.unlock();
     Loan loan(this, std::move(taken.conn), taken.serial);
-    if (Status s = loan->useDatabase(database); !s.isOk()) {
+    Status s = loan->useDatabase(database);
+    if (s.isOk()) s = loan->setAutocommit(autocommit);
+    if (!s.isOk()) {
       loan.discard();
       return s;
     }
@@ -95,7 +114,7 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
   // A connect that just failed is not tried again by each waiter in turn (with a 5 s connect
   // timeout and a server gone, a few hundred relays would take minutes to hear it): for a second
   // the borrowers get its failure at once.
-  if (openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld) return openFailure_;
+  if (openFailureHeld) return openFailure_;
   ++open_;
   const uint64_t serial = nextSerial_++;
   lock.unlock();
@@ -108,11 +127,11 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     return opened.status();
   }
   std::unique_ptr<Connection> conn = std::move(opened).value();
-  if (setup_) {
-    if (Status s = setup_(*conn); !s.isOk()) {
-      closed(s);
-      return s;
-    }
+  Status s = setup_ ? setup_(*conn) : Status::ok();
+  if (s.isOk()) s = conn->setAutocommit(autocommit);
+  if (!s.isOk()) {
+    closed(s);
+    return s;
   }
   {
     std::lock_guard relock(mu_);

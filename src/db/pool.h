@@ -60,11 +60,17 @@ class ConnectionPool {
     uint64_t serial_ = 0;
   };
 
-  // A connection whose default database is `database`: an idle one (the one numbered `preferred`
-  // if it is idle, then one already on that database), else a new one while fewer than the
-  // capacity are open, else the first given back. Fails when a new connection cannot be opened or
-  // set up, and for a second after one could not be, with that failure.
-  Result<Loan> borrow(const std::string& database, uint64_t preferred = 0);
+  // What a borrower runs: statements that each commit (autocommit on), or transactions, lent with
+  // autocommit off so that they need no START TRANSACTION (a statement of every trickle batch's
+  // assign: docs/design.md, "Connections"). Each such transaction ends in COMMIT or ROLLBACK.
+  enum class Use { kStatements, kTransactions };
+
+  // A connection whose default database is `database`, set for `use`: an idle one set so (the
+  // one numbered `preferred` if it is idle, then one already on that database), else a new one
+  // while fewer than the capacity are open, else an idle one set the other way (set again: one
+  // statement), else the first given back. Fails when a new connection cannot be opened or set
+  // up, and for a second after one could not be, with that failure.
+  Result<Loan> borrow(const std::string& database, uint64_t preferred = 0, Use use = Use::kStatements);
 
   size_t capacity() const { return capacity_; }
   // How many connections are open now (lent or idle), and how many borrowers wait.

@@ -11,13 +11,20 @@ Session::Session(ConnectionPool& pool, std::string database, Setup prepare)
 
 Session::~Session() = default;
 
-Result<Connection*> Session::connection() {
+Result<Connection*> Session::connection(Use use) {
   if (pool_ != nullptr) {
+    uint64_t& last = lastSerial_[use == Use::kStatements ? 0 : 1];
     if (!loan_) {
-      auto borrowed = pool_->borrow(database_, lastSerial_);
+      auto borrowed = pool_->borrow(database_, last, use);
       if (!borrowed.isOk()) return borrowed.status();
       loan_ = std::move(borrowed).value();
-      lastSerial_ = loan_.serial();
+      last = loan_.serial();
+    } else if (use == Use::kStatements && !loan_->autocommit() && !loan_->inTransaction()) {
+      // Held since a transaction: a statement on it now must commit by itself.
+      if (Status s = loan_->setAutocommit(true); !s.isOk()) {
+        drop();
+        return s;
+      }
     }
     if (!prepared_ && setup_) {
       if (Status s = setup_(*loan_); !s.isOk()) {
@@ -72,10 +79,10 @@ void Session::dropIfBroken(const Status& s) {
 Status Session::transaction(const std::function<Status(Connection&)>& fn, Begin begin) {
   Hold hold(*this);
   for (int attempt = 1;; ++attempt) {
-    auto conn = connection();
+    auto conn = connection(Use::kTransactions);
     if (!conn.isOk()) return conn.status();
     Connection& c = **conn;
-    Status s = begin == Begin::kBySession ? c.begin() : Status::ok();
+    Status s = begin == Begin::kBySession && c.autocommit() ? c.begin() : Status::ok();
     if (s.isOk()) {
       try {
         s = fn(c);

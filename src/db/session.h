@@ -42,8 +42,10 @@ class Session {
   static constexpr int kRolledBackTries = 3;
 
   // The connection, opened (and set up) first when there is none. On a pool's session, one
-  // borrowed until the call or Hold that uses it ends.
-  Result<Connection*> connection();
+  // borrowed until the call or Hold that uses it ends, set for `use` (ConnectionPool::Use); one a
+  // Hold keeps already is used as it is, but that statements on it commit each.
+  using Use = ConnectionPool::Use;
+  Result<Connection*> connection(Use use = Use::kStatements);
   bool connected() const { return conn_ != nullptr || loan_; }
   // Drops the connection (a pool's closes, not given back) and prepares again on the next call.
   void drop();
@@ -79,11 +81,14 @@ class Session {
     }
   }
 
-  // fn(Connection&) -> Status between START TRANSACTION and COMMIT; on failure, rolls back, and a
+  // fn(Connection&) -> Status in a transaction, then COMMIT; on failure, rolls back, and a
   // transient failure (also one of fn's own, such as a compare-and-set that lost) drops the
   // connection, but for a refusal that asks for a new scan (Cause::kScanAgain) whose rollback
-  // went through. kByFn: fn sends START TRANSACTION itself, with its first statements in one round
-  // trip (Connection::execCounts).
+  // went through. A pool's session lends a connection with autocommit off (Use::kTransactions):
+  // fn's first statement begins the transaction, no START TRANSACTION is sent. kBySession: the
+  // session sends START TRANSACTION when the connection has autocommit on; kByFn: fn begins the
+  // transaction itself (on such a connection, START TRANSACTION with its first statements in one
+  // round trip: Connection::execCounts).
   enum class Begin { kBySession, kByFn };
   Status transaction(const std::function<Status(Connection&)>& fn, Begin begin = Begin::kBySession);
 
@@ -101,12 +106,12 @@ class Session {
   Setup setup_;
   std::unique_ptr<Connection> conn_;
   // A pool's session: the pool, its database, the loan while a call or Hold runs, which
-  // connection it had last (asked for again: a server clock read on it stays comparable), and
-  // whether `setup_` (the prepare) has run since the last drop.
+  // connection it had last for each use (asked for again: a server clock read on it stays
+  // comparable), and whether `setup_` (the prepare) has run since the last drop.
   ConnectionPool* pool_ = nullptr;
   std::string database_;
   ConnectionPool::Loan loan_;
-  uint64_t lastSerial_ = 0;
+  uint64_t lastSerial_[2] = {0, 0};  // by Use
   bool prepared_ = false;
   int holds_ = 0;
 };

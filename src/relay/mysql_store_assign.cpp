@@ -127,26 +127,32 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         Result<uint64_t> inserted = uint64_t{0};
         bool sentAsOne = false;
         if (folded && !oneStatementAtATime_) {
-          // START, the claim and the INSERT in one round trip (a trickle's batch). An INSERT after a
+          // The claim and the INSERT in one round trip (a trickle's batch), the transaction begun by
+          // the claim on a connection lent for transactions (autocommit off: no START TRANSACTION,
+          // a statement a batch less), else by a START TRANSACTION sent with them. An INSERT after a
           // claim that matched nothing is undone by the rollback that follows: the state row's lock
           // orders it after the writer that moved the row, whose versions it can then only collide with.
-          db::Connection::Counts counts = conn.execCounts(fmt::format("START TRANSACTION; {}; {}", claim, insert));
-          if (counts.matched.empty() && counts.status.cause() != Cause::kConnection) {
-            // Nothing ran: the server, or a proxy before it (ProxySQL can be set to), will not take
-            // several statements in one. One at a time from now on, this batch's too.
+          const size_t first = conn.autocommit() ? 1 : 0;  // the claim's place among the statements
+          db::Connection::Counts counts = conn.execCounts(
+              fmt::format("{}{}; {}", first == 1 ? "START TRANSACTION; " : "", claim, insert));
+          if (counts.matched.empty() && !counts.status.isTransient() && !severalStatementsTaken_) {
+            // Nothing ran, and not for a lost connection, a lock or a deadlock: the server, or a proxy
+            // before it (ProxySQL can be set to), will not take several statements in one. One at a
+            // time from now on, this batch's too (a claim refused for another reason is refused again).
             spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
                          "them one at a time",
                          source_.name, counts.status.message());
             oneStatementAtATime_ = true;
             OUTBOX_RETURN_IF_ERROR(conn.begin());
-          } else if (counts.matched.size() < 2) {
+          } else if (counts.matched.size() < first + 1) {
             return counts.status.isOk() ? Status::permanent("the assign's statements were not all answered")
                                         : counts.status;
           } else {
             sentAsOne = true;
-            if (counts.matched[1] != 1) return Status::transient(kLostClaim);
-            if (counts.matched.size() > 2) {
-              inserted = counts.matched[2];
+            severalStatementsTaken_ = true;
+            if (counts.matched[first] != 1) return Status::transient(kLostClaim);
+            if (counts.matched.size() > first + 1) {
+              inserted = counts.matched[first + 1];
             } else {
               inserted = counts.status.isOk() ? Status::permanent("the assign's INSERT was not answered") : counts.status;
             }

@@ -179,9 +179,9 @@ BOOST_AUTO_TEST_CASE(sessions_over_a_pool_share_its_connections_and_never_inheri
 }
 
 // A batch refused for a new scan (Cause::kScanAgain, the relay's assign) is rolled back and keeps
-// its connection, on a pool's session as on one of its own: the next call runs on the same one,
-// prepared once, outside any transaction, the refused write undone. Another transient failure of
-// a transaction still drops the connection.
+// its connection, on a pool's session as on one of its own: the next transaction runs on the same
+// one, prepared once, the refused write undone. Another transient failure of a transaction still
+// drops the connection.
 BOOST_AUTO_TEST_CASE(a_batch_refused_for_a_new_scan_keeps_its_connection_rolled_back) {
   TestDatabase database("scan_again");
   BOOST_REQUIRE(database.sql().exec("CREATE TABLE refused (id INT PRIMARY KEY)").isOk());
@@ -193,8 +193,17 @@ BOOST_AUTO_TEST_CASE(a_batch_refused_for_a_new_scan_keeps_its_connection_rolled_
   });
   db::Session own(stackParams(database.name()));
   for (db::Session* session : {&pooled, &own}) {
+    // The connection a transaction runs on (a pool's session lends another for statements).
     auto connectionId = [&] {
-      return session->run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); }).value().value_or(0);
+      uint64_t id = 0;
+      Status s = session->transaction([&](db::Connection& c) -> Status {
+        auto read = c.queryU64("SELECT CONNECTION_ID()");
+        if (!read.isOk()) return read.status();
+        id = read->value_or(0);
+        return Status::ok();
+      });
+      BOOST_TEST(s.isOk(), s.toString());
+      return id;
     };
     const uint64_t before = connectionId();
     auto refuse = [&](int id, Cause cause) {

@@ -1,0 +1,114 @@
+// A pool's connections set for what they run (db::ConnectionPool::Use), against the real MariaDB:
+// a transaction gets one with autocommit off and no START TRANSACTION is sent for it; a statement
+// gets one with autocommit on, whichever way the connection was set before, so that it commits by
+// itself and leaves no transaction open. Part of session (session_test.cpp).
+#include <boost/test/unit_test.hpp>
+
+#include <fmt/format.h>
+
+#include "db/session.h"
+#include "harness.h"
+
+using namespace outbox;
+using namespace outbox::test;
+
+namespace {
+
+// What a call saw on its connection.
+struct Seen {
+  uint64_t connectionId = 0;
+  uint64_t autocommit = 9;
+  uint64_t begins = 0;  // START TRANSACTION (and BEGIN) statements the connection has run
+};
+
+Result<Seen> look(db::Connection& c) {
+  auto rows = c.query(
+      "SELECT CONNECTION_ID(), @@autocommit, (SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE "
+      "VARIABLE_NAME = 'COM_BEGIN')");
+  if (!rows.isOk()) return rows.status();
+  if (!rows->next()) return Status::permanent("no row");
+  return Seen{rows->u64(0), rows->u64(1), rows->u64(2)};
+}
+
+// A transaction that writes `id` and says what it saw, on `session`.
+Seen write(db::Session& session, int id) {
+  Seen seen;
+  Status s = session.transaction([&](db::Connection& c) -> Status {
+    OUTBOX_RETURN_IF_ERROR(c.exec(fmt::format("INSERT INTO written VALUES ({})", id)));
+    auto looked = look(c);
+    if (!looked.isOk()) return looked.status();
+    seen = *looked;
+    return Status::ok();
+  });
+  BOOST_TEST(s.isOk(), s.toString());
+  return seen;
+}
+
+Seen statement(db::Session& session, int id) {
+  auto seen = session.run([&](db::Connection& c) -> Result<Seen> {
+    OUTBOX_RETURN_IF_ERROR(c.exec(fmt::format("INSERT INTO written VALUES ({})", id)));
+    if (c.inTransaction()) return Status::permanent("a statement left a transaction open");
+    return look(c);
+  });
+  BOOST_TEST(seen.isOk(), seen.status().toString());
+  return seen.isOk() ? *seen : Seen{};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(transactions_run_on_connections_without_autocommit_and_statements_on_ones_with_it) {
+  TestDatabase database("pool_use");
+  BOOST_REQUIRE(database.sql().exec("CREATE TABLE written (id INT PRIMARY KEY)").isOk());
+  auto committed = [&](int id) {
+    return database.scalar(fmt::format("SELECT COUNT(*) FROM written WHERE id = {}", id)) == 1u;
+  };
+
+  // Room for two: a connection for each use, each lent again for its own.
+  db::ConnectionPool pool(stackParams(database.name()), 2);
+  db::Session session(pool, database.name());
+  const Seen first = write(session, 1), second = write(session, 2);
+  BOOST_TEST(first.autocommit == 0u);
+  BOOST_TEST(second.connectionId == first.connectionId);
+  BOOST_TEST(second.begins == first.begins, "no START TRANSACTION sent for the second transaction");
+  BOOST_TEST(committed(1));
+  BOOST_TEST(committed(2));
+  const Seen third = statement(session, 3);
+  BOOST_TEST(third.autocommit == 1u);
+  BOOST_TEST(third.connectionId != first.connectionId);
+  BOOST_TEST(committed(3));
+  BOOST_TEST(pool.openConnections() == 2u);
+  BOOST_TEST(write(session, 4).connectionId == first.connectionId);
+
+  // A transaction that fails is rolled back on such a connection, and the next commits only its own.
+  Status failed = session.transaction([](db::Connection& c) -> Status {
+    OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO written VALUES (5)"));
+    return Status::permanent("refused by the test");
+  });
+  BOOST_TEST(failed.isPermanent());
+  BOOST_TEST(write(session, 6).autocommit == 0u);
+  BOOST_TEST(!committed(5));
+  BOOST_TEST(committed(6));
+
+  // Room for one: the connection is set again for each use, and each behaves as its use asks.
+  db::ConnectionPool one(stackParams(database.name()), 1);
+  db::Session alone(one, database.name());
+  const Seen a = statement(alone, 10), b = write(alone, 11), c = statement(alone, 12);
+  BOOST_TEST(a.connectionId == b.connectionId);
+  BOOST_TEST(b.connectionId == c.connectionId);
+  BOOST_TEST(a.autocommit == 1u);
+  BOOST_TEST(b.autocommit == 0u);
+  BOOST_TEST(c.autocommit == 1u);
+  for (int id : {10, 11, 12}) BOOST_TEST(committed(id), id);
+
+  // Kept by a Hold from a transaction on: a statement after it still commits by itself.
+  {
+    db::Session::Hold hold(session);
+    const Seen held = write(session, 20);
+    const Seen after = statement(session, 21);
+    BOOST_TEST(after.connectionId == held.connectionId);
+    BOOST_TEST(after.autocommit == 1u);
+    BOOST_TEST(committed(21), "committed while the Hold lasts");
+  }
+  BOOST_TEST(committed(20));
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM written") == 10u);  // 1-4, 6, 10-12, 20 and 21
+}
