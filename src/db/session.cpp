@@ -1,5 +1,7 @@
 #include "db/session.h"
 
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 namespace outbox::db {
@@ -19,15 +21,20 @@ Result<Connection*> Session::connection(Use use) {
       if (!borrowed.isOk()) return borrowed.status();
       loan_ = std::move(borrowed).value();
       last = loan_.serial();
-    } else if (use == Use::kStatements && !loan_->autocommit() && !loan_->inTransaction()) {
-      // Held since a transaction: a statement on it now must commit by itself.
+    } else if (use == Use::kStatements && !inTransactionCall_ && !loan_->autocommit() && !loan_->inTransaction()) {
+      // Held since a transaction: a statement on it now must commit by itself (but within a
+      // transaction's call, where it is part of that transaction).
       if (Status s = loan_->setAutocommit(true); !s.isOk()) {
         drop();
         return s;
       }
     }
     if (!prepared_ && setup_) {
-      if (Status s = setup_(*loan_); !s.isOk()) {
+      Status s = setup_(*loan_);
+      // On a connection lent for transactions (autocommit off) the prepare's statements began one:
+      // committed now, not holding their locks through the caller's transaction.
+      if (s.isOk() && loan_->inTransaction()) s = loan_->commit();
+      if (!s.isOk()) {
         drop();
         return s;
       }
@@ -78,6 +85,12 @@ void Session::dropIfBroken(const Status& s) {
 
 Status Session::transaction(const std::function<Status(Connection&)>& fn, Begin begin) {
   Hold hold(*this);
+  struct InCall {
+    bool& flag;
+    bool was;
+    explicit InCall(bool& f) : flag(f), was(std::exchange(f, true)) {}
+    ~InCall() { flag = was; }
+  } inCall(inTransactionCall_);
   for (int attempt = 1;; ++attempt) {
     auto conn = connection(Use::kTransactions);
     if (!conn.isOk()) return conn.status();

@@ -114,6 +114,7 @@ class Session {
   uint64_t lastSerial_[2] = {0, 0};  // by Use
   bool prepared_ = false;
   int holds_ = 0;
+  bool inTransactionCall_ = false;  // transaction() runs (its connection is not set again)
 };
 
 }  // namespace outbox::db

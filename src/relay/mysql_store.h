@@ -162,9 +162,6 @@ class MysqlOutboxStore final : public OutboxStore {
   // The database (or a proxy before it) refused several statements sent as one: the assign sends
   // them one at a time (assign). The thread's that assigns.
   bool oneStatementAtATime_ = false;
-  // It took them once: a later failure with none answered is the claim's own (a claim sent first,
-  // with no START TRANSACTION before it, can fail as a refusal of several statements does).
-  bool severalStatementsTaken_ = false;
   // When a poll with nothing to assign last asked the state row's epoch (readNew).
   std::chrono::steady_clock::time_point epochAskedAt_{};
   JointMarks* marks_ = nullptr;

@@ -3,6 +3,7 @@
 // the pinned holes, and the published marks a batch does not carry. The state row's reads, the
 // write guard and the connections are in mysql_store.cpp.
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -126,6 +127,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         };
         Result<uint64_t> inserted = uint64_t{0};
         bool sentAsOne = false;
+        std::optional<Status> refusedAsOne;  // several statements in one, refused (maybe)
         if (folded && !oneStatementAtATime_) {
           // The claim and the INSERT in one round trip (a trickle's batch), the transaction begun by
           // the claim on a connection lent for transactions (autocommit off: no START TRANSACTION,
@@ -135,21 +137,18 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           const size_t first = conn.autocommit() ? 1 : 0;  // the claim's place among the statements
           db::Connection::Counts counts = conn.execCounts(
               fmt::format("{}{}; {}", first == 1 ? "START TRANSACTION; " : "", claim, insert));
-          if (counts.matched.empty() && !counts.status.isTransient() && !severalStatementsTaken_) {
-            // Nothing ran, and not for a lost connection, a lock or a deadlock: the server, or a proxy
-            // before it (ProxySQL can be set to), will not take several statements in one. One at a
-            // time from now on, this batch's too (a claim refused for another reason is refused again).
-            spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
-                         "them one at a time",
-                         source_.name, counts.status.message());
-            oneStatementAtATime_ = true;
-            OUTBOX_RETURN_IF_ERROR(conn.begin());
+          if (counts.matched.empty() && !counts.status.isTransient()) {
+            // Nothing ran, and not for a lost connection, a lock or a deadlock: the server, or a
+            // proxy before it (ProxySQL can be set to), will not take several statements in one, or
+            // the claim, sent first, was refused for a reason of its own. This batch goes one
+            // statement at a time; a claim then answered says it was the former (below).
+            refusedAsOne = counts.status;
+            if (conn.autocommit()) OUTBOX_RETURN_IF_ERROR(conn.begin());
           } else if (counts.matched.size() < first + 1) {
             return counts.status.isOk() ? Status::permanent("the assign's statements were not all answered")
                                         : counts.status;
           } else {
             sentAsOne = true;
-            severalStatementsTaken_ = true;
             if (counts.matched[first] != 1) return Status::transient(kLostClaim);
             if (counts.matched.size() > first + 1) {
               inserted = counts.matched[first + 1];
@@ -161,6 +160,12 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         if (!sentAsOne) {
           auto claimed = conn.execCount(claim);
           if (!claimed.isOk()) return claimed.status();
+          if (refusedAsOne) {
+            spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
+                         "them one at a time",
+                         source_.name, refusedAsOne->message());
+            oneStatementAtATime_ = true;
+          }
           if (*claimed != 1) return Status::transient(kLostClaim);
           if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
           inserted = conn.execCount(insert);

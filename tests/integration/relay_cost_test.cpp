@@ -105,6 +105,9 @@ BOOST_AUTO_TEST_CASE(a_trickle_is_read_without_the_versions_join) {
   BOOST_TEST(assigns.size() >= size_t(kRows), assigns.size() << " assigns sent as one for " << kRows << " rows");
   auto started = log.statements({"START TRANSACTION; UPDATE outbox_source_state"});
   BOOST_TEST(started.empty(), (started.empty() ? "" : started.front()));
+  // Nor are the pool's connections set back and forth between the reads and the assigns.
+  auto set = log.statements({"SET SESSION autocommit"});
+  BOOST_TEST(set.size() < size_t(kRows / 4), set.size() << " autocommit settings for " << kRows << " rows");
 
   StreamReader reader;
   auto messages = reader.readAll(source.stream(), "control." + source.name);

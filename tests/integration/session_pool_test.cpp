@@ -79,13 +79,16 @@ BOOST_AUTO_TEST_CASE(transactions_run_on_connections_without_autocommit_and_stat
   BOOST_TEST(pool.openConnections() == 2u);
   BOOST_TEST(write(session, 4).connectionId == first.connectionId);
 
-  // A transaction that fails is rolled back on such a connection, and the next commits only its own.
+  // A transaction refused (and its connection kept: Cause::kScanAgain) is rolled back on such a
+  // connection, and the next one on it commits only its own.
   Status failed = session.transaction([](db::Connection& c) -> Status {
     OUTBOX_RETURN_IF_ERROR(c.exec("INSERT INTO written VALUES (5)"));
-    return Status::permanent("refused by the test");
+    return Status::transient("refused by the test").because(Cause::kScanAgain);
   });
-  BOOST_TEST(failed.isPermanent());
-  BOOST_TEST(write(session, 6).autocommit == 0u);
+  BOOST_TEST((failed.cause() == Cause::kScanAgain));
+  const Seen sixth = write(session, 6);
+  BOOST_TEST(sixth.connectionId == first.connectionId);
+  BOOST_TEST(sixth.autocommit == 0u);
   BOOST_TEST(!committed(5));
   BOOST_TEST(committed(6));
 
@@ -111,4 +114,26 @@ BOOST_AUTO_TEST_CASE(transactions_run_on_connections_without_autocommit_and_stat
   }
   BOOST_TEST(committed(20));
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM written") == 10u);  // 1-4, 6, 10-12, 20 and 21
+}
+
+// What a session prepares on its first call runs on the connection lent for that call: when it is a
+// transaction's (autocommit off), the prepare's statements are committed before the transaction
+// begins, not left holding their locks through it.
+BOOST_AUTO_TEST_CASE(a_prepare_on_a_connection_lent_for_a_transaction_holds_no_lock_through_it) {
+  TestDatabase database("pool_prepare");
+  db::Connection& other = database.sql();
+  BOOST_REQUIRE(other.exec("CREATE TABLE prepared (id INT PRIMARY KEY, n INT NOT NULL DEFAULT 0)").isOk());
+  BOOST_REQUIRE(other.exec("CREATE TABLE written (id INT PRIMARY KEY)").isOk());
+  BOOST_REQUIRE(other.exec("SET SESSION innodb_lock_wait_timeout = 1").isOk());
+  db::ConnectionPool pool(stackParams(database.name()), 2);
+  db::Session session(pool, database.name(),
+                      [](db::Connection& c) { return c.exec("INSERT IGNORE INTO prepared (id) VALUES (1)"); });
+  Status s = session.transaction([&](db::Connection& c) -> Status {
+    // The prepare's row, written by another connection while this transaction is open.
+    OUTBOX_RETURN_IF_ERROR(other.exec("UPDATE prepared SET n = n + 1 WHERE id = 1"));
+    return c.exec("INSERT INTO written VALUES (1)");
+  });
+  BOOST_TEST(s.isOk(), s.toString());
+  BOOST_TEST(database.scalar("SELECT n FROM prepared WHERE id = 1") == 1u);
+  BOOST_TEST(database.scalar("SELECT COUNT(*) FROM written") == 1u);
 }
