@@ -143,6 +143,10 @@ class Connection {
   // changes, none when it is already so.
   Status setAutocommit(bool on);
   bool autocommit() const { return autocommit_; }
+  // How long the server lets this connection sit idle before it closes it (its wait_timeout, as
+  // set by whoever set it; zero: not said). A pool does not lend one that rested about that long.
+  void setIdleLimit(std::chrono::seconds limit) { idleLimit_ = limit; }
+  std::chrono::seconds idleLimit() const { return idleLimit_; }
   // Rolls back, ignoring failure (the connection may already be gone).
   void rollback();
 
@@ -171,6 +175,7 @@ class Connection {
   std::string database_;
   bool multiStatements_ = false;  // MYSQL_OPTION_MULTI_STATEMENTS_ON was set (execCounts)
   bool autocommit_ = true;        // as set by open() and setAutocommit()
+  std::chrono::seconds idleLimit_{0};
 };
 
 ConnectParams paramsFrom(const Dsn& dsn);

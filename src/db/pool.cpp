@@ -48,7 +48,7 @@ void ConnectionPool::giveBack(std::unique_ptr<Connection> conn, uint64_t serial)
   {
     std::lock_guard lock(mu_);
     if (conn) {
-      idle_.push_back(Idle{std::move(conn), serial});
+      idle_.push_back(Idle{std::move(conn), serial, std::chrono::steady_clock::now()});
     } else {
       --open_;
     }
@@ -69,6 +69,11 @@ void ConnectionPool::closed(const Status& failure) {
 Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred, Use use) {
   const bool autocommit = use == Use::kStatements;
   std::unique_lock lock(mu_);
+  if (std::vector<Idle> expired = takeExpired(std::chrono::steady_clock::now()); !expired.empty()) {
+    lock.unlock();
+    expired.clear();  // closed outside the lock (each says goodbye to the server)
+    lock.lock();
+  }
   bool counted = false;
   while (idle_.empty() && open_ >= capacity_) {
     if (!counted) ++waits_;
@@ -138,6 +143,21 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     openFailedAt_.reset();
   }
   return Loan(this, std::move(conn), serial);
+}
+
+std::vector<ConnectionPool::Idle> ConnectionPool::takeExpired(std::chrono::steady_clock::time_point now) {
+  std::vector<Idle> expired;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    const auto limit = it->conn->idleLimit();
+    if (limit.count() > 0 && now - it->since >= limit * 3 / 4) {
+      expired.push_back(std::move(*it));
+      it = idle_.erase(it);
+      --open_;
+    } else {
+      ++it;
+    }
+  }
+  return expired;
 }
 
 size_t ConnectionPool::openConnections() const {

@@ -69,7 +69,8 @@ class ConnectionPool {
   // one numbered `preferred` if it is idle, then one already on that database), else a new one
   // while fewer than the capacity are open, else an idle one set the other way (set again: one
   // statement), else the first given back. Fails when a new connection cannot be opened or set
-  // up, and for a second after one could not be, with that failure.
+  // up, and for a second after one could not be, with that failure. Never one that rested about as
+  // long as its server lets a connection rest (MySQL's wait_timeout): that one is closed instead.
   Result<Loan> borrow(const std::string& database, uint64_t preferred = 0, Use use = Use::kStatements);
 
   size_t capacity() const { return capacity_; }
@@ -81,7 +82,11 @@ class ConnectionPool {
   struct Idle {
     std::unique_ptr<Connection> conn;
     uint64_t serial;
+    std::chrono::steady_clock::time_point since;  // given back
   };
+  // Takes out of idle_ the connections that rested long enough for their server to have closed
+  // them (Connection::idleLimit, less a quarter for the clocks' difference): closed, not lent.
+  std::vector<Idle> takeExpired(std::chrono::steady_clock::time_point now);  // REQUIRES(mu_)
   void giveBack(std::unique_ptr<Connection> conn, uint64_t serial);
   // A connection being opened failed with `failure`: its place frees.
   void closed(const Status& failure);

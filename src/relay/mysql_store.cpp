@@ -65,6 +65,9 @@ Status MysqlOutboxStore::setUpConnection(db::Connection& conn, const ServerKind&
     // soon: a call waits no longer than that with a connection other sources share.
     set += fmt::format(", SESSION {0} = {1}, SESSION innodb_lock_wait_timeout = {1}, SESSION lock_wait_timeout = {1}",
                        kind.mysql ? "wait_timeout" : "idle_transaction_timeout", idleTransactionTimeout.count());
+    // A pool then closes it itself before the server would (db::ConnectionPool::borrow): a call on
+    // a connection the server closed would fail first, and reconnect only after.
+    if (kind.mysql) conn.setIdleLimit(idleTransactionTimeout);
   }
   return conn.exec(set);
 }

@@ -4,6 +4,9 @@
 // itself and leaves no transaction open. Part of session (session_test.cpp).
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "db/session.h"
@@ -136,4 +139,29 @@ BOOST_AUTO_TEST_CASE(a_prepare_on_a_connection_lent_for_a_transaction_holds_no_l
   BOOST_TEST(s.isOk(), s.toString());
   BOOST_TEST(database.scalar("SELECT n FROM prepared WHERE id = 1") == 1u);
   BOOST_TEST(database.scalar("SELECT COUNT(*) FROM written") == 1u);
+}
+
+// A connection whose server closes it after a rest (MySQL's wait_timeout, which the relay's
+// connections set there: Connection::idleLimit) is not lent after resting about that long: the
+// pool closes it and lends a new one, so that the call does not fail on a closed connection first.
+BOOST_AUTO_TEST_CASE(a_connection_that_rested_as_long_as_its_server_allows_is_closed_not_lent) {
+  TestDatabase database("pool_rest");
+  db::ConnectionPool pool(stackParams(database.name()), 2, [](db::Connection& c) {
+    c.setIdleLimit(std::chrono::seconds(2));
+    return c.exec("SET SESSION wait_timeout = 2");
+  });
+  db::Session session(pool, database.name());
+  auto connectionId = [&] {
+    auto id = session.run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); });
+    BOOST_TEST(id.isOk(), id.status().toString());
+    return id.isOk() ? id->value_or(0) : 0;
+  };
+  const uint64_t first = connectionId();
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  BOOST_TEST(connectionId() == first, "lent again after a short rest");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the server has closed it
+  const uint64_t second = connectionId();
+  BOOST_TEST(second != 0u);
+  BOOST_TEST(second != first);
+  BOOST_TEST(pool.openConnections() == 1u);
 }
