@@ -149,7 +149,7 @@ std::vector<ConnectionPool::Idle> ConnectionPool::takeExpired(std::chrono::stead
   std::vector<Idle> expired;
   for (auto it = idle_.begin(); it != idle_.end();) {
     const auto limit = it->conn->idleLimit();
-    if (limit.count() > 0 && now - it->since >= limit * 3 / 4) {
+    if (limit.count() > 0 && 4 * (now - it->since) >= 3 * limit) {
       expired.push_back(std::move(*it));
       it = idle_.erase(it);
       --open_;

@@ -21,9 +21,12 @@ Result<Connection*> Session::connection(Use use) {
       if (!borrowed.isOk()) return borrowed.status();
       loan_ = std::move(borrowed).value();
       last = loan_.serial();
-    } else if (use == Use::kStatements && !inTransactionCall_ && !loan_->autocommit() && !loan_->inTransaction()) {
-      // Held since a transaction: a statement on it now must commit by itself (but within a
-      // transaction's call, where it is part of that transaction).
+    } else if (use == Use::kStatements && inTransactionCall_) {
+      // A run() inside a transaction's call would share its connection: a failure dropping it, a
+      // rollback retrying only the inner call. A caller's bug.
+      return Status::fatal("internal error (a bug: please report it): Session::run inside Session::transaction");
+    } else if (use == Use::kStatements && !loan_->autocommit() && !loan_->inTransaction()) {
+      // Held since a transaction: a statement on it now must commit by itself.
       if (Status s = loan_->setAutocommit(true); !s.isOk()) {
         drop();
         return s;

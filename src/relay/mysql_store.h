@@ -162,6 +162,11 @@ class MysqlOutboxStore final : public OutboxStore {
   // The database (or a proxy before it) refused several statements sent as one: the assign sends
   // them one at a time (assign). The thread's that assigns.
   bool oneStatementAtATime_ = false;
+  // Batches in a row whose statements were refused as one and whose claim alone was then answered;
+  // so many say the refusal is the database's way, not a claim's failure of its own (a statement
+  // time limit, a read-only moment): one at a time from then on.
+  int refusedAsOneInARow_ = 0;
+  static constexpr int kRefusalsBeforeOneAtATime = 3;
   // When a poll with nothing to assign last asked the state row's epoch (readNew).
   std::chrono::steady_clock::time_point epochAskedAt_{};
   JointMarks* marks_ = nullptr;

@@ -141,14 +141,15 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
             // Nothing ran, and not for a lost connection, a lock or a deadlock: the server, or a
             // proxy before it (ProxySQL can be set to), will not take several statements in one, or
             // the claim, sent first, was refused for a reason of its own. This batch goes one
-            // statement at a time; a claim then answered says it was the former (below).
+            // statement at a time; a claim then answered, batch after batch, says it was the former
+            // (below).
             refusedAsOne = counts.status;
-            if (conn.autocommit()) OUTBOX_RETURN_IF_ERROR(conn.begin());
           } else if (counts.matched.size() < first + 1) {
             return counts.status.isOk() ? Status::permanent("the assign's statements were not all answered")
                                         : counts.status;
           } else {
             sentAsOne = true;
+            refusedAsOneInARow_ = 0;
             if (counts.matched[first] != 1) return Status::transient(kLostClaim);
             if (counts.matched.size() > first + 1) {
               inserted = counts.matched[first + 1];
@@ -158,9 +159,12 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           }
         }
         if (!sentAsOne) {
+          // Begun by the session, or by the claim on a connection with autocommit off; else here
+          // (the claim must not commit alone).
+          if (conn.autocommit() && !conn.inTransaction()) OUTBOX_RETURN_IF_ERROR(conn.begin());
           auto claimed = conn.execCount(claim);
           if (!claimed.isOk()) return claimed.status();
-          if (refusedAsOne) {
+          if (refusedAsOne && ++refusedAsOneInARow_ == kRefusalsBeforeOneAtATime) {
             spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
                          "them one at a time",
                          source_.name, refusedAsOne->message());

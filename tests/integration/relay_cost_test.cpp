@@ -231,7 +231,8 @@ BOOST_AUTO_TEST_CASE(rows_quarantined_ahead_of_the_scan_are_passed_over_poison_o
 
 // A database, or a proxy before it, that will not take several statements in one (the server
 // refuses them here, as ProxySQL set to would: a test-only knob keeps the bridge from asking for
-// them): the first assign says so once and the assigns go one statement at a time, each row
+// them): after three assigns refused in a row (a claim refused for a reason of its own is not
+// taken for it) the bridge says so once and the assigns go one statement at a time, each row
 // published once, in order, no halt.
 BOOST_AUTO_TEST_CASE(a_database_that_refuses_statements_sent_as_one_gets_them_one_at_a_time) {
   TestDatabase database("single");
