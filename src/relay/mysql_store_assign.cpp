@@ -104,9 +104,33 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     insert = fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                          versions_, pairs, quarantined);
   }
-  constexpr const char* kLostClaim =
-      "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump moved "
-      "the source to a new epoch";
+  // Which of the claim's conditions failed, read in its transaction (a rare path): what the log
+  // then says is what to look at, not a list of what it might have been.
+  auto lostClaim = [&](db::Connection& conn) {
+    std::string why;
+    auto rows = conn.query(fmt::format(
+        "SELECT s.epoch, s.assigned_through, s.halted_reason IS NOT NULL AS halted, s.paused, l.holder_id, "
+        "l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) DIV 1000 AS expires_in_ms FROM "
+        "outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {}",
+        sourceLiteral_));
+    if (rows.isOk() && rows->next()) {
+      why = fmt::format(" (assigned_through {}, expected {}; epoch {}, ours {}{}{}", rows->u64("assigned_through"),
+                        expectedAssignedThrough, rows->u64("epoch"), guard_.epoch,
+                        rows->u64("halted") != 0 ? "; halted" : "", rows->u64("paused") != 0 ? "; paused" : "");
+      if (guard_.lease) {
+        why += rows->isNull("holder_id")
+                   ? "; no lease row"
+                   : fmt::format("; the lease held by {} at lease epoch {} (ours {} at {}), expiring in {} ms",
+                                 rows->text("holder_id"), rows->text("lease_epoch"), guard_.lease->holder,
+                                 guard_.lease->leaseEpoch, rows->text("expires_in_ms"));
+      }
+      why += ")";
+    }
+    return Status::transient(fmt::format(
+        "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
+        "moved the source to a new epoch{}",
+        why));
+  };
   Status s = session_->transaction(
       [&](db::Connection& conn) -> Status {
         const std::string claim = guardedStateUpdate(
@@ -150,7 +174,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           } else {
             sentAsOne = true;
             refusedAsOneInARow_ = 0;
-            if (counts.matched[first] != 1) return Status::transient(kLostClaim);
+            if (counts.matched[first] != 1) return lostClaim(conn);
             if (counts.matched.size() > first + 1) {
               inserted = counts.matched[first + 1];
             } else {
@@ -170,7 +194,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
                          source_.name, refusedAsOne->message());
             oneStatementAtATime_ = true;
           }
-          if (*claimed != 1) return Status::transient(kLostClaim);
+          if (*claimed != 1) return lostClaim(conn);
           if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
           inserted = conn.execCount(insert);
         }
