@@ -263,3 +263,48 @@ BOOST_AUTO_TEST_CASE(a_database_that_refuses_statements_sent_as_one_gets_them_on
   }
   BOOST_TEST(bridge.stop() == 0);
 }
+
+// A claim refused for a reason of its own (a trigger's error here; a statement time limit or a
+// read-only moment would do the same), with nothing of its batch answered, looks like a refusal of
+// several statements in one: that batch goes one statement at a time, and its claim alone is
+// answered. Two such batches in a row leave the source sending its statements as one (the next
+// batch goes as one again); only three in a row switch it for good, said once.
+BOOST_AUTO_TEST_CASE(claims_refused_for_their_own_reason_switch_to_one_at_a_time_only_three_in_a_row) {
+  PublishedSource f("refusing", 1);
+  auto& [database, source, config, bridge] = f;
+  db::Connection& sql = database.sql();
+  // The refusals to come, in a table outside transactions: the trigger's error undoes its own
+  // statement, not the count it took down. Only a claim moves assigned_through.
+  BOOST_REQUIRE(sql.exec("CREATE TABLE refusals (n INT NOT NULL) ENGINE = MyISAM").isOk());
+  BOOST_REQUIRE(sql.exec("INSERT INTO refusals VALUES (0)").isOk());
+  BOOST_REQUIRE(sql.exec("CREATE TRIGGER refuse_claims BEFORE UPDATE ON outbox_source_state FOR EACH ROW BEGIN IF "
+                         "NEW.assigned_through <> OLD.assigned_through AND (SELECT n FROM refusals) > 0 THEN UPDATE "
+                         "refusals SET n = n - 1; SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; "
+                         "END IF; END")
+                    .isOk());
+  int key = 1;
+  auto publishOne = [&](bool refused) {
+    BOOST_REQUIRE(sql.exec(fmt::format("UPDATE refusals SET n = {}", refused ? 1 : 0)).isOk());
+    insertRow(database, source, ++key);
+    BOOST_REQUIRE_MESSAGE(
+        waitUntil([&] { return database.state(source.name).publishedThrough == uint64_t(key); }, 20s), bridge.log());
+    BOOST_TEST(database.scalar("SELECT n FROM refusals") == 0u, "the claim was refused once");
+  };
+  const std::string said = "would not take several statements in one";
+  publishOne(true);
+  publishOne(true);
+  publishOne(false);
+  BOOST_TEST(bridge.log().find(said) == std::string::npos, bridge.log());
+  GeneralLog log(database);
+  for (int i = 0; i < 3; ++i) publishOne(true);
+  publishOne(false);
+  publishOne(false);
+  const std::string out = bridge.log();
+  BOOST_TEST(out.find(said) != std::string::npos, out);
+  BOOST_TEST(out.find(said) == out.rfind(said), out);
+  // After the switch, no batch goes as one: of the last two rows', the claims went alone.
+  auto asOne = log.statements({"UPDATE outbox_source_state", "; INSERT INTO"});
+  BOOST_TEST(asOne.size() == 3u, asOne.size() << " batches sent as one (the three refused)");
+  requireDenseOnce(source, uint64_t(key));
+  BOOST_TEST(bridge.stop() == 0);
+}
