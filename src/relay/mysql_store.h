@@ -127,6 +127,9 @@ class MysqlOutboxStore final : public OutboxStore {
   Status lockState(db::Connection& conn, const char* what);
   // The pinned holes' changes of `mark` (outbox_scan_holes), on `conn` inside a transaction.
   Status recordPins(db::Connection& conn, const ScanMark& mark);
+  // The transient failure of a claim that matched no state row, naming which of its conditions
+  // fails (read on `conn`, in the claim's transaction).
+  Status lostClaim(db::Connection& conn, uint64_t expectedAssignedThrough);
   // On `conn`, inside a transaction that holds the state row: the rows a bump's finish took
   // tail's versions from (outbox_bump_removed) get them back, and leave that table. Those rows
   // must hold no version now. Returns how many.

@@ -4,8 +4,10 @@
 // write guard and the connections are in mysql_store.cpp.
 #include <iterator>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "relay/mysql_store.h"
@@ -59,6 +61,41 @@ Status MysqlOutboxStore::recordPins(db::Connection& conn, const ScanMark& mark) 
       values));
 }
 
+Status MysqlOutboxStore::lostClaim(db::Connection& conn, uint64_t expectedAssignedThrough) {
+  // Which of the claim's conditions failed, read in its transaction (a rare path): the log then
+  // says what happened, not a list of what might have.
+  std::vector<std::string> why;
+  auto rows = conn.query(fmt::format(
+      "SELECT s.epoch, s.assigned_through, s.halted_reason IS NOT NULL AS halted, s.paused, l.holder_id, "
+      "l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) DIV 1000 AS expires_in_ms FROM "
+      "outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {}",
+      sourceLiteral_));
+  if (rows.isOk() && rows->next()) {
+    if (guard_.epoch != 0 && rows->u64("epoch") != guard_.epoch) {
+      why.push_back(fmt::format("an epoch bump moved the source to epoch {} (this session's is {})",
+                                rows->u64("epoch"), guard_.epoch));
+    }
+    if (rows->u64("assigned_through") != expectedAssignedThrough) {
+      why.push_back(fmt::format("assigned_through is {}, not {} as this session last wrote it",
+                                rows->u64("assigned_through"), expectedAssignedThrough));
+    }
+    if (rows->u64("halted") != 0) why.emplace_back("the source is halted");
+    if (rows->u64("paused") != 0) why.emplace_back("the source is paused");
+    if (guard_.lease && rows->isNull("holder_id")) {
+      why.emplace_back("the source has no lease row");
+    } else if (guard_.lease && (rows->text("holder_id") != guard_.lease->holder ||
+                                rows->u64("lease_epoch") != guard_.lease->leaseEpoch)) {
+      why.push_back(fmt::format("the lease is {}'s at lease epoch {} (this session's: {}'s at {})",
+                                rows->text("holder_id"), rows->text("lease_epoch"), guard_.lease->holder,
+                                guard_.lease->leaseEpoch));
+    } else if (guard_.lease && !rows->isNull("expires_in_ms") && rows->text("expires_in_ms").front() == '-') {
+      why.push_back(fmt::format("the lease expired {} ms ago", rows->text("expires_in_ms").substr(1)));
+    }
+  }
+  if (why.empty()) why.emplace_back("none of its conditions fails now (they held no longer when it ran)");
+  return Status::transient(fmt::format("the batch's claim matched no state row: {}", fmt::join(why, "; ")));
+}
+
 Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedAssignedThrough, const ScanMark& mark) {
   if (rows.empty()) return saveScan(mark);
   // The versions follow id order. The outbox rows are not touched.
@@ -104,33 +141,6 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
     insert = fmt::format("INSERT INTO {} (version, outbox_id) SELECT * FROM ({}) v WHERE NOT EXISTS (SELECT 1 FROM {})",
                          versions_, pairs, quarantined);
   }
-  // Which of the claim's conditions failed, read in its transaction (a rare path): what the log
-  // then says is what to look at, not a list of what it might have been.
-  auto lostClaim = [&](db::Connection& conn) {
-    std::string why;
-    auto rows = conn.query(fmt::format(
-        "SELECT s.epoch, s.assigned_through, s.halted_reason IS NOT NULL AS halted, s.paused, l.holder_id, "
-        "l.lease_epoch, TIMESTAMPDIFF(MICROSECOND, NOW(6), l.expires_at) DIV 1000 AS expires_in_ms FROM "
-        "outbox_source_state s LEFT JOIN outbox_bridge_lease l ON l.source = s.source WHERE s.source = {}",
-        sourceLiteral_));
-    if (rows.isOk() && rows->next()) {
-      why = fmt::format(" (assigned_through {}, expected {}; epoch {}, ours {}{}{}", rows->u64("assigned_through"),
-                        expectedAssignedThrough, rows->u64("epoch"), guard_.epoch,
-                        rows->u64("halted") != 0 ? "; halted" : "", rows->u64("paused") != 0 ? "; paused" : "");
-      if (guard_.lease) {
-        why += rows->isNull("holder_id")
-                   ? "; no lease row"
-                   : fmt::format("; the lease held by {} at lease epoch {} (ours {} at {}), expiring in {} ms",
-                                 rows->text("holder_id"), rows->text("lease_epoch"), guard_.lease->holder,
-                                 guard_.lease->leaseEpoch, rows->text("expires_in_ms"));
-      }
-      why += ")";
-    }
-    return Status::transient(fmt::format(
-        "assigned_through moved under us, the source was halted or paused, the lease was lost, or an epoch bump "
-        "moved the source to a new epoch{}",
-        why));
-  };
   Status s = session_->transaction(
       [&](db::Connection& conn) -> Status {
         const std::string claim = guardedStateUpdate(
@@ -174,7 +184,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           } else {
             sentAsOne = true;
             refusedAsOneInARow_ = 0;
-            if (counts.matched[first] != 1) return lostClaim(conn);
+            if (counts.matched[first] != 1) return lostClaim(conn, expectedAssignedThrough);
             if (counts.matched.size() > first + 1) {
               inserted = counts.matched[first + 1];
             } else {
@@ -194,7 +204,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
                          source_.name, refusedAsOne->message());
             oneStatementAtATime_ = true;
           }
-          if (*claimed != 1) return lostClaim(conn);
+          if (*claimed != 1) return lostClaim(conn, expectedAssignedThrough);
           if (!folded) OUTBOX_RETURN_IF_ERROR(refuseQuarantined());
           inserted = conn.execCount(insert);
         }
