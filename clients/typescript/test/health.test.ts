@@ -2,6 +2,7 @@
 // nats-server: the logger hook, the events, status() for a health check, and stopping on a
 // handler's bug instead of retrying it for ever.
 import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
 import { test } from "node:test";
 
 import type mysql from "mysql2/promise";
@@ -162,9 +163,9 @@ test("the events of a gap and of a new epoch, and the bootstrap each caused", as
       throw new Error("a listener's bug"); // caught: it stops nothing
     });
     const stepUntil = async (done: () => boolean, what: string) => {
-      const deadline = Date.now() + 30_000;
+      const deadline = performance.now() + 30_000;
       while (!done()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${events.join(", ")}`);
+        if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}: ${events.join(", ")}`);
         await r.step(50).catch(() => undefined);
       }
     };
@@ -182,9 +183,9 @@ test("the events of a gap and of a new epoch, and the bootstrap each caused", as
     await (await nc.jetstreamManager()).streams.deleteMessage(source.stream, 7);
     await nc.close();
     const stepUntil2 = async (done: () => boolean, what: string) => {
-      const deadline = Date.now() + 30_000;
+      const deadline = performance.now() + 30_000;
       while (!done()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${events.join(", ")}`);
+        if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}: ${events.join(", ")}`);
         await r2.step(50).catch(() => undefined);
       }
     };

@@ -8,6 +8,7 @@ import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, writeFile
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 
 import mysql from "mysql2/promise";
@@ -36,15 +37,19 @@ export function mysqlOptions(database?: string): mysql.PoolOptions {
   };
 }
 
-/** Waits for `done`; `what` says what for, a function when it is a log read at the time out. */
+/**
+ * Waits for `done`; `what` says what for, a function when it is a log read at the time out. On a
+ * monotonic clock: a step of the machine's wall clock (seen once, about 20 s forward) must not
+ * end the wait early.
+ */
 export async function until(
   done: () => boolean | Promise<boolean>,
   ms: number,
   what: string | (() => string),
 ): Promise<void> {
-  const deadline = Date.now() + ms;
+  const deadline = performance.now() + ms;
   while (!(await done())) {
-    if (Date.now() > deadline) {
+    if (performance.now() > deadline) {
       throw new Error(`timed out after ${ms} ms waiting for ${typeof what === "string" ? what : what()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
