@@ -68,8 +68,9 @@ void ConnectionPool::closed(const Status& failure) {
 
 Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database, uint64_t preferred, Use use) {
   const bool autocommit = use == Use::kStatements;
+  const auto now = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
-  if (std::vector<Idle> expired = takeExpired(std::chrono::steady_clock::now()); !expired.empty()) {
+  if (std::vector<Idle> expired = takeExpired(now); !expired.empty()) {
     lock.unlock();
     expired.clear();  // closed outside the lock (each says goodbye to the server)
     lock.lock();
@@ -97,8 +98,7 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     }
     return idle_.end();
   };
-  const bool openFailureHeld =
-      openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld;
+  const bool openFailureHeld = openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld;
   auto pick = choose(autocommit);
   // One set the other way only when no new one may be opened: a source's reads and its assigns
   // would otherwise set one connection back and forth, two statements a batch.

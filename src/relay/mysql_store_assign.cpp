@@ -3,7 +3,6 @@
 // the pinned holes, and the published marks a batch does not carry. The state row's reads, the
 // write guard and the connections are in mysql_store.cpp.
 #include <iterator>
-#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -81,15 +80,16 @@ Status MysqlOutboxStore::lostClaim(db::Connection& conn, uint64_t expectedAssign
     }
     if (rows->u64("halted") != 0) why.emplace_back("the source is halted");
     if (rows->u64("paused") != 0) why.emplace_back("the source is paused");
-    if (guard_.lease && rows->isNull("holder_id")) {
-      why.emplace_back("the source has no lease row");
-    } else if (guard_.lease && (rows->text("holder_id") != guard_.lease->holder ||
-                                rows->u64("lease_epoch") != guard_.lease->leaseEpoch)) {
-      why.push_back(fmt::format("the lease is {}'s at lease epoch {} (this session's: {}'s at {})",
-                                rows->text("holder_id"), rows->text("lease_epoch"), guard_.lease->holder,
-                                guard_.lease->leaseEpoch));
-    } else if (guard_.lease && !rows->isNull("expires_in_ms") && rows->text("expires_in_ms").front() == '-') {
-      why.push_back(fmt::format("the lease expired {} ms ago", rows->text("expires_in_ms").substr(1)));
+    if (guard_.lease) {
+      const LeaseGuard& lease = *guard_.lease;
+      if (rows->isNull("holder_id")) {
+        why.emplace_back("the source has no lease row");
+      } else if (rows->text("holder_id") != lease.holder || rows->u64("lease_epoch") != lease.leaseEpoch) {
+        why.push_back(fmt::format("the lease is {}'s at lease epoch {} (this session's: {}'s at {})",
+                                  rows->text("holder_id"), rows->text("lease_epoch"), lease.holder, lease.leaseEpoch));
+      } else if (!rows->isNull("expires_in_ms") && rows->text("expires_in_ms").front() == '-') {
+        why.push_back(fmt::format("the lease expired {} ms ago", rows->text("expires_in_ms").substr(1)));
+      }
     }
   }
   if (why.empty()) why.emplace_back("none of its conditions fails now (they held no longer when it ran)");
@@ -161,7 +161,7 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
         };
         Result<uint64_t> inserted = uint64_t{0};
         bool sentAsOne = false;
-        std::optional<Status> refusedAsOne;  // several statements in one, refused (maybe)
+        Status refusedAsOne;  // several statements in one, refused (maybe: ok when not)
         if (folded && !oneStatementAtATime_) {
           // The claim and the INSERT in one round trip (a trickle's batch), the transaction begun by
           // the claim on a connection lent for transactions (autocommit off: no START TRANSACTION,
@@ -198,10 +198,10 @@ Status MysqlOutboxStore::assign(std::vector<OutboxRow>& rows, uint64_t expectedA
           if (conn.autocommit() && !conn.inTransaction()) OUTBOX_RETURN_IF_ERROR(conn.begin());
           auto claimed = conn.execCount(claim);
           if (!claimed.isOk()) return claimed.status();
-          if (refusedAsOne && ++refusedAsOneInARow_ == kRefusalsBeforeOneAtATime) {
+          if (!refusedAsOne.isOk() && ++refusedAsOneInARow_ == kRefusalsBeforeOneAtATime) {
             spdlog::warn("source {}: the database would not take several statements in one ({}): the assign sends "
                          "them one at a time",
-                         source_.name, refusedAsOne->message());
+                         source_.name, refusedAsOne.message());
             oneStatementAtATime_ = true;
           }
           if (*claimed != 1) return lostClaim(conn, expectedAssignedThrough);

@@ -108,11 +108,7 @@ BOOST_AUTO_TEST_CASE(a_failover_to_a_replica_that_has_everything_goes_on_in_the_
   // A planned failover: writes stop, the bridge has published them all, the replica catches up,
   // then it is promoted.
   f.producers.reset();
-  BOOST_REQUIRE(waitUntil([&] {
-    const bool allVersioned = f.database.unversioned(f.source.outboxTable()) == 0;  // first: recovery.h, drained
-    auto state = f.database.state(f.source.name);
-    return allVersioned && state.publishedThrough == state.assignedThrough;
-  }, 30s));
+  BOOST_REQUIRE(waitUntil([&] { return f.database.allPublished(f.source.name, f.source.outboxTable()); }, 30s));
   auto position = connectAt(stack().mysqlPort)->query("SELECT @@gtid_binlog_pos");
   BOOST_REQUIRE(position.isOk() && position->next());
   auto caughtUp = connectAt(replicaPort())->queryU64(
@@ -191,9 +187,7 @@ BOOST_AUTO_TEST_CASE(a_row_the_promoted_replica_applies_after_the_bridge_started
   BOOST_REQUIRE(t1->exec(insert("t1")).isOk());
   BOOST_REQUIRE(connectAt(stack().mysqlPort, f.database.name())->exec(insert("t2")).isOk());
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
-    const bool allVersioned = f.database.unversioned(table) == 0;  // first: tests/fault/recovery.h, drained
-    auto state = f.database.state(f.source.name);
-    return allVersioned && state.publishedThrough == state.assignedThrough &&
+    return f.database.allPublished(f.source.name, table) &&
            f.database.scalar(fmt::format("SELECT COUNT(*) FROM `{}` WHERE entity_key = 't2'", table)) == 1;
   }, 30s), f.bridge->log());
   BOOST_REQUIRE(f.bridge->stop() == 0);
@@ -225,11 +219,8 @@ BOOST_AUTO_TEST_CASE(a_row_the_promoted_replica_applies_after_the_bridge_started
   // A row written on the promoted replica is published: the bridge polls there, and has probed
   // T1's id. Then a few more seconds of polls, in which a hole the applier holds could die.
   BOOST_REQUIRE(connectAt(replicaPort(), f.database.name())->exec(insert("r1")).isOk());
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] {
-    const bool allVersioned = f.database.unversioned(table) == 0;  // first: tests/fault/recovery.h, drained
-    auto state = f.database.state(f.source.name);
-    return allVersioned && state.publishedThrough == state.assignedThrough;
-  }, 30s), f.bridge->log());
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return f.database.allPublished(f.source.name, table); }, 30s),
+                        f.bridge->log());
   std::this_thread::sleep_for(3s);  // nothing to wait for: the bridge must do nothing wrong meanwhile
   // The applier resumes and commits T1: its row must reach the stream, once.
   BOOST_REQUIRE(replica->exec("START SLAVE SQL_THREAD").isOk());

@@ -96,13 +96,9 @@ inline void landStale(PublishedSource& p, const std::vector<OutboxRow>& rows, ui
   for (const auto& ack : acks) BOOST_REQUIRE_MESSAGE(ack.ok, ack.error);
 }
 
-// Everything committed is published, or the source halted. The rows without a version are
-// counted before the state row is read: the other way round, an assign committed between the two
-// reads made a state that had published all it had assigned look drained with rows unpublished.
+// Everything committed is published, or the source halted.
 inline bool drained(PublishedSource& p) {
-  const bool allVersioned = p.database.unversioned(p.table) == 0;
-  auto state = p.database.state(p.source.name);
-  return !state.haltedReason.empty() || (allVersioned && state.publishedThrough == state.assignedThrough);
+  return p.database.allPublished(p.source.name, p.table) || !p.database.state(p.source.name).haltedReason.empty();
 }
 
 // After epoch bumps, through `lastEpoch`: each outbox row of `source` is in the stream exactly once

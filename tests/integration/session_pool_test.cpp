@@ -57,6 +57,21 @@ Seen statement(db::Session& session, int id) {
   return seen.isOk() ? *seen : Seen{};
 }
 
+// The connection a statement of `session` runs on.
+uint64_t statementConnection(db::Session& session) {
+  auto id = session.run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); });
+  BOOST_TEST(id.isOk(), id.status().toString());
+  return id.isOk() ? id->value_or(0) : 0;
+}
+
+// A pool whose connections the server closes after resting `limit` seconds, as the pool knows.
+db::ConnectionPool resting(TestDatabase& database, size_t capacity, int limit) {
+  return db::ConnectionPool(stackParams(database.name()), capacity, [limit](db::Connection& c) {
+    c.setIdleLimit(std::chrono::seconds(limit));
+    return c.exec(fmt::format("SET SESSION wait_timeout = {}", limit));
+  });
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(transactions_run_on_connections_without_autocommit_and_statements_on_ones_with_it) {
@@ -146,42 +161,28 @@ BOOST_AUTO_TEST_CASE(a_prepare_on_a_connection_lent_for_a_transaction_holds_no_l
 // pool closes it and lends a new one, so that the call does not fail on a closed connection first.
 BOOST_AUTO_TEST_CASE(a_connection_that_rested_as_long_as_its_server_allows_is_closed_not_lent) {
   TestDatabase database("pool_rest");
-  db::ConnectionPool pool(stackParams(database.name()), 2, [](db::Connection& c) {
-    c.setIdleLimit(std::chrono::seconds(2));
-    return c.exec("SET SESSION wait_timeout = 2");
-  });
+  db::ConnectionPool pool = resting(database, 2, 2);
   db::Session session(pool, database.name());
-  auto connectionId = [&] {
-    auto id = session.run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); });
-    BOOST_TEST(id.isOk(), id.status().toString());
-    return id.isOk() ? id->value_or(0) : 0;
-  };
-  const uint64_t first = connectionId();
+  const uint64_t first = statementConnection(session);
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  BOOST_TEST(connectionId() == first, "lent again after a short rest");
+  BOOST_TEST(statementConnection(session) == first, "lent again after a short rest");
   // Three quarters of the limit: closed before the server would (the two clocks differ).
   std::this_thread::sleep_for(std::chrono::milliseconds(1700));
-  const uint64_t second = connectionId();
+  const uint64_t second = statementConnection(session);
   BOOST_TEST(second != 0u);
   BOOST_TEST(second != first);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the server has closed it
-  const uint64_t third = connectionId();
+  const uint64_t third = statementConnection(session);
   BOOST_TEST(third != 0u);
   BOOST_TEST(third != second);
   BOOST_TEST(pool.openConnections() == 1u);
 
   // A limit of a second still lends a connection that rested less than three quarters of it.
-  db::ConnectionPool brief(stackParams(database.name()), 1, [](db::Connection& c) {
-    c.setIdleLimit(std::chrono::seconds(1));
-    return c.exec("SET SESSION wait_timeout = 1");
-  });
+  db::ConnectionPool brief = resting(database, 1, 1);
   db::Session quick(brief, database.name());
-  auto quickId = [&] {
-    return quick.run([](db::Connection& c) { return c.queryU64("SELECT CONNECTION_ID()"); }).value().value_or(0);
-  };
-  const uint64_t once = quickId();
+  const uint64_t once = statementConnection(quick);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  BOOST_TEST(quickId() == once);
+  BOOST_TEST(statementConnection(quick) == once);
 }
 
 // A statement run by the session inside its own transaction's call would share the transaction's

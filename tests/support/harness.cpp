@@ -177,6 +177,12 @@ uint64_t TestDatabase::unversioned(const std::string& table) {
                             table));
 }
 
+bool TestDatabase::allPublished(const std::string& source, const std::string& table) {
+  if (unversioned(table) != 0) return false;
+  const SourceState s = state(source);
+  return s.publishedThrough == s.assignedThrough;
+}
+
 std::string TestDatabase::dsn() const {
   return fmt::format("mysql://{}@{}:{}/{}", stack().mysqlUser, stack().mysqlHost, port_, name_);
 }

@@ -107,6 +107,10 @@ class TestDatabase {
   // Rows of `table` with no version in `<table>_versions` (quarantined ones included).
   uint64_t unversioned(const std::string& table);
   SourceState state(const std::string& source);
+  // Every row of `table` has a version, and `source` has published every version it assigned. The
+  // rows without a version are counted before the state row is read: the other way round, an
+  // assign committed between the two reads made a source look drained with rows unpublished.
+  bool allPublished(const std::string& source, const std::string& table);
   // The database now lives on the server at `port` (a promoted replica): later calls go there.
   void moveTo(unsigned port);
   unsigned port() const { return port_; }
