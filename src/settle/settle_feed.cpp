@@ -42,10 +42,19 @@ void SettleFeed::hand(std::vector<Row>&& rows) {
 }
 
 SettleFeed::Taken SettleFeed::take(std::chrono::nanoseconds timeout) {
-  Taken out;
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return woken_ || !waiting_.empty() || session_ != takenSession_; });
   woken_ = false;
+  return takeWaiting();
+}
+
+SettleFeed::Taken SettleFeed::takeHanded() {
+  std::lock_guard lock(mu_);
+  return takeWaiting();
+}
+
+SettleFeed::Taken SettleFeed::takeWaiting() {
+  Taken out;
   takenSession_ = session_;
   out.session = session_;
   out.rows.swap(waiting_);

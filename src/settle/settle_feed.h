@@ -44,10 +44,14 @@ class SettleFeed {
   // The settle thread: waits until rows or a session change come, or `timeout` passes; then
   // takes what waits.
   Taken take(std::chrono::nanoseconds timeout);
+  // The settle thread: takes what waits now, without waiting; a wake() is left for take().
+  Taken takeHanded();
   // Wakes a take() that waits (stop).
   void wake();
 
  private:
+  Taken takeWaiting();  // REQUIRES(mu_)
+
   const size_t bound_;
   std::mutex mu_;
   std::condition_variable cv_;

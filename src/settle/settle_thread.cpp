@@ -75,6 +75,12 @@ Status SettleThread::session(uint64_t relaySession) {
   while (!stop_.stopped()) {
     const auto now = clock_.now();
     OUTBOX_RETURN_IF_ERROR(takeAcks(now));
+    // What the relay handed since the last take goes in before what is due at `now` comes out: a
+    // change acknowledged before its key's due time keeps the key pending, also when this thread
+    // comes here late (descheduled, or busy with acks).
+    SettleFeed::Taken handed = feed_.takeHanded();
+    if (handed.session != relaySession) return Status::ok();
+    OUTBOX_RETURN_IF_ERROR(takeFed(handed.rows));
     OUTBOX_RETURN_IF_ERROR(publishDue(now));
     publishGauges();
     SettleFeed::Taken taken = waitForWork(now);

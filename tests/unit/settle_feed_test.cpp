@@ -86,3 +86,22 @@ BOOST_AUTO_TEST_CASE(a_take_waits_for_rows_a_session_change_or_a_wake) {
   (void)feed.take(100ms);  // nothing changes: the timeout
   BOOST_TEST((std::chrono::steady_clock::now() - start >= 100ms));
 }
+
+// The settle thread takes what the relay handed before it publishes what is due (settle_thread.cpp,
+// session()): without waiting, and leaving a stop's wake for the take that waits.
+BOOST_AUTO_TEST_CASE(what_was_handed_is_taken_without_waiting_and_a_wake_is_kept) {
+  SettleFeed feed(10);
+  feed.begin();
+  BOOST_TEST(feed.takeHanded().session == 1u);
+  feed.hand(rows(1, 3));
+  feed.wake();
+  const auto start = std::chrono::steady_clock::now();
+  SettleFeed::Taken handed = feed.takeHanded();
+  const std::vector<uint64_t> expected{1, 2, 3};
+  BOOST_TEST(versions(handed) == expected);
+  BOOST_TEST(feed.takeHanded().rows.empty());
+  (void)feed.take(5s);  // the wake is still there: no wait
+  BOOST_TEST((std::chrono::steady_clock::now() - start < 2s));
+  feed.end();
+  BOOST_TEST(feed.takeHanded().session == 0u);
+}
