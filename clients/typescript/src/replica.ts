@@ -7,6 +7,7 @@
 import { connect, DeliverPolicy, type JetStreamClient, type JsMsg, type NatsConnection } from "nats";
 
 import { changeOf, ruleOf } from "./change.js";
+import { monotonicMs } from "./clock.js";
 import { connectionOptions } from "./nats_options.js";
 import { applyAll, gather, tellApplied } from "./replica_batch.js";
 import { download, sleep } from "./replica_bootstrap.js";
@@ -118,7 +119,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       this.loaded = true;
       if (this.inboxRow) {
         this.lastVerified = 0;
-        this.verifier.reset(stateOf(this.inboxRow), Date.now(), false);
+        this.verifier.reset(stateOf(this.inboxRow), monotonicMs(), false);
         this.say(
           `resumed from the inbox: epoch ${this.inboxRow.epoch}, version ${this.inboxRow.appliedVersion}, ` +
             `${this.inboxRow.recordCount} records, checksum ${formatChecksum(this.inboxRow.sum)}`,
@@ -132,7 +133,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     }
     const m = await this.next(waitMs);
     let needBootstrap = false;
-    const now = Date.now();
+    const now = monotonicMs();
     if (m) {
       needBootstrap = await this.applyMessage(m);
       const row = this.inboxRow;
@@ -185,7 +186,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.inboxRow = stored;
     this.loaded = true;
     this.lastVerified = row.appliedVersion;
-    this.verifier.reset(stateOf(stored), Date.now(), true);
+    this.verifier.reset(stateOf(stored), monotonicMs(), true);
     this.counters.bootstraps++;
     this.waitingSince = 0;
     const what =
@@ -205,7 +206,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
       // Missing: the bridge creates it at its next publish. Otherwise the snapshot is older than
       // the stream (read before the bridge recreated it, or before messages expired): the next
       // step bootstraps again, after run()'s backoff.
-      this.awaiting = problem.missing ? { stream: row.streamName, since: Date.now() } : null;
+      this.awaiting = problem.missing ? { stream: row.streamName, since: monotonicMs() } : null;
       this.reason = "stream";
       throw new RetryableError(`the snapshot's ${problem.why}`);
     }
@@ -336,7 +337,7 @@ export class Replica<T = Fields> extends ReplicaChecks<T> {
     this.pending = info.pending;
     this.waitingSince = info.pending > 0 ? Math.floor(info.timestampNanos / 1e6) : 0;
     let judged = false;
-    for (const next of rows) judged = this.judged(this.verifier.applied(stateOf(next), Date.now())) || judged;
+    for (const next of rows) judged = this.judged(this.verifier.applied(stateOf(next), monotonicMs())) || judged;
     const onApplied = this.options.onApplied;
     if (onApplied) await tellApplied(changes.slice(0, rows.length), (c) => onApplied(c as Change<T>));
     return judged;

@@ -5,6 +5,7 @@
 
 import type { JetStreamClient } from "nats";
 
+import { monotonicMs } from "./clock.js";
 import type { NatsOptions } from "./nats_options.js";
 import {
   EventHub,
@@ -132,11 +133,11 @@ export abstract class ReplicaChecks<T = Fields> {
   /** Stops what runs now: run()'s signal, or close(). */
   /** Where the replica is, for a health check. */
   status(): ReplicaStatus {
-    const now = Date.now();
-    let lagMs = this.waitingSince > 0 ? Math.max(0, now - this.waitingSince) : 0;
+    // waitingSince is a message's publish time (the wall clock's); failingSince this process's.
+    let lagMs = this.waitingSince > 0 ? Math.max(0, Date.now() - this.waitingSince) : 0;
     // Failing with nothing taken: whether the stream moved on is not known, so the lag is counted
     // from the first failure.
-    if (lagMs === 0 && this.failures > 0) lagMs = now - this.failingSince;
+    if (lagMs === 0 && this.failures > 0) lagMs = monotonicMs() - this.failingSince;
     return {
       source: this.options.source,
       state: this.state,
@@ -152,7 +153,7 @@ export abstract class ReplicaChecks<T = Fields> {
   }
 
   protected failed(error: Error, retryInMs: number | null): void {
-    if (this.failures++ === 0) this.failingSince = Date.now();
+    if (this.failures++ === 0) this.failingSince = monotonicMs();
     this.lastError = { message: error.message, at: new Date() };
     this.state = retryInMs === null ? "failed" : "retrying";
     const line = retryInMs === null ? `${error.message}; stopping` : `${error.message}; retrying in ${retryInMs} ms`;
@@ -193,7 +194,7 @@ export abstract class ReplicaChecks<T = Fields> {
   // Asks ?summary=true and hands it to the verifier; true when a bootstrap is needed. `idle`:
   // nothing arrived in this step.
   protected async verify(idle: boolean): Promise<boolean> {
-    this.verifier.asking(Date.now()); // a bridge that does not answer is asked again an interval later
+    this.verifier.asking(monotonicMs()); // a bridge that does not answer is asked again an interval later
     const summary = await this.summary();
     const row = this.inboxRow as InboxRow;
     if (summary.epoch !== row.epoch) {
@@ -211,7 +212,7 @@ export abstract class ReplicaChecks<T = Fields> {
       if (problem) return this.needs("stream", problem.why);
       if (await this.stalled(summary.watermark, row)) return false;
     }
-    return this.judged(this.verifier.offer(summary, Date.now(), idle));
+    return this.judged(this.verifier.offer(summary, monotonicMs(), idle));
   }
 
   // What the verifier said, in lines, counters and events; true when a bootstrap is needed.
@@ -257,7 +258,7 @@ export abstract class ReplicaChecks<T = Fields> {
   // subscription is started again from the inbox row (nats.js can stop delivering without a word,
   // e.g. an ordered consumer that cannot be recreated). True when it was.
   private async stalled(sourceAt: number, row: InboxRow): Promise<boolean> {
-    const now = Date.now();
+    const now = monotonicMs();
     if (this.behind === null || this.behind.version !== row.appliedVersion) {
       this.behind = { version: row.appliedVersion, since: now };
       return false;
@@ -282,12 +283,12 @@ export abstract class ReplicaChecks<T = Fields> {
     let why = problem.why;
     if (problem.missing && awaiting?.stream === row.streamName) {
       // The snapshot named it: wait for the bridge to create it, unless the source names another.
-      if (Date.now() - awaiting.since < ReplicaChecks.STALL_MS) {
+      if (monotonicMs() - awaiting.since < ReplicaChecks.STALL_MS) {
         throw new RetryableError(`${why}: waiting for the bridge to create it`);
       }
       const summary = await this.summary();
       if (summary.streamName === row.streamName && summary.epoch <= row.epoch) {
-        awaiting.since = Date.now();
+        awaiting.since = monotonicMs();
         throw new RetryableError(`${why}, and the source still names it: waiting for the bridge to create it`);
       }
       why += summary.streamName !== row.streamName ? `; the source now publishes to stream ${summary.streamName}` : "";

@@ -6,6 +6,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
+import { monotonicMs } from "./clock.js";
 import { RetryableError } from "./replica_events.js";
 import type { ReplicaStore } from "./store.js";
 
@@ -27,7 +28,7 @@ export class PodLease {
 
   /** Whether this pod holds the lease now, taking or renewing it when due. */
   async held(): Promise<boolean> {
-    const now = Date.now();
+    const now = monotonicMs();
     if (now < this.askAt) return this.holding;
     this.holding = await (this.store.lease as NonNullable<ReplicaStore["lease"]>)(this.source, this.holder, this.ttlMs);
     this.askAt = now + (this.holding ? this.ttlMs / 3 : Math.min(1000, this.ttlMs / 3));
@@ -73,9 +74,9 @@ export class PodLease {
    * backoff, at most 10 s, is shorter than the default 15 s). True when it gave it up.
    */
   async failing(since: number, waitMs: number): Promise<boolean> {
-    if (!this.holding || Date.now() + waitMs - since <= this.ttlMs) return false;
+    if (!this.holding || monotonicMs() + waitMs - since <= this.ttlMs) return false;
     await this.release().catch(() => undefined); // not given up: it runs out, not renewed
-    this.askAt = Date.now() + this.ttlMs;
+    this.askAt = monotonicMs() + this.ttlMs;
     return true;
   }
 
