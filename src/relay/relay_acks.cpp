@@ -39,9 +39,8 @@ Status Relay::takeAcks() {
 void Relay::feedAcked() {
   const uint64_t through = window_.contiguousVersion();
   if (sentRows_.empty() || sentRows_.front().version > through) return;
-  const auto now = clock_.now();
   while (!sentRows_.empty() && sentRows_.front().version <= through) {
-    feeding_.push_back(SettleFeed::Row{std::move(sentRows_.front()), state_.epoch, now});
+    feeding_.push_back(SettleFeed::Row{std::move(sentRows_.front()), state_.epoch, {}});  // stamped by hand()
     sentRows_.pop_front();
   }
   options_.settleFeed->hand(std::move(feeding_));

@@ -25,6 +25,8 @@ void SettleFeed::hand(std::vector<Row>&& rows) {
   {
     std::lock_guard lock(mu_);
     if (session_ == 0) return;
+    const Clock::TimePoint now = clock_.now();
+    for (Row& r : rows) r.ackedAt = now;
     if (waiting_.size() + rows.size() > bound_) {
       // The settle thread is behind (or recovering): it reads what it missed from the main
       // stream, which holds every row handed here.
@@ -59,6 +61,7 @@ SettleFeed::Taken SettleFeed::takeWaiting() {
   out.session = session_;
   out.rows.swap(waiting_);
   out.dropped = std::exchange(dropped_, 0);
+  out.at = clock_.now();
   return out;
 }
 

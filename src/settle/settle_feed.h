@@ -22,7 +22,9 @@ class SettleFeed {
   struct Row {
     OutboxRow row;
     uint64_t epoch = 0;       // the epoch its message was published in (Outbox-Epoch)
-    Clock::TimePoint ackedAt; // when the relay took its ack: the change's time for the settler
+    // When the relay handed it, right after taking its ack: the change's time for the settler.
+    // Stamped by the feed, under its lock (hand()).
+    Clock::TimePoint ackedAt;
   };
   // What the settle thread takes at once.
   struct Taken {
@@ -30,15 +32,21 @@ class SettleFeed {
     uint64_t session = 0;
     std::vector<Row> rows;
     uint64_t dropped = 0;  // rows dropped since the last take (the bound was reached)
+    // The feed's clock at the take, read under the lock hand() stamps under: every row handed
+    // after this take, and so not in it, was stamped later.
+    Clock::TimePoint at;
   };
 
-  explicit SettleFeed(size_t bound) : bound_(bound) {}
+  // `clock`: what stamps the rows and the takes (nullptr: the steady clock); it outlives the feed.
+  explicit SettleFeed(size_t bound, const Clock* clock = nullptr)
+      : bound_(bound), clock_(clock != nullptr ? *clock : steady_) {}
 
   // The relay: a session has begun (after reconcile) or ended (lease lost, hand-over, stop, a
   // failure). Rows handed outside a session are dropped.
   void begin();
   void end();
-  // The relay: `rows` (acknowledged, oldest first) are moved in, as one vector when nothing waits.
+  // The relay: `rows` (acknowledged, oldest first) are moved in, as one vector when nothing waits,
+  // each stamped with the feed's clock now.
   void hand(std::vector<Row>&& rows);
 
   // The settle thread: waits until rows or a session change come, or `timeout` passes; then
@@ -53,6 +61,8 @@ class SettleFeed {
   Taken takeWaiting();  // REQUIRES(mu_)
 
   const size_t bound_;
+  const SteadyClock steady_;
+  const Clock& clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t session_ = 0;      // GUARDED_BY(mu_); 0 between sessions

@@ -73,17 +73,17 @@ Status SettleThread::session(uint64_t relaySession) {
   OUTBOX_RETURN_IF_ERROR(recover());
   metrics_.settleStuck = 0;
   while (!stop_.stopped()) {
-    const auto now = clock_.now();
-    OUTBOX_RETURN_IF_ERROR(takeAcks(now));
-    // What the relay handed since the last take goes in before what is due at `now` comes out: a
-    // change acknowledged before its key's due time keeps the key pending, also when this thread
-    // comes here late (descheduled, or busy with acks).
+    OUTBOX_RETURN_IF_ERROR(takeAcks(clock_.now()));
+    // What the relay handed goes in before what is due comes out, and due is asked at the take's
+    // time: every row the take left behind was stamped later, so a change handed before its key's
+    // due time keeps the key pending, also when this thread comes here late (descheduled, or busy
+    // with acks or a read of the main stream).
     SettleFeed::Taken handed = feed_.takeHanded();
     if (handed.session != relaySession) return Status::ok();
     OUTBOX_RETURN_IF_ERROR(takeFed(handed.rows));
-    OUTBOX_RETURN_IF_ERROR(publishDue(now));
+    OUTBOX_RETURN_IF_ERROR(publishDue(handed.at));
     publishGauges();
-    SettleFeed::Taken taken = waitForWork(now);
+    SettleFeed::Taken taken = waitForWork(clock_.now());
     if (taken.session != relaySession) return Status::ok();
     OUTBOX_RETURN_IF_ERROR(takeFed(taken.rows));
   }
@@ -135,8 +135,9 @@ Status SettleThread::takeFed(std::vector<SettleFeed::Row>& rows) {
   return Status::ok();
 }
 
-Status SettleThread::publishDue(Clock::TimePoint now) {
-  for (Settled& s : settler_->due(now)) toSend_.push_back(std::move(s));
+Status SettleThread::publishDue(Clock::TimePoint dueAt) {
+  for (Settled& s : settler_->due(dueAt)) toSend_.push_back(std::move(s));
+  const auto now = clock_.now();
   while (!toSend_.empty() && inFlight_.size() < static_cast<size_t>(nats_.maxPending)) {
     const Settled& s = toSend_.front();
     // Fenced as the main stream's publishes are: stored only as the continuation of what this

@@ -56,8 +56,8 @@ class SettleThread {
   // The rows the relay handed over: a version past the next the settler awaits reads the gap from
   // the main stream first.
   Status takeFed(std::vector<SettleFeed::Row>& rows);
-  // Publishes what is due (at most nats.max_pending in flight), fenced.
-  Status publishDue(Clock::TimePoint now);
+  // Publishes what is due at `dueAt` (at most nats.max_pending in flight), fenced.
+  Status publishDue(Clock::TimePoint dueAt);
   // Takes the settled stream's acks: a failed or overdue one ends the session; a duplicate is
   // takeDuplicate's.
   Status takeAcks(Clock::TimePoint now);

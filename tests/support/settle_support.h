@@ -33,6 +33,7 @@ struct Change {
   std::string key;
   uint64_t version = 0;
   int64_t storedNanos = 0;
+  std::string data;
 };
 struct SettledMsg {
   std::string key;
@@ -78,7 +79,7 @@ struct SettlingSource {
 inline std::vector<Change> mainChanges(StreamReader& reader, const SourceSpec& s) {
   std::vector<Change> out;
   for (const auto& m : reader.readAll(s.stream(), "control." + s.name)) {
-    out.push_back({m.headers.at("Outbox-Entity-Key"), headerU64(m, "Outbox-Version"), m.timestampNanos});
+    out.push_back({m.headers.at("Outbox-Entity-Key"), headerU64(m, "Outbox-Version"), m.timestampNanos, m.data});
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 
+#include "manual_clock.h"
 #include "settle/settle_feed.h"
 
 // Issue 36: the relay's feed to its settle thread (docs/design.md, "Where it runs"): bounded,
@@ -104,4 +105,26 @@ BOOST_AUTO_TEST_CASE(what_was_handed_is_taken_without_waiting_and_a_wake_is_kept
   BOOST_TEST((std::chrono::steady_clock::now() - start < 2s));
   feed.end();
   BOOST_TEST(feed.takeHanded().session == 0u);
+}
+
+// The feed stamps what it is handed and its takes on one clock under one lock: a take's time is
+// after every row in it and before every row it left behind (the settle thread asks what is due
+// at that time: a change handed before a key's due time is in the settler first).
+BOOST_AUTO_TEST_CASE(rows_are_stamped_when_handed_and_a_take_knows_when_it_was) {
+  test::ManualClock clock;
+  SettleFeed feed(10, &clock);
+  feed.begin();
+  (void)feed.takeHanded();
+  const auto start = clock.now();
+  feed.hand(rows(1, 2));
+  clock.advance(10ms);
+  SettleFeed::Taken first = feed.takeHanded();
+  BOOST_TEST((first.at == start + 10ms));
+  BOOST_REQUIRE(first.rows.size() == 2u);
+  for (const auto& r : first.rows) BOOST_TEST((r.ackedAt == start));
+  clock.advance(10ms);
+  feed.hand(rows(3, 3));
+  SettleFeed::Taken second = feed.take(0ms);
+  BOOST_REQUIRE(second.rows.size() == 1u);
+  BOOST_TEST((second.rows[0].ackedAt > first.at));
 }

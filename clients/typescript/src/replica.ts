@@ -25,7 +25,7 @@ export { HandlerError, RetryableError } from "./replica_events.js";
 /** `T`: the record's type, by field name (Change<T>.record); typed.ts states how numbers read. */
 export class Replica<T = Fields> extends ReplicaChecks<T> {
   private loaded = false;
-  private lastProgressReport = 0;
+  private lastProgressReport = -Infinity; // monotonicMs(): none yet
   private reportedVersion = 0;
 
   private nc: NatsConnection | null = null;

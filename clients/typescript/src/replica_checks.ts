@@ -113,7 +113,7 @@ export abstract class ReplicaChecks<T = Fields> {
   protected waitingSince = 0; // publish time of the oldest change taken and not applied, at most; 0: none
   protected lastAppliedAt: Date | null = null;
   private behind: { version: number; since: number } | null = null; // the source ahead, nothing arriving
-  private lastWatch = 0; // the stream last asked whether it can give what comes next (STALL_MS)
+  private lastWatch = -Infinity; // monotonicMs(): the stream last asked whether it can give what comes next (STALL_MS)
 
   constructor(options: ReplicaOptions<T>) {
     this.options = options;
