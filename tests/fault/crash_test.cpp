@@ -206,15 +206,21 @@ void stopWhileMariadbIsFrozen(const std::string& tag, const std::function<void(B
 // SIGTERM now exits at once (143); nothing is lost.
 BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
   stopWhileMariadbIsFrozen("term2", [](BridgeProcess& bridge) {
+    const auto first = std::chrono::steady_clock::now();
     bridge.sendSignal(SIGTERM);
-    // A signal doubled within SignalWatcher::kSameRequest is the same request (a wrapper script's
-    // cleanup): the stop goes on.
+    // A signal doubled within SignalWatcher::kSameRequest (500 ms) is the same request (a wrapper
+    // script's cleanup): the stop goes on.
     std::this_thread::sleep_for(50ms);
     bridge.sendSignal(SIGTERM);
+    if (std::chrono::steady_clock::now() - first >= 450ms) {  // this process stalled: a second request after all
+      BOOST_TEST_MESSAGE("the doubled SIGTERM went 450 ms or more after the first: counted as a second");
+      return;
+    }
     std::this_thread::sleep_for(650ms);
     BOOST_REQUIRE_MESSAGE(bridge.running(), "the first SIGTERM did not wait for anything, or the doubled one exited");
     bridge.sendSignal(SIGTERM);
-    BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 1s), "still running 1 s after the second SIGTERM");
+    // At once: the first's bound would end it (exit 1, not 143) only 5 s after the first.
+    BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 3s), "still running 3 s after the second SIGTERM");
   }, 128 + SIGTERM, "a second SIGTERM/SIGINT: exiting now");
 }
 
@@ -225,9 +231,11 @@ BOOST_AUTO_TEST_CASE(a_first_sigterm_exits_within_five_seconds_even_when_mariadb
   stopWhileMariadbIsFrozen("term5", [](BridgeProcess& bridge) {
     auto signalled = std::chrono::steady_clock::now();
     bridge.sendSignal(SIGTERM);
-    BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 7s), "still running 7 s after SIGTERM");
+    BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 15s), "still running 15 s after SIGTERM");
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - signalled);
-    BOOST_TEST(took.count() < 6000, took.count() << " ms");
+    // 5 s and its exit; room for a machine that stalls (MariaDB stays frozen: a stop that waited on
+    // it would not end at all).
+    BOOST_TEST(took.count() < 8000, took.count() << " ms");
     BOOST_TEST(took.count() >= 4500, took.count() << " ms: it did not wait for the stop at all");
   }, 1, "the stop did not finish within 5 s");
 }

@@ -87,7 +87,9 @@ BOOST_AUTO_TEST_CASE(one_sources_missing_table_does_not_fail_the_idle_check_of_t
   for (int i = 0; i < 2; ++i) {
     const auto took = t.insertIntoA();
     BOOST_TEST_MESSAGE("row " << i << " took " << took.count() << " ms");
-    BOOST_TEST(took.count() <= 3000, "row " << i << " took " << took.count() << " ms");
+    // The check each second and the mark (500 ms), where a failed check leaves a polling on its
+    // own every 5 s; the rest is room for a machine that stalls.
+    BOOST_TEST(took.count() <= 4500, "row " << i << " took " << took.count() << " ms");
   }
   requireDenseOnce(t.a, t.inserted);
   const std::string log = t.bridge.log();
@@ -131,7 +133,8 @@ BOOST_AUTO_TEST_CASE(an_alter_queued_behind_a_long_transaction_does_not_hold_up_
   for (int i = 0; i < 2; ++i) {
     const auto took = t.insertIntoA();
     BOOST_TEST_MESSAGE("row " << i << " took " << took.count() << " ms");
-    BOOST_TEST(took.count() <= 4000, "row " << i << " took " << took.count() << " ms\n" << t.bridge.log());
+    // Normally under 3 s; a check waiting for b's table would hold a for a minute (its quiet poll).
+    BOOST_TEST(took.count() <= 10000, "row " << i << " took " << took.count() << " ms\n" << t.bridge.log());
   }
   const std::string log = t.bridge.log();
   const auto warned = log.find("idle check of source " + t.b.name + ": ");

@@ -41,6 +41,7 @@ BOOST_AUTO_TEST_CASE(only_connections_that_may_write_the_outbox_table_are_suspec
                                                    "('item', 'k', 'upsert', '{{\"n\":2}}')",
                                                    s.table),
                                        "DO SLEEP(3)", "COMMIT"});
+  requireExecuting(s.database, {&sleeper, &reader, &triggered, &wroteThenSleeps});
   std::this_thread::sleep_for(1500ms);  // inside the second row's trigger by now
   const Config config = loadConfig(s.config, processEnvironment());
   MysqlOutboxStore store(config.sources.front());
@@ -124,7 +125,8 @@ BOOST_AUTO_TEST_CASE(ids_reserved_by_an_insert_still_in_its_triggers_stay_open_u
     Running inserting(s.database, {fmt::format("INSERT INTO {} (entity_type, entity_key, op, payload) VALUES ('item', "
                                                "'fast', 'upsert', '{{\"n\":1}}'), {}, {}, {}, {}",
                                                s.table, slow, slow, slow, slow)});
-    std::this_thread::sleep_for(300ms);
+    requireExecuting(s.database, {&inserting});
+    std::this_thread::sleep_for(300ms);  // its first row in, its ids reserved
     insertRows(*s.producer, s.table, 1, 3);  // above the reserved ids, committed at once
     s.requirePublished(2);
     BOOST_TEST(s.openHoles() >= 1.0);  // the reserved ids, while the triggers run

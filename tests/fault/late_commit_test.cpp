@@ -39,8 +39,11 @@ BOOST_AUTO_TEST_CASE(a_transaction_held_open_for_a_minute_stalls_nothing_and_its
   BOOST_TEST((std::chrono::steady_clock::now() - opened < 30s));
   BOOST_TEST(f.openHoles() >= 1);
   // It stays open a minute in all; nothing it holds is taken for dead; a row committed meanwhile
-  // is published within moments.
+  // is published within moments: under a second (the mark of a lone row waits 500 ms), but for
+  // two at most, none over 5 s, where a scan stuck on the locked rows waited seconds each time
+  // (two: a machine that stalls for a second now and then).
   std::chrono::milliseconds slowest{0};
+  int overASecond = 0;
   while (std::chrono::steady_clock::now() - opened < 60s) {
     std::this_thread::sleep_for(1s);
     const uint64_t published = f.database.state(f.source.name).publishedThrough;
@@ -49,10 +52,12 @@ BOOST_AUTO_TEST_CASE(a_transaction_held_open_for_a_minute_stalls_nothing_and_its
     BOOST_REQUIRE_MESSAGE(
         waitUntil([&] { return f.database.state(f.source.name).publishedThrough == published + 1; }, 10s),
         f.bridge.log());
-    slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                                      committed));
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - committed);
+    slowest = std::max(slowest, took);
+    overASecond += took >= 1s ? 1 : 0;
   }
-  BOOST_TEST(slowest.count() < 1000, "a row committed while the bulk job was open waited " << slowest.count() << " ms");
+  BOOST_TEST(overASecond <= 2, overASecond << " rows committed while the bulk job was open waited over a second");
+  BOOST_TEST(slowest.count() < 5000, "a row committed while the bulk job was open waited " << slowest.count() << " ms");
   BOOST_REQUIRE(bulk->exec("ROLLBACK").isOk());
   // Everything committed so far is published (the open row is not visible to this count).
   const uint64_t before = f.database.scalar("SELECT COUNT(*) FROM " + f.table);

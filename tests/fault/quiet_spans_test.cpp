@@ -52,18 +52,20 @@ Reading readBusy(MysqlOutboxStore& store) {
 BOOST_AUTO_TEST_CASE(each_statement_is_numbered_anew_and_shows_it_still_executes) {
   BridgedSource s("numbered", "nu");
   BOOST_REQUIRE(s.database.sql()
-                    .exec(fmt::format("CREATE PROCEDURE {}_steps() BEGIN DO SLEEP(1); COMMIT; DO SLEEP(1.5); END",
+                    .exec(fmt::format("CREATE PROCEDURE {}_steps() BEGIN DO SLEEP(2); COMMIT; DO SLEEP(3); END",
                                       s.table))
                     .isOk());
   const Config config = loadConfig(s.config, processEnvironment());
   MysqlOutboxStore store(config.sources.front());
-  Running sleeper(s.database, {"DO SLEEP(2.5)"});
+  // Each reading 1.5 s from the nearest change it must not cross: room for a machine that stalls.
+  Running sleeper(s.database, {"DO SLEEP(5)"});
   Running steps(s.database, {fmt::format("CALL {}_steps()", s.table)});
+  requireExecuting(s.database, {&sleeper, &steps});
   std::this_thread::sleep_for(500ms);
   const Reading first = readBusy(store);
-  std::this_thread::sleep_for(1000ms);  // the procedure's second SLEEP, after its COMMIT
+  std::this_thread::sleep_for(3000ms);  // the procedure's second SLEEP (2-5 s), after its COMMIT
   const Reading second = readBusy(store);
-  std::this_thread::sleep_for(1500ms);  // the sleeper has ended
+  std::this_thread::sleep_for(3000ms);  // the sleeper has ended (5 s)
   const Reading third = readBusy(store);
 
   if (metadataLocksVisible()) {  // neither writes the table: no suspect

@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(the_doorbell_reads_as_its_own_account_and_the_sources_need_
                                              source.outboxTable(), i))
                       .isOk());
     BOOST_REQUIRE_MESSAGE(
-        waitUntil([&] { return database.state(source.name).publishedThrough == static_cast<uint64_t>(i + 1); }, 1s),
+        waitUntil([&] { return database.state(source.name).publishedThrough == static_cast<uint64_t>(i + 1); }, 3s),
         bridge.log());
     BOOST_TEST(wakeups() >= rung + 1);
   }

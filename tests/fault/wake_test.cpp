@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(polling_only_a_quiet_source_waits_for_the_idle_check) {
   BOOST_TEST(w.metric("outbox_doorbell_up") == 0);
   BOOST_TEST(w.wakeups("binlog") == 0);
   BOOST_TEST(w.wakeups("poll") >= byPoll + 1);  // the idle check saw the new id and rang (no own poll is due)
-  BOOST_TEST(took <= 2s);
+  BOOST_TEST(took <= 4s);  // the idle check, each second, plus the mark (500 ms); its own poll is 10 s away
   BOOST_TEST(w.bridge.log().find("binlog doorbell") == std::string::npos, w.bridge.log());
   requireDenseOnce(w.source, w.inserted);
 }

@@ -132,6 +132,7 @@ BOOST_AUTO_TEST_CASE(prune_while_producers_write_deletes_only_published_rows) {
   std::atomic<bool> producing{true};
   std::atomic<int> inserted{0};
   std::atomic<int64_t> slowestCommitMicros{0};
+  std::atomic<int> slowCommits{0};  // over 250 ms: a pruner's lock waits are tens of ms
   std::thread producer([&] {
     auto conn = f.database.connect();
     BOOST_REQUIRE(conn->exec("SET SESSION innodb_lock_wait_timeout = 5").isOk());
@@ -145,6 +146,7 @@ BOOST_AUTO_TEST_CASE(prune_while_producers_write_deletes_only_published_rows) {
       if (!s.isOk()) throw std::runtime_error(s.message());
       auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count();
       slowestCommitMicros = std::max<int64_t>(slowestCommitMicros, took);
+      slowCommits += took >= 250'000 ? 1 : 0;
       ++inserted;
       if (i % 50 == 0) std::this_thread::sleep_for(1ms);
     }
@@ -168,7 +170,9 @@ BOOST_AUTO_TEST_CASE(prune_while_producers_write_deletes_only_published_rows) {
   StreamReader reader;
   auto messages = reader.readAll(f.spec.stream(), "control." + f.spec.name);
   BOOST_REQUIRE_EQUAL(checkDenseOnce(messages, f.spec.name, total), "");
-  BOOST_TEST(slowestCommitMicros.load() < 1'000'000, "slowest producer insert " << slowestCommitMicros.load() << " us");
+  // A machine that stalls makes a commit or two slow; a pruner holding the producer's locks, many.
+  BOOST_TEST(slowCommits.load() <= 3, slowCommits.load() << " producer inserts took over 250 ms");
+  BOOST_TEST(slowestCommitMicros.load() < 3'000'000, "slowest producer insert " << slowestCommitMicros.load() << " us");
   BOOST_TEST(bridge.stop() == 0);
 }
 

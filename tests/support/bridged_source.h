@@ -100,6 +100,17 @@ struct Running {
   ~Running() { thread.join(); }
 };
 
+// Waits until each of `running` executes a statement (a thread that starts late would turn a
+// test's sleeps into a race with the server's).
+inline void requireExecuting(TestDatabase& database, const std::vector<const Running*>& running) {
+  std::string ids;
+  for (const Running* r : running) ids += fmt::format("{}{}", ids.empty() ? "" : ", ", r->id);
+  const std::string sql = fmt::format(
+      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({}) AND COMMAND = 'Query'", ids);
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.scalar(sql) == running.size(); }, std::chrono::seconds(10)),
+                        "statements not started: " << ids);
+}
+
 // A SELECT SLEEP(600) on a connection of its own — a long statement elsewhere — killed at the end.
 struct SleepingElsewhere {
   TestDatabase& database;

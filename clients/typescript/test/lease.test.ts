@@ -146,7 +146,7 @@ test("lease: a pod that keeps failing gives the lease up once its failures outla
     }
     const [a, b] = pods;
     let firstFailure = 0;
-    a.on("error", () => void (firstFailure ||= Date.now()));
+    a.on("error", () => void (firstFailure ||= performance.now()));
     running.push(a.run());
     await until(() => a.appliedVersion === 10, 30_000, "the first pod's bootstrap");
     running.push(b.run());
@@ -154,9 +154,10 @@ test("lease: a pod that keeps failing gives the lease up once its failures outla
     await source.change(3, "After");
     const final = await source.drained();
     await until(() => b.appliedVersion === final, 30_000, `the healthy pod at ${final}`);
-    const took = Date.now() - firstFailure;
+    const took = performance.now() - firstFailure;
     console.log(`the healthy pod applied version ${final} ${took} ms after the other's first failure (lease of ${ttlMs} ms)`);
-    assert.ok(took < ttlMs + 3000, `took over ${took} ms after the first failure`);
+    // Normally 4-5 s; a failing pod that kept renewing between its retries would hold it for ever.
+    assert.ok(took < ttlMs + 8000, `took over ${took} ms after the first failure`);
     await until(() => a.status().state === "standby", 15_000, "the failing pod to stand by after its wait");
   } finally {
     await tearDown(pods, source, consumer);

@@ -78,11 +78,11 @@ test("run()'s signal stops a bootstrap in its download; nothing of it is kept", 
     const running = replica.run(stop.signal);
     await until(() => loaded >= 1000, 30_000, "the first records of the snapshot");
     const state = replica.status().state;
-    const asked = Date.now();
+    const asked = performance.now();
     stop.abort();
     await running;
-    const took = Date.now() - asked;
-    assert.ok(took < 3000, `run() returned ${took} ms after the abort`);
+    const took = performance.now() - asked;
+    assert.ok(took < 5000, `run() returned ${took} ms after the abort`); // uncut, the stalled download never ends
     assert.equal(state, "bootstrapping");
     await until(() => proxy!.closedByClient() >= 1, 5000, "the download's connection to close");
     assert.ok(loaded < 20_000, `${loaded} records loaded: the download was not cut`);

@@ -37,9 +37,9 @@ async function slowBootstrap(source: AccountsSource, pool: mysql.Pool, spool?: s
   await inbox.createTables();
   const replica = new Replica({ url: source.url, source: source.name, nats: { servers: env("OUTBOX_TEST_NATS_URL") }, store: inbox, spool });
   const before = await streamedSeconds(source);
-  const started = Date.now();
+  const started = performance.now();
   let bootstrapped = 0;
-  replica.on("bootstrapped", () => (bootstrapped = Date.now()));
+  replica.on("bootstrapped", () => (bootstrapped = performance.now()));
   const running = replica.run();
   await until(() => bootstrapped > 0, 120_000, "the bootstrap");
   await replica.close();
