@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(an_admin_post_cut_short_is_not_acted_on) {
   BOOST_TEST(bridge.database.scalar("SELECT COUNT(*) FROM outbox_quarantine") == 0u);
   // The audit log says what the client got (written off the I/O thread: awaited).
   const std::string audited = "admin POST " + bridge.admin("quarantine") + " from 127.0.0.1: 408";
-  waitUntil([&] { return countOf(bridge.process.log(), audited) > 0; }, 2s);
+  waitUntil([&] { return countOf(bridge.process.log(), audited) > 0; }, 10s);
   BOOST_TEST(countOf(bridge.process.log(), audited) == 1u, bridge.process.log());
 }
 

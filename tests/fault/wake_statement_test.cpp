@@ -105,13 +105,12 @@ BOOST_AUTO_TEST_CASE(a_load_data_a_ddl_and_an_xa_transaction_elsewhere_cost_one_
     BOOST_REQUIRE(producer->exec(fmt::format("SET SESSION binlog_format = '{}'", format)).isOk());
     for (const auto& [what, statements] : events) {
       BOOST_TEST_CONTEXT(what << " on " << format) {
+        // One look at most over 3.5 s, whenever it came (a look late on a loaded machine is one
+        // look still): a source still scanning after it would have scanned again.
         const double before = scans();
         for (const auto& s : statements) BOOST_REQUIRE_MESSAGE(producer->exec(s).isOk(), s);
-        std::this_thread::sleep_for(1500ms);
-        const double after = scans();
-        BOOST_TEST(after <= before + 1);
-        std::this_thread::sleep_for(2s);
-        BOOST_TEST(scans() == after, "still scanning after the look");
+        std::this_thread::sleep_for(3500ms);
+        BOOST_TEST(scans() <= before + 1, "more than one look, or still scanning after it");
       }
     }
     BOOST_REQUIRE(producer->exec("DROP TABLE made_later").isOk());

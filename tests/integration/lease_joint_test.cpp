@@ -44,7 +44,8 @@ BOOST_AUTO_TEST_CASE(the_steady_leaders_of_a_database_renew_in_one_round_and_onl
   const LeaseConfig leaseConfig{3s, 1s};
   db::ConnectionPool pool(MysqlLeaseStore::connectParams(spread.config.sources[0]), 3,
                           MysqlLeaseStore::connectionSetup(1s));
-  JointRenewal joint(pool, spread.config.sources[0].dsn.database, MysqlLeaseStore::freshFor(leaseConfig), 200ms);
+  // A gather of a second: six threads started together all come within it on a loaded machine too.
+  JointRenewal joint(pool, spread.config.sources[0].dsn.database, MysqlLeaseStore::freshFor(leaseConfig), 1s);
   std::vector<std::unique_ptr<MysqlLeaseStore>> stores;
   std::vector<std::unique_ptr<LeaderLease>> leases;
   for (const auto& source : spread.config.sources) {
@@ -131,12 +132,17 @@ BOOST_AUTO_TEST_CASE(the_marks_of_a_database_are_written_in_one_statement_each_u
   using Marked = std::pair<uint64_t, uint64_t>;
   // Five sources' acks wait. Offers younger than kRipe are their own sources' (a busy source's
   // ride carries them): source 0's mark goes alone.
+  const auto offered = std::chrono::steady_clock::now();
   for (size_t i = 1; i < 5; ++i) stores[i]->offerMark(PublishedMark{(i + 1) * 10, (i + 1) * 10 + 100});
   BOOST_REQUIRE(stores[0]->markPublished(10, 110).isOk());
   BOOST_TEST(marks.statements() == 1u);
-  BOOST_TEST(marks.marks() == 1u);
   BOOST_TEST((published(0) == Marked{10, 110}));
-  BOOST_TEST((published(1) == Marked{0, 0}));
+  if (std::chrono::steady_clock::now() - offered < JointMarks::kRipe) {
+    BOOST_TEST(marks.marks() == 1u);
+    BOOST_TEST((published(1) == Marked{0, 0}));
+  } else {  // this process stalled past kRipe: the offers were ripe, and rightly written with it
+    BOOST_TEST_MESSAGE("the offers waited past kRipe before source 0's mark: not checked alone");
+  }
   // Once they have waited, the next source due writes them all.
   std::this_thread::sleep_for(JointMarks::kRipe + 20ms);
   BOOST_REQUIRE(stores[0]->markPublished(11, 111).isOk());

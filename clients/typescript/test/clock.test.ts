@@ -15,18 +15,18 @@ test("clock: a pod's lease is renewed a third of its time to live later, whateve
     },
     releaseLease: async () => undefined,
   } as unknown as ReplicaStore;
-  const lease = new PodLease(store, "accounts", { holder: "pod-a", ttlMs: 300 });
+  const lease = new PodLease(store, "accounts", { holder: "pod-a", ttlMs: 3000 }); // renewed every second
   const wall = Date.now;
   try {
     assert.equal(await lease.held(), true);
     assert.equal(asked, 1);
-    // An hour back: the renewal is still due 100 ms after the last ask, not an hour later.
+    // An hour back: the renewal is still due a second after the last ask, not an hour later.
     const back = wall() - 3_600_000;
     Date.now = () => back;
-    await new Promise((r) => setTimeout(r, 150));
+    await new Promise((r) => setTimeout(r, 1100));
     assert.equal(await lease.held(), true);
     assert.equal(asked, 2);
-    // A minute forward: not due yet, so not asked.
+    // A minute forward: not due for a second yet, so not asked.
     const ahead = wall() + 60_000;
     Date.now = () => ahead;
     assert.equal(await lease.held(), true);
