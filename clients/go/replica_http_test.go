@@ -51,10 +51,10 @@ func slowBridge(t *testing.T, doc string, pieces int, pause time.Duration, stall
 	return s
 }
 
-func bootstrapFrom(t *testing.T, url string) (*Replica, error, time.Duration) {
+func bootstrapFrom(t *testing.T, url string, idle time.Duration) (*Replica, error, time.Duration) {
 	natsURL := stackNatsURL(t)
 	r := NewReplica(ReplicaOptions{URL: url, Source: "account", NATS: NatsOptions{URL: natsURL},
-		VerifyInterval: -1, IdleTimeout: 400 * time.Millisecond})
+		VerifyInterval: -1, IdleTimeout: idle})
 	t.Cleanup(r.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -65,12 +65,14 @@ func bootstrapFrom(t *testing.T, url string) (*Replica, error, time.Duration) {
 
 func TestSlowSnapshotLongerThanTheIdleTimeoutLoads(t *testing.T) {
 	doc := testDoc()
-	r, err, took := bootstrapFrom(t, slowBridge(t, doc, 12, 100*time.Millisecond, -1).URL)
+	// Pieces 250 ms apart against an idle timeout of a second: room for a process that stalls
+	// (the server and the client share it) without the download looking idle.
+	r, err, took := bootstrapFrom(t, slowBridge(t, doc, 12, 250*time.Millisecond, -1).URL, time.Second)
 	// The snapshot's stream may not exist on this nats-server: the bootstrap is done before that.
 	if got := r.Status().Counters.Bootstraps; got != 1 {
 		t.Fatalf("%d bootstraps after %v: %v", got, took, err)
 	}
-	if took < time.Second {
+	if took < 2*time.Second {
 		t.Fatalf("the snapshot came in %v: not slower than the idle timeout", took)
 	}
 	if row := r.Inbox(); row == nil || row.RecordCount != 3 || row.AppliedVersion != 1234 {
@@ -81,7 +83,7 @@ func TestSlowSnapshotLongerThanTheIdleTimeoutLoads(t *testing.T) {
 func TestSnapshotThatStallsIsGivenUp(t *testing.T) {
 	doc := testDoc()
 	for _, stallAt := range []int{0, len(doc) / 2} {
-		r, err, took := bootstrapFrom(t, slowBridge(t, doc, 12, 10*time.Millisecond, stallAt).URL)
+		r, err, took := bootstrapFrom(t, slowBridge(t, doc, 12, 10*time.Millisecond, stallAt).URL, 400*time.Millisecond)
 		if err == nil || !strings.Contains(err.Error(), "nothing arrived for 400ms") {
 			t.Fatalf("stalled after %d bytes: %v", stallAt, err)
 		}
