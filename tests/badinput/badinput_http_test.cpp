@@ -9,10 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "badinput_http.h"
 #include "harness.h"
@@ -39,6 +42,8 @@ class HealthWatch {
             ++asked_;
             if (reply.status != 200) ++failed_;
             slowest_ = std::max(slowest_.load(), took.count());
+            std::lock_guard lock(mu_);
+            took_.push_back(took.count());
             std::this_thread::sleep_for(100ms);
           }
         }) {}
@@ -47,19 +52,23 @@ class HealthWatch {
     done_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  // Every probe answered 200 within `limit`.
+  // Every probe answered 200, and within `limit` but for two at most: a machine that stalls
+  // slows the probe it falls in; a listener held up by the bad clients slows them all.
   void check(std::chrono::milliseconds limit) {
     finish();
     BOOST_TEST_MESSAGE(fmt::format("/healthz: {} probes, {} failed, the slowest {} ms",
                                    asked_.load(), failed_.load(), slowest_.load()));
     BOOST_TEST(asked_.load() >= 5);
     BOOST_TEST(failed_.load() == 0);
-    BOOST_TEST(slowest_.load() < limit.count(),
-               "the slowest /healthz took " << slowest_.load() << " ms");
+    const auto slow = std::count_if(took_.begin(), took_.end(), [&](int64_t ms) { return ms >= limit.count(); });
+    BOOST_TEST(slow <= 2, slow << " probes of /healthz took " << limit.count() << " ms or more, the slowest "
+                               << slowest_.load() << " ms");
   }
 
  private:
   std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::vector<int64_t> took_;  // GUARDED_BY(mu_); read once the thread has ended
   std::atomic<int> asked_{0};
   std::atomic<int> failed_{0};
   std::atomic<long> slowest_{0};
