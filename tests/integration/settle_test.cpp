@@ -77,16 +77,9 @@ BOOST_AUTO_TEST_CASE(each_burst_settles_once_per_key_at_its_last_change) {
                                    << s.bridge.log());
     std::this_thread::sleep_for(1200ms);  // longer than settle: a second message would be there now
     const auto settled = settledMessages(s.reader, s.source);
-    // Whether the main stream stood still inside the burst after `from` and before `to`: two of
-    // its messages, stored one after the other, the first in [from, to), kStill apart. (The quiet
-    // after the burst's last message is no such thing: nothing follows it in `main`.)
-    auto stoodStill = [&](int64_t from, int64_t to) {
-      for (size_t i = 0; i + 1 < main.size(); ++i) {
-        if (main[i].storedNanos < from || main[i].storedNanos >= to) continue;
-        if (std::chrono::nanoseconds(main[i + 1].storedNanos - main[i].storedNanos) >= kStill) return true;
-      }
-      return false;
-    };
+    // Whether the main stream stood still inside the burst after `from` and before `to` (the quiet
+    // after the burst's last message is no such thing: nothing follows it in `main`).
+    auto stoodStill = [&](int64_t from, int64_t to) { return mainStoodStill(main, from, to, kStill); };
     std::map<std::string, std::vector<const SettledMsg*>> settledOf;
     for (size_t i = settledBefore; i < settled.size(); ++i) {
       BOOST_REQUIRE_MESSAGE(burstChanges.count(settled[i].key) == 1,
@@ -166,11 +159,16 @@ BOOST_AUTO_TEST_CASE(a_key_that_never_goes_quiet_settles_at_least_every_settle_m
   BOOST_TEST(settled.size() >= 4u);
   std::map<uint64_t, int64_t> storedAt;
   for (const auto& c : changes) storedAt[c.version] = c.storedNanos;
+  // Where the main stream stood still (the relay, nats-server or this producer stalled) a message
+  // may come late, or a single change be quiet for settle: changes are 50 ms apart otherwise.
   for (size_t i = 0; i + 1 < settled.size(); ++i) {  // the last one settled when the key went quiet
     const SettledMsg& m = settled[i];
     const double waited = static_cast<double>(m.storedNanos - storedAt.at(m.from)) / 1e9;
-    BOOST_TEST(waited <= 1.5 + 1.0, "message " << i << " settled " << waited << " s after its first change");
-    BOOST_TEST(m.count > 1u);  // it stands for a run of changes, not one
+    BOOST_TEST((waited <= 1.5 + 1.0 || mainStoodStill(changes, storedAt.at(m.from), m.storedNanos, 500ms)),
+               "message " << i << " settled " << waited << " s after its first change");
+    // It stands for a run of changes, not one.
+    BOOST_TEST((m.count > 1u || mainStoodStill(changes, storedAt.at(m.version), m.storedNanos, 300ms)),
+               "message " << i << " stands for one change");
   }
   BOOST_TEST(s.bridge.stop() == 0);
 }
@@ -271,13 +269,21 @@ BOOST_AUTO_TEST_CASE(past_settle_max_keys_the_oldest_keys_settle_early_and_are_c
   bridge.start();
   const int port = bridge.httpPort();
   insertRows(s.database.sql(), s.source.outboxTable(), 20'000, 0, "item", 100);  // keys 0 to 19999
+  const auto inserted = std::chrono::steady_clock::now();  // every change committed: none acked before
   double maxPending = 0;
   BOOST_REQUIRE_MESSAGE(waitUntil([&] {
     maxPending = std::max(maxPending, sourceMetric(port, "outbox_settle_pending_keys", s.source.name));
     return s.reader.state(settledStreamOf(s.source)).messages >= 19'000;
   }, 60s), bridge.log());
-  // The last thousand wait for their window: they were the newest.
-  BOOST_TEST(s.reader.state(settledStreamOf(s.source)).messages == 19'000u);
+  // The last thousand wait for their window (8 s from their acks): they were the newest. Seen
+  // sooner than that, the stream holds the early ones alone; later (a loaded machine took that long
+  // over the 19,000), some of the thousand may have settled too.
+  const uint64_t seen = s.reader.state(settledStreamOf(s.source)).messages;
+  if (std::chrono::steady_clock::now() - inserted < 7500ms) {
+    BOOST_TEST(seen == 19'000u);
+  } else {
+    BOOST_TEST_MESSAGE("the early settles took 7.5 s or more: " << seen << " settled when seen");
+  }
   BOOST_TEST(maxPending <= 1000.0);
   // Counted as their acks are taken, which may trail the stream's count by a moment (it read
   // 17,142 once, under load).

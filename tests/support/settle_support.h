@@ -96,6 +96,18 @@ inline std::vector<SettledMsg> settledMessages(StreamReader& reader, const Sourc
   return out;
 }
 
+// Whether the main stream stood still after `from` and before `to` (stored times, ns): two of
+// `changes` stored one after the other, the first in [from, to), at least `still` apart. The
+// settle tests' account of a machine that stalled (the relay, nats-server or the producer).
+inline bool mainStoodStill(const std::vector<Change>& changes, int64_t from, int64_t to,
+                           std::chrono::nanoseconds still) {
+  for (size_t i = 0; i + 1 < changes.size(); ++i) {
+    if (changes[i].storedNanos < from || changes[i].storedNanos >= to) continue;
+    if (std::chrono::nanoseconds(changes[i + 1].storedNanos - changes[i].storedNanos) >= still) return true;
+  }
+  return false;
+}
+
 // What holds of every settled stream whatever happened (README, "The settled stream"): per key,
 // versions rise, none twice, and each message stands for exactly the key's changes since its
 // previous one (From the first of them, Count how many); Through and Seen never move back.
