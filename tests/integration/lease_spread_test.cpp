@@ -257,10 +257,11 @@ BOOST_AUTO_TEST_CASE(a_candidate_silent_for_two_heartbeats_is_handed_nothing) {
   Instance b(spread.config, "instance-b", spread.clock, 6s);
   const auto stood = std::chrono::steady_clock::now();
   // b stands until just after it is settled, then goes silent (SIGKILL); a renews only while b is
-  // not settled yet, and next when b has been silent for 3.2 s (its candidacy runs to 6 s).
+  // not settled yet (until 5 s: a second's room for a stall between the check and a's statements),
+  // and next when b has been silent for 3.2 s (its candidacy runs to 6 s, a's leases to 11 s).
   while (std::chrono::steady_clock::now() - stood < 6200ms) {
     b.step();
-    if (std::chrono::steady_clock::now() - stood < 5800ms) a.step();
+    if (std::chrono::steady_clock::now() - stood < 5000ms) a.step();
     std::this_thread::sleep_for(200ms);
   }
   BOOST_REQUIRE(a.leads() == 6);
