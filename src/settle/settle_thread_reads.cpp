@@ -121,14 +121,17 @@ Status SettleThread::recover() {
 
 Status SettleThread::readMain(const char* why) {
   JetStreamReader main(*js_, source_.stream);
+  // The clocks first: every message read is then stamped no later than any the relay hands after
+  // this read's range (each acknowledged after the tip below, handed later still), so a change
+  // read back cannot settle a key that changed again before its due time (settle_feed.h).
+  const auto now = clock_.now();
+  const int64_t wall = wallNanos();
   // The range ends at the last message the stream holds: a read waits for its last sequence.
   auto tip = lastStored(main);
   if (!tip.isOk()) return tip.status();
   if (!tip->has_value()) return Status::ok();
   auto from = firstSeqAbove(main, "Outbox-Version", settler_->seen());
   if (!from.isOk()) return from.status();
-  const auto now = clock_.now();
-  const int64_t wall = wallNanos();
   Status s = readThrough(*js_, source_.stream, source_.subjectPrefix + ".>", *from, (*tip)->seq,
                          [&](nats::StoredMessage& m) {
                            const uint64_t epoch = headerU64(m, "Outbox-Epoch");

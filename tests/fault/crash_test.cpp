@@ -212,8 +212,13 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_exits_at_once_and_loses_nothing) {
     // script's cleanup): the stop goes on.
     std::this_thread::sleep_for(50ms);
     bridge.sendSignal(SIGTERM);
-    if (std::chrono::steady_clock::now() - first >= 450ms) {  // this process stalled: a second request after all
-      BOOST_TEST_MESSAGE("the doubled SIGTERM went 450 ms or more after the first: counted as a second");
+    if (std::chrono::steady_clock::now() - first >= 450ms) {
+      // This process stalled: the bridge may have counted the doubled signal as a second request
+      // (exited 143) or not; a third well apart from both is a second request either way.
+      BOOST_TEST_MESSAGE("the doubled SIGTERM went 450 ms or more after the first: not checked");
+      std::this_thread::sleep_for(600ms);
+      if (bridge.running()) bridge.sendSignal(SIGTERM);
+      BOOST_TEST(waitUntil([&] { return !bridge.running(); }, 3s));
       return;
     }
     std::this_thread::sleep_for(650ms);

@@ -88,8 +88,8 @@ BOOST_AUTO_TEST_CASE(one_sources_missing_table_does_not_fail_the_idle_check_of_t
     const auto took = t.insertIntoA();
     BOOST_TEST_MESSAGE("row " << i << " took " << took.count() << " ms");
     // The check each second and the mark (500 ms), where a failed check leaves a polling on its
-    // own every 5 s; the rest is room for a machine that stalls.
-    BOOST_TEST(took.count() <= 4500, "row " << i << " took " << took.count() << " ms");
+    // own every 5 s (at a random phase); the rest is room for a machine that stalls.
+    BOOST_TEST(took.count() <= 3500, "row " << i << " took " << took.count() << " ms");
   }
   requireDenseOnce(t.a, t.inserted);
   const std::string log = t.bridge.log();

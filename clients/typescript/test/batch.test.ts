@@ -148,18 +148,20 @@ test("lease: one active pod per source; the other stands by, and takes over when
     assert.equal(b.appliedVersion, 0, "the standing-by pod has not even read the inbox row");
 
     // The first pod stops without close(), as a killed one does: its lease runs out (3 s), then
-    // the other takes over.
-    stopA.abort();
-    await running[0];
-    const stopped = performance.now();
-    // What is left of the first pod's lease, on the database's clock, which times it: a stall of
-    // this process before its last renewal leaves less than the 2-3 s it normally has.
+    // the other takes over. What is left of the lease is read on the database's clock, which times
+    // it (a stall of this process before its last renewal leaves less than the 2-3 s it normally has).
     const [left] = await consumer.pool.query<mysql.RowDataPacket[]>(
       "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) / 1000 AS ms FROM outbox_inbox_lease " +
         "WHERE source = ? AND holder = 'pod-a'",
       [source.name],
     );
-    const leaseLeftMs = left.length > 0 ? Number(left[0].ms) : 0; // none: ran out and taken before this read
+    assert.equal(left.length, 1, "the first pod holds the lease");
+    const readAt = performance.now();
+    stopA.abort();
+    await running[0];
+    const stopped = performance.now();
+    // Left at the stop, at least (a renewal meanwhile only adds to it).
+    const leaseLeftMs = Number(left[0].ms) - (stopped - readAt);
     for (let k = 0; k < 20; ++k) await source.change(50 + k, `After ${k}`);
     final = await source.drained();
     await until(() => b.appliedVersion === final, 30_000, `the second pod at ${final}`);
