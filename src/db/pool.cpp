@@ -98,7 +98,7 @@ Result<ConnectionPool::Loan> ConnectionPool::borrow(const std::string& database,
     }
     return idle_.end();
   };
-  const bool openFailureHeld = openFailedAt_ && std::chrono::steady_clock::now() - *openFailedAt_ < kOpenFailureHeld;
+  const bool openFailureHeld = openFailedAt_ && now - *openFailedAt_ < kOpenFailureHeld;
   auto pick = choose(autocommit);
   // One set the other way only when no new one may be opened: a source's reads and its assigns
   // would otherwise set one connection back and forth, two statements a batch.

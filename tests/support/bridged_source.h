@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "db/migrate.h"
 #include "harness.h"
@@ -103,12 +104,13 @@ struct Running {
 // Waits until each of `running` executes a statement (a thread that starts late would turn a
 // test's sleeps into a race with the server's).
 inline void requireExecuting(TestDatabase& database, const std::vector<const Running*>& running) {
-  std::string ids;
-  for (const Running* r : running) ids += fmt::format("{}{}", ids.empty() ? "" : ", ", r->id);
+  std::vector<uint64_t> ids;
+  for (const Running* r : running) ids.push_back(r->id);
   const std::string sql = fmt::format(
-      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({}) AND COMMAND = 'Query'", ids);
-  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.scalar(sql) == running.size(); }, std::chrono::seconds(10)),
-                        "statements not started: " << ids);
+      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({}) AND COMMAND = 'Query'",
+      fmt::join(ids, ", "));
+  BOOST_REQUIRE_MESSAGE(waitUntil([&] { return database.scalar(sql) == ids.size(); }, std::chrono::seconds(10)),
+                        "statements not started: " << fmt::format("{}", fmt::join(ids, ", ")));
 }
 
 // A SELECT SLEEP(600) on a connection of its own — a long statement elsewhere — killed at the end.
